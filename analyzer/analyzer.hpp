@@ -1,0 +1,48 @@
+// analyzer: reading trace databases. A job is a directory of rank-<N>.db files (read while the
+// job runs or after) or one database file; either way it is loaded into one in-memory SQLite
+// database with the monitor's schema, so every query sees all ranks.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace commtap::analyzer {
+
+struct QueryResult {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::optional<std::string>>> rows;  // nullopt is SQL NULL
+};
+
+class JobDatabase {
+ public:
+  // Loads `path` (a job directory or a .db file). On failure returns nullptr and sets `error`
+  // to a message that names the offending file.
+  static std::unique_ptr<JobDatabase> open(const std::string& path, std::string& error);
+  ~JobDatabase();
+  JobDatabase(const JobDatabase&) = delete;
+  JobDatabase& operator=(const JobDatabase&) = delete;
+
+  // Runs one read-only statement. Statements that would modify the database are refused.
+  std::optional<QueryResult> query(const std::string& sql, std::string& error) const;
+  // The rank files (or the one file) that were loaded.
+  const std::vector<std::string>& sources() const { return sources_; }
+
+ private:
+  JobDatabase() = default;
+  sqlite3* db_ = nullptr;
+  std::vector<std::string> sources_;
+};
+
+// Canned queries by name ("calls", "ranks", "settings", "tables"); nullptr if unknown.
+const char* canned_query(const std::string& name);
+std::vector<std::string> canned_query_names();
+
+// Renders a result as aligned text columns, or as a JSON array of objects.
+std::string format_table(const QueryResult& result);
+std::string format_json(const QueryResult& result);
+
+}  // namespace commtap::analyzer

@@ -1,0 +1,232 @@
+// The `commtap` command: run a job preloaded, list the settings, query trace databases.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analyzer/analyzer.hpp"
+#include "analyzer/launch.hpp"
+
+namespace fs = std::filesystem;
+using namespace commtap::analyzer;
+
+namespace {
+
+constexpr int kExitError = 2;
+
+// Settings as the library describes them.
+struct Setting {
+  std::string variable, field, kind, default_text, description;
+  long min = 0, max = 0;
+  std::string flag() const {
+    std::string name = field;
+    std::replace(name.begin(), name.end(), '_', '-');
+    return "--" + name;
+  }
+};
+
+std::vector<Setting> load_settings(const std::string& library) {
+  std::string error;
+  auto json = library_settings_json(library, error);
+  if (!json) {
+    std::fprintf(stderr, "commtap: cannot read the settings of %s: %s\n", library.c_str(),
+                 error.c_str());
+    std::exit(kExitError);
+  }
+  std::vector<Setting> settings;
+  for (const auto& item : nlohmann::json::parse(*json)) {
+    Setting s{item.at("variable"), item.at("field"), item.at("kind"), item.at("default"),
+              item.at("description")};
+    if (s.kind == "integer") {
+      s.min = item.at("min");
+      s.max = item.at("max");
+    }
+    settings.push_back(std::move(s));
+  }
+  return settings;
+}
+
+// --library may appear anywhere; it is needed before the other options can be declared.
+std::string library_option(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--") break;
+    if (std::string(argv[i]) == "--library") return argv[i + 1];
+    if (std::string(argv[i]).rfind("--library=", 0) == 0) return std::string(argv[i]).substr(10);
+  }
+  return "";
+}
+
+std::string require_library(const std::string& explicit_path) {
+  const std::string library = find_library(explicit_path);
+  if (library.empty()) {
+    std::fprintf(stderr,
+                 "commtap: cannot find libcommtap.so (give --library PATH or set "
+                 "COMMTAP_LIBRARY)\n");
+    std::exit(kExitError);
+  }
+  return library;
+}
+
+std::string settings_markdown(const std::vector<Setting>& settings) {
+  std::string out =
+      "| Variable | `commtap run` flag | Kind | Default | Description |\n"
+      "|---|---|---|---|---|\n";
+  for (const Setting& s : settings) {
+    std::string kind = s.kind;
+    if (s.kind == "integer") kind += " " + std::to_string(s.min) + ".." + std::to_string(s.max);
+    const std::string flag = s.kind == "flag" ? s.flag() : s.flag() + " VALUE";
+    out += "| `" + s.variable + "` | `" + flag + "` | " + kind + " | " +
+           (s.default_text.empty() ? "(empty)" : "`" + s.default_text + "`") + " | " +
+           s.description + " |\n";
+  }
+  return out;
+}
+
+// The job id the library will use, so that `commtap run` can say where the trace went. When
+// nothing names one, commtap run makes it and passes it on.
+std::string choose_job_id(std::map<std::string, std::string>& variables) {
+  if (auto it = variables.find("COMMTAP_JOB_ID"); it != variables.end() && !it->second.empty())
+    return it->second;
+  for (const char* name : {"COMMTAP_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"})
+    if (const char* value = std::getenv(name); value && *value) return value;
+  char stamp[32] = {};
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+  const std::string id = std::string(stamp) + "-" + std::to_string(getpid());
+  variables["COMMTAP_JOB_ID"] = id;
+  return id;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"commtap: preload MPI/NCCL jobs, record what they do, and query the trace"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "commtap 0.1.0");
+  std::string library_path;
+
+  // ---- run ----
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a launcher command (e.g. mpiexec -n 4 ./app) with libcommtap.so preloaded");
+  run->add_option("--library", library_path, "libcommtap.so to preload");
+  std::vector<std::string> command;
+  run->add_option("command", command, "The launcher command, after --")->required();
+  std::map<std::string, std::string> flag_values;
+  std::vector<Setting> settings;
+  const bool wants_run = argc > 1 && std::string(argv[1]) == "run";
+  const bool wants_settings = argc > 1 && std::string(argv[1]) == "settings";
+  if (wants_run || wants_settings) {
+    const std::string chosen = require_library(library_option(argc, argv));
+    settings = load_settings(chosen);
+  }
+  std::map<std::string, bool> flag_set;
+  for (const Setting& s : settings) {
+    if (s.kind == "flag") {
+      run->add_flag_callback(
+          s.flag(), [&flag_values, variable = s.variable] { flag_values[variable] = "1"; },
+          s.description + " (" + s.variable + ")");
+    } else {
+      auto* option = run->add_option_function<std::string>(
+          s.flag(), [&flag_values, variable = s.variable](const std::string& value) {
+            flag_values[variable] = value;
+          },
+          s.description + " (" + s.variable + ")");
+      if (s.kind == "integer") option->check(CLI::Range(s.min, s.max));
+    }
+  }
+
+  // ---- settings ----
+  CLI::App* settings_command =
+      app.add_subcommand("settings", "List the COMMTAP_* settings the library understands");
+  settings_command->add_option("--library", library_path, "libcommtap.so to describe");
+  bool settings_as_json = false, settings_as_markdown = false;
+  settings_command->add_flag("--json", settings_as_json, "As JSON");
+  settings_command->add_flag("--markdown", settings_as_markdown, "As a Markdown table");
+
+  // ---- query ----
+  CLI::App* query = app.add_subcommand(
+      "query", "Run a canned or a read-only SQL query over a job's trace databases");
+  std::string job_path, query_name = "calls", sql;
+  bool query_as_json = false;
+  query->add_option("job", job_path, "Job directory (rank-<N>.db files) or a database file")
+      ->required();
+  std::string names;
+  for (const std::string& name : canned_query_names()) names += (names.empty() ? "" : ", ") + name;
+  query->add_option("query", query_name, "Canned query: " + names)->capture_default_str();
+  query->add_option("--sql", sql, "A read-only SQL statement instead of a canned query");
+  query->add_flag("--json", query_as_json, "Print rows as a JSON array of objects");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitError;
+  }
+
+  if (*run) {
+    const std::string library = require_library(library_path);
+    const std::string job_id = choose_job_id(flag_values);
+    const int status = run_preloaded(library, flag_values, command);
+    std::string directory = "commtap-" + job_id;
+    if (auto it = flag_values.find("COMMTAP_DIR"); it != flag_values.end()) directory = it->second;
+    else if (const char* dir = std::getenv("COMMTAP_DIR"); dir && *dir) directory = dir;
+    std::error_code ec;
+    if (fs::is_directory(directory, ec)) {
+      std::size_t files = 0;
+      for (const auto& entry : fs::directory_iterator(directory, ec))
+        files += entry.path().extension() == ".db" ? 1 : 0;
+      std::fprintf(stderr, "commtap: trace database: %s (%zu rank files)\n", directory.c_str(),
+                   files);
+    }
+    return status;
+  }
+
+  if (*settings_command) {
+    if (settings_as_json) {
+      std::string error;
+      std::cout << *library_settings_json(require_library(library_path), error) << "\n";
+    } else if (settings_as_markdown) {
+      std::cout << settings_markdown(settings);
+    } else {
+      for (const Setting& s : settings) {
+        std::cout << s.variable << " (" << s.kind;
+        if (s.kind == "integer") std::cout << " " << s.min << ".." << s.max;
+        std::cout << ", default " << (s.default_text.empty() ? "empty" : s.default_text)
+                  << ")\n    " << s.description << "\n";
+      }
+    }
+    return 0;
+  }
+
+  if (*query) {
+    std::string error;
+    auto job = JobDatabase::open(job_path, error);
+    if (!job) {
+      std::fprintf(stderr, "commtap: %s\n", error.c_str());
+      return kExitError;
+    }
+    const char* statement = sql.empty() ? canned_query(query_name) : sql.c_str();
+    if (statement == nullptr) {
+      std::fprintf(stderr, "commtap: no canned query '%s' (have: %s)\n", query_name.c_str(),
+                   names.c_str());
+      return kExitError;
+    }
+    auto result = job->query(statement, error);
+    if (!result) {
+      std::fprintf(stderr, "commtap: query failed: %s\n", error.c_str());
+      return kExitError;
+    }
+    std::cout << (query_as_json ? format_json(*result) : format_table(*result));
+    return 0;
+  }
+  return 0;
+}

@@ -1,0 +1,225 @@
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analyzer/analyzer.hpp"
+#include "monitor/monitor.hpp"
+
+namespace commtap::analyzer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool exec(sqlite3* db, const std::string& sql, std::string& error) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) == SQLITE_OK) return true;
+  error = message ? message : sqlite3_errmsg(db);
+  sqlite3_free(message);
+  return false;
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// Rank files in rank order (rank-2.db before rank-10.db).
+std::vector<fs::path> rank_files(const fs::path& directory) {
+  std::vector<std::pair<long, fs::path>> found;
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || entry.path().extension() != ".db") continue;
+    const std::string number = name.substr(5, name.size() - 8);
+    if (number.empty() || !std::all_of(number.begin(), number.end(), ::isdigit)) continue;
+    found.emplace_back(std::stol(number), entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> files;
+  for (auto& [rank, path] : found) files.push_back(path);
+  return files;
+}
+
+}  // namespace
+
+std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::string& error) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  if (fs::is_directory(path, ec)) {
+    files = rank_files(path);
+    if (fs::exists(fs::path(path) / "job.db")) files = {fs::path(path) / "job.db"};
+    if (files.empty()) {
+      error = path + ": no rank-<N>.db or job.db files in this directory";
+      return nullptr;
+    }
+  } else if (fs::is_regular_file(path, ec)) {
+    files = {path};
+  } else {
+    error = path + ": no such file or directory";
+    return nullptr;
+  }
+
+  std::unique_ptr<JobDatabase> job(new JobDatabase());
+  if (sqlite3_open_v2(":memory:", &job->db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI,
+                      nullptr) != SQLITE_OK ||
+      !exec(job->db_, monitor::schema_sql(), error)) {
+    error = "cannot create an in-memory database: " + error;
+    return nullptr;
+  }
+  // Copy every table of the schema from each file, one file attached at a time so that jobs of
+  // any size load within SQLite's attachment limit. Files are opened read-only: a live job's
+  // writers are never blocked.
+  for (const fs::path& file : files) {
+    const std::string where = file.string();
+    std::string reason;
+    bool ok = exec(job->db_, "ATTACH " + quoted("file:" + where + "?mode=ro") + " AS src", reason);
+    if (ok) {
+      ok = exec(job->db_, "SELECT count(*) FROM src.sqlite_master", reason);
+    }
+    if (ok) {
+      sqlite3_stmt* stmt = nullptr;
+      int version = -1;
+      if (sqlite3_prepare_v2(job->db_, "PRAGMA src.user_version", -1, &stmt, nullptr) ==
+              SQLITE_OK &&
+          sqlite3_step(stmt) == SQLITE_ROW)
+        version = sqlite3_column_int(stmt, 0);
+      sqlite3_finalize(stmt);
+      if (version != monitor::kSchemaVersion) {
+        ok = false;
+        reason = "schema version " + std::to_string(version) + ", this commtap reads version " +
+                 std::to_string(monitor::kSchemaVersion);
+      }
+    }
+    if (ok) {
+      ok = exec(job->db_,
+                "BEGIN;"
+                "INSERT OR IGNORE INTO meta SELECT * FROM src.meta;"
+                "INSERT OR REPLACE INTO ranks SELECT * FROM src.ranks;"
+                "INSERT OR REPLACE INTO settings SELECT * FROM src.settings;"
+                "INSERT OR REPLACE INTO call_totals SELECT * FROM src.call_totals;"
+                "COMMIT;",
+                reason);
+    }
+    std::string ignored;
+    exec(job->db_, "DETACH src", ignored);
+    if (!ok) {
+      error = where + ": " + reason;
+      return nullptr;
+    }
+    job->sources_.push_back(where);
+  }
+  return job;
+}
+
+JobDatabase::~JobDatabase() { sqlite3_close(db_); }
+
+std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::string& error) const {
+  sqlite3_stmt* stmt = nullptr;
+  const char* tail = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, &tail) != SQLITE_OK) {
+    error = sqlite3_errmsg(db_);
+    return std::nullopt;
+  }
+  if (stmt == nullptr) {
+    error = "empty statement";
+    return std::nullopt;
+  }
+  if (!sqlite3_stmt_readonly(stmt)) {
+    sqlite3_finalize(stmt);
+    error = "only read-only statements are allowed";
+    return std::nullopt;
+  }
+  if (tail && std::string(tail).find_first_not_of(" \t\r\n;") != std::string::npos) {
+    sqlite3_finalize(stmt);
+    error = "only one statement is allowed";
+    return std::nullopt;
+  }
+  QueryResult result;
+  for (int i = 0; i < sqlite3_column_count(stmt); ++i)
+    result.columns.emplace_back(sqlite3_column_name(stmt, i));
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    auto& row = result.rows.emplace_back();
+    for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
+      if (sqlite3_column_type(stmt, i) == SQLITE_NULL) row.emplace_back(std::nullopt);
+      else row.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, i)));
+    }
+  }
+  if (rc != SQLITE_DONE) error = sqlite3_errmsg(db_);
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return std::nullopt;
+  return result;
+}
+
+namespace {
+struct Canned {
+  const char* name;
+  const char* sql;
+};
+constexpr Canned kCanned[] = {
+    {"calls",
+     "SELECT function, family, count(*) AS ranks, sum(calls) AS calls,"
+     " printf('%.3f', sum(time_ns) / 1e6) AS total_ms,"
+     " printf('%.2f', sum(time_ns) / 1e3 / max(sum(calls), 1)) AS mean_us,"
+     " sum(bytes) AS bytes, sum(completions) AS completions"
+     " FROM call_totals GROUP BY function, family ORDER BY sum(time_ns) DESC, function"},
+    {"ranks",
+     "SELECT rank, host, pid, ended_by, printf('%.3f', (end_ns - start_ns) / 1e9) AS seconds,"
+     " mpi_library FROM ranks ORDER BY rank"},
+    {"settings",
+     "SELECT name, value, count(*) AS ranks FROM settings GROUP BY name, value ORDER BY name"},
+    {"tables", "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"},
+};
+}  // namespace
+
+const char* canned_query(const std::string& name) {
+  for (const Canned& c : kCanned)
+    if (name == c.name) return c.sql;
+  return nullptr;
+}
+
+std::vector<std::string> canned_query_names() {
+  std::vector<std::string> names;
+  for (const Canned& c : kCanned) names.emplace_back(c.name);
+  return names;
+}
+
+std::string format_table(const QueryResult& result) {
+  std::vector<std::size_t> width(result.columns.size());
+  for (std::size_t i = 0; i < result.columns.size(); ++i) width[i] = result.columns[i].size();
+  for (const auto& row : result.rows)
+    for (std::size_t i = 0; i < row.size(); ++i)
+      width[i] = std::max(width[i], row[i] ? row[i]->size() : 4);
+  std::ostringstream out;
+  auto line = [&](auto cell) {
+    for (std::size_t i = 0; i < width.size(); ++i) {
+      const std::string text = cell(i);
+      out << text;
+      if (i + 1 < width.size()) out << std::string(width[i] - text.size() + 2, ' ');
+    }
+    out << '\n';
+  };
+  line([&](std::size_t i) { return result.columns[i]; });
+  line([&](std::size_t i) { return std::string(width[i], '-'); });
+  for (const auto& row : result.rows)
+    line([&](std::size_t i) { return row[i] ? *row[i] : std::string("NULL"); });
+  return out.str();
+}
+
+std::string format_json(const QueryResult& result) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : result.rows) {
+    nlohmann::json object = nlohmann::json::object();
+    for (std::size_t i = 0; i < row.size(); ++i)
+      object[result.columns[i]] = row[i] ? nlohmann::json(*row[i]) : nlohmann::json(nullptr);
+    rows.push_back(std::move(object));
+  }
+  return rows.dump(2) + "\n";
+}
+
+}  // namespace commtap::analyzer

@@ -1,0 +1,26 @@
+// collectives: commtap's own all-reduce algorithms and the rules for when they may run.
+#pragma once
+
+#include <mpi.h>
+
+namespace commtap::collectives {
+
+// Why a call must go to the MPI library untouched, or `eligible`.
+enum class Eligibility {
+  eligible,
+  zero_count,
+  single_rank,
+  intercommunicator,
+  derived_datatype,
+  user_or_noncommutative_op,
+  mpi_error,
+};
+
+const char* to_string(Eligibility reason) noexcept;
+
+// Whether commtap's all-reduce algorithms may replace the library's for this call. They run
+// only where they are known to give the library's answer: builtin datatypes, commutative
+// builtin operations, intracommunicators of two or more ranks, non-zero counts.
+Eligibility allreduce_eligibility(MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+
+}  // namespace commtap::collectives

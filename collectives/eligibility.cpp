@@ -1,0 +1,41 @@
+#include "collectives/collectives.hpp"
+
+namespace commtap::collectives {
+
+const char* to_string(Eligibility reason) noexcept {
+  switch (reason) {
+    case Eligibility::eligible: return "eligible";
+    case Eligibility::zero_count: return "zero count";
+    case Eligibility::single_rank: return "single-rank communicator";
+    case Eligibility::intercommunicator: return "intercommunicator";
+    case Eligibility::derived_datatype: return "derived datatype";
+    case Eligibility::user_or_noncommutative_op: return "user-defined or non-commutative operation";
+    case Eligibility::mpi_error: return "MPI error while checking";
+  }
+  return "unknown";
+}
+
+Eligibility allreduce_eligibility(MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (count == 0) return Eligibility::zero_count;
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return Eligibility::mpi_error;
+  if (inter) return Eligibility::intercommunicator;
+  int size = 0;
+  if (PMPI_Comm_size(comm, &size) != MPI_SUCCESS) return Eligibility::mpi_error;
+  if (size < 2) return Eligibility::single_rank;
+  int integers = 0, addresses = 0, datatypes = 0, combiner = 0;
+  if (PMPI_Type_get_envelope(type, &integers, &addresses, &datatypes, &combiner) != MPI_SUCCESS)
+    return Eligibility::mpi_error;
+  if (combiner != MPI_COMBINER_NAMED) return Eligibility::derived_datatype;
+  // User-defined operations may be commutative but are opaque to commtap's local reductions'
+  // fast paths and may depend on the order MPI documents; only builtin operations qualify.
+  int commutative = 0;
+  if (PMPI_Op_commutative(op, &commutative) != MPI_SUCCESS) return Eligibility::mpi_error;
+  const bool builtin = op == MPI_MAX || op == MPI_MIN || op == MPI_SUM || op == MPI_PROD ||
+                       op == MPI_LAND || op == MPI_BAND || op == MPI_LOR || op == MPI_BOR ||
+                       op == MPI_LXOR || op == MPI_BXOR || op == MPI_MINLOC || op == MPI_MAXLOC;
+  if (!commutative || !builtin) return Eligibility::user_or_noncommutative_op;
+  return Eligibility::eligible;
+}
+
+}  // namespace commtap::collectives

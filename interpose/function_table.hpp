@@ -1,0 +1,75 @@
+// The intercepted functions as data: an enumeration, names and families, all expanded from
+// mpi_functions.def and nccl_functions.def.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace commtap::interpose {
+
+enum class Family : std::uint8_t {
+  collective,        // blocking collective
+  collective_start,  // nonblocking collective (MPI_I*)
+  collective_init,   // persistent collective (MPI_*_init)
+  send,              // blocking send
+  recv,              // blocking receive
+  sendrecv,          // blocking send-receive
+  p2p_start,         // nonblocking point-to-point
+  p2p_init,          // persistent point-to-point
+  completion,        // Wait and Test families
+  start,             // Start, Startall
+  request,           // Request_free, Cancel
+  pack,              // Pack, Unpack, Pack_size
+  datatype,          // Type_commit, Type_free
+  communicator,      // communicator creation and destruction
+  lifecycle,         // Init, Init_thread, Finalize, Abort
+  nccl_collective,
+  nccl_p2p,
+  nccl_group,
+  nccl_communicator,
+};
+
+// How COMMTAP_YIELD=1 completes a blocking call (see mpi_functions.def).
+enum class Yield : std::uint8_t { none, append_request, replace_status, poll };
+
+enum class Fn : std::uint16_t {
+#define COMMTAP_MPI(name, family, yield, twin, params, args, info) name,
+#include "interpose/mpi_functions.def"
+#undef COMMTAP_MPI
+#define COMMTAP_NCCL(name, family, params, args, count, datatype) nccl##name,
+#include "interpose/nccl_functions.def"
+#undef COMMTAP_NCCL
+};
+
+inline constexpr Family kFamily[] = {
+#define COMMTAP_MPI(name, family, yield, twin, params, args, info) Family::family,
+#include "interpose/mpi_functions.def"
+#undef COMMTAP_MPI
+#define COMMTAP_NCCL(name, family, params, args, count, datatype) Family::family,
+#include "interpose/nccl_functions.def"
+#undef COMMTAP_NCCL
+};
+
+inline constexpr const char* kFunctionName[] = {
+#define COMMTAP_MPI(name, family, yield, twin, params, args, info) "MPI_" #name,
+#include "interpose/mpi_functions.def"
+#undef COMMTAP_MPI
+#define COMMTAP_NCCL(name, family, params, args, count, datatype) "nccl" #name,
+#include "interpose/nccl_functions.def"
+#undef COMMTAP_NCCL
+};
+
+inline constexpr std::size_t kFunctionCount = std::size(kFunctionName);
+
+constexpr std::size_t index_of(Fn fn) { return static_cast<std::size_t>(fn); }
+constexpr Family family_of(Fn fn) { return kFamily[index_of(fn)]; }
+
+// Families whose operations live on after the call and are completed by Wait/Test.
+constexpr bool is_persistent(Family family) {
+  return family == Family::collective_init || family == Family::p2p_init;
+}
+
+const char* family_name(Family family) noexcept;
+
+}  // namespace commtap::interpose

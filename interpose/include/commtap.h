@@ -1,0 +1,26 @@
+/* commtap's public C API: the few symbols libcommtap.so exports besides the MPI and NCCL
+ * entry points it interposes. */
+#ifndef COMMTAP_H
+#define COMMTAP_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library's version, e.g. "0.1.0". */
+const char* commtap_version(void);
+
+/* Every COMMTAP_* setting this library understands, as a JSON array of objects with
+ * variable, field, kind (flag, integer, text), default, description, and min/max for
+ * integers. The string lives as long as the library. */
+const char* commtap_settings_json(void);
+
+/* Nonzero while the library is intercepting (after MPI_Init, before MPI_Finalize, unless
+ * COMMTAP_DISABLE=1). */
+int commtap_active(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COMMTAP_H */

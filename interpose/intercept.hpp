@@ -1,0 +1,174 @@
+// The body every generated MPI wrapper shares. Pass-through costs one relaxed load and one TLS
+// read; recording adds two clock reads and a few thread-local adds (and, for calls that make or
+// complete requests, one request-table operation).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "interpose/call_info.hpp"
+#include "interpose/function_table.hpp"
+#include "interpose/runtime.hpp"
+#include "interpose/yield.hpp"
+#include "monitor/monitor.hpp"
+
+namespace commtap::interpose {
+
+template <std::size_t I, typename... A>
+decltype(auto) arg(A&&... a) {
+  return std::get<I>(std::forward_as_tuple(std::forward<A>(a)...));
+}
+
+// ---- COMMTAP_YIELD --------------------------------------------------------------------------
+
+template <Yield yield, typename Twin, typename... A>
+int call_yielding(Twin twin, A... a) {
+  if constexpr (yield == Yield::append_request) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = twin(a..., &request);
+    return rc != MPI_SUCCESS ? rc : wait_yielding(&request, MPI_STATUS_IGNORE);
+  } else if constexpr (yield == Yield::replace_status) {
+    // The nonblocking form takes every argument but the trailing status, and a request.
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int rc = twin(arg<I>(a...)..., &request);
+      return rc != MPI_SUCCESS ? rc : wait_yielding(&request, arg<sizeof...(A) - 1>(a...));
+    }(std::make_index_sequence<sizeof...(A) - 1>{});
+  } else {
+    static_assert(yield == Yield::poll);
+    return twin(a...);
+  }
+}
+
+// ---- Requests made, started, completed and freed --------------------------------------------
+
+// Before a completion, Start or Request_free call: copy the handles it will consume.
+template <Fn id, typename... A>
+void snapshot_requests(RequestSnapshot& snapshot, A... a) {
+  if constexpr (id == Fn::Wait || id == Fn::Test || id == Fn::Request_free) {
+    snapshot.take(arg<0>(a...), 1);
+  } else if constexpr (family_of(id) == Family::completion) {
+    snapshot.take(arg<1>(a...), arg<0>(a...));  // (count, requests[], ...)
+  }
+}
+
+// After it: attribute each operation the call completed to the function that started it.
+template <Fn id, typename... A>
+void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
+                     monitor::CallStats* stats, A... a) {
+  if (rc != MPI_SUCCESS) return;
+  auto complete = [&](MPI_Request request) {
+    if (auto done = g_runtime.requests.complete(request)) {
+      monitor::CallStats& origin = stats[index_of(done->fn)];
+      monitor::bump(origin.completions, 1);
+      monitor::bump(origin.completion_ns, now - done->started_ns);
+    }
+  };
+  if constexpr (id == Fn::Wait) {
+    complete(snapshot[0]);
+  } else if constexpr (id == Fn::Test) {
+    if (*arg<1>(a...)) complete(snapshot[0]);
+  } else if constexpr (id == Fn::Waitall) {
+    for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i]);
+  } else if constexpr (id == Fn::Testall) {
+    if (*arg<2>(a...))
+      for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i]);
+  } else if constexpr (id == Fn::Waitany) {
+    if (*arg<2>(a...) != MPI_UNDEFINED) complete(snapshot[*arg<2>(a...)]);
+  } else if constexpr (id == Fn::Testany) {
+    if (*arg<3>(a...) && *arg<2>(a...) != MPI_UNDEFINED) complete(snapshot[*arg<2>(a...)]);
+  } else if constexpr (id == Fn::Waitsome || id == Fn::Testsome) {
+    const int completed = *arg<2>(a...);
+    const int* indices = arg<3>(a...);
+    for (int i = 0; completed != MPI_UNDEFINED && i < completed; ++i) complete(snapshot[indices[i]]);
+  } else if constexpr (id == Fn::Request_free) {
+    g_runtime.requests.forget(snapshot[0]);
+  }
+}
+
+template <Fn id, typename... A>
+void start_requests(std::uint64_t now, A... a) {
+  if constexpr (id == Fn::Start) {
+    g_runtime.requests.started(*arg<0>(a...), now);
+  } else if constexpr (id == Fn::Startall) {
+    const int count = arg<0>(a...);
+    const MPI_Request* requests = arg<1>(a...);
+    for (int i = 0; i < count; ++i) g_runtime.requests.started(requests[i], now);
+  }
+}
+
+inline std::uint64_t payload_bytes(const CallInfo& info) {
+  if (info.count <= 0 || info.datatype == MPI_DATATYPE_NULL) return 0;
+  MPI_Count size = 0;
+  if (PMPI_Type_size_c(info.datatype, &size) != MPI_SUCCESS || size <= 0) return 0;
+  return static_cast<std::uint64_t>(info.count) * static_cast<std::uint64_t>(size);
+}
+
+// ---- Lifecycle --------------------------------------------------------------------------------
+
+template <Fn id, typename Real, typename... A>
+int lifecycle_call(Real real, A... a) {
+  if constexpr (id == Fn::Init || id == Fn::Init_thread) {
+    const std::uint64_t began = monitor::now_ns();
+    const int rc = real(a...);
+    if (rc == MPI_SUCCESS) start_after_mpi_init(began, id);
+    return rc;
+  } else if constexpr (id == Fn::Finalize) {
+    stop_before_mpi_finalize(id, "finalize");
+    return real(a...);
+  } else {
+    static_assert(id == Fn::Abort);
+    stop_before_mpi_finalize(id, "abort");
+    return real(a...);
+  }
+}
+
+// ---- The wrapper body -------------------------------------------------------------------------
+
+template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
+[[gnu::always_inline]] inline int intercept(Real real, Twin twin, const CallInfo& info, A... a) {
+  constexpr Family family = family_of(id);
+  if constexpr (family == Family::lifecycle) {
+    return lifecycle_call<id>(real, a...);
+  } else {
+    if (!g_runtime.active.load(std::memory_order_relaxed) || t_depth != 0) [[unlikely]]
+      return real(a...);
+    ++t_depth;
+    monitor::CallStats* stats = g_runtime.counters->local();
+
+    constexpr bool consumes_requests = family == Family::completion || id == Fn::Request_free;
+    RequestSnapshot snapshot;
+    if constexpr (consumes_requests) {
+      if (!g_runtime.requests.empty()) snapshot_requests<id>(snapshot, a...);
+    }
+
+    const std::uint64_t t0 = monitor::now_ns();
+    int rc;
+    if constexpr (yield != Yield::none) {
+      rc = g_runtime.yield ? call_yielding<yield>(twin, a...) : real(a...);
+    } else {
+      rc = real(a...);
+    }
+    const std::uint64_t t1 = monitor::now_ns();
+
+    monitor::CallStats& own = stats[index_of(id)];
+    monitor::bump(own.calls, 1);
+    monitor::bump(own.time_ns, t1 - t0);
+    if (info.count > 0) monitor::bump(own.bytes, payload_bytes(info));
+    if constexpr (consumes_requests) {
+      if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, t1, stats, a...);
+    } else if constexpr (family == Family::start) {
+      if (rc == MPI_SUCCESS) start_requests<id>(t0, a...);
+    } else {
+      if (info.request != nullptr && rc == MPI_SUCCESS)
+        g_runtime.requests.track(*info.request, id, t0, is_persistent(family));
+    }
+    --t_depth;
+    return rc;
+  }
+}
+
+}  // namespace commtap::interpose

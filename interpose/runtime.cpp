@@ -1,0 +1,244 @@
+#include "interpose/runtime.hpp"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+namespace commtap::interpose {
+
+Runtime g_runtime;
+thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+const char* family_name(Family family) noexcept {
+  switch (family) {
+    case Family::collective: return "collective";
+    case Family::collective_start: return "collective_start";
+    case Family::collective_init: return "collective_init";
+    case Family::send: return "send";
+    case Family::recv: return "recv";
+    case Family::sendrecv: return "sendrecv";
+    case Family::p2p_start: return "p2p_start";
+    case Family::p2p_init: return "p2p_init";
+    case Family::completion: return "completion";
+    case Family::start: return "start";
+    case Family::request: return "request";
+    case Family::pack: return "pack";
+    case Family::datatype: return "datatype";
+    case Family::communicator: return "communicator";
+    case Family::lifecycle: return "lifecycle";
+    case Family::nccl_collective: return "nccl_collective";
+    case Family::nccl_p2p: return "nccl_p2p";
+    case Family::nccl_group: return "nccl_group";
+    case Family::nccl_communicator: return "nccl_communicator";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Everything start() learns and stop() needs. Touched only by the thread that calls
+// MPI_Init/MPI_Finalize (and by the exit handler), under `lifecycle_mutex`.
+struct Session {
+  bool started = false;
+  bool written = false;
+  bool forked_child = false;
+  bool record = false;  // a writable directory was agreed on
+  MPI_Comm comm = MPI_COMM_NULL;
+  monitor::RankFacts facts;
+  std::string database_path;
+};
+
+std::mutex lifecycle_mutex;
+Session session;
+
+bool should_print(const Settings& settings, int rank) { return rank == 0 || settings.verbose >= 2; }
+
+std::string read_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : raw)
+    if (c == '\0') c = ' ';
+  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
+  return raw;
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string version(text, static_cast<std::size_t>(length));
+  if (auto newline = version.find('\n'); newline != std::string::npos) version.resize(newline);
+  return version;
+}
+
+// The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
+// in every case so that all ranks agree even if their environments differ.
+std::string agree_on_job_id(const Settings& settings, MPI_Comm comm, int rank) {
+  char buffer[128] = {};
+  if (rank == 0) {
+    std::string id = settings.job_id;
+    for (const char* variable : {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"}) {
+      if (!id.empty()) break;
+      if (const char* value = std::getenv(variable); value && *value) id = value;
+    }
+    if (id.empty()) {
+      char stamp[32] = {};
+      const std::time_t now = std::time(nullptr);
+      std::tm utc{};
+      gmtime_r(&now, &utc);
+      std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+      id = std::string(stamp) + "-" + std::to_string(::getpid());
+    }
+    // Keep the id usable as a directory name.
+    for (char& c : id)
+      if (c == '/' || c == ' ') c = '_';
+    std::snprintf(buffer, sizeof buffer, "%s", id.c_str());
+  }
+  PMPI_Bcast(buffer, sizeof buffer, MPI_CHAR, 0, comm);
+  return buffer;
+}
+
+// mkdir -p; returns an empty string or the reason it failed.
+std::string make_directory(const std::string& path) {
+  std::string partial;
+  std::size_t position = 0;
+  while (position != std::string::npos) {
+    position = path.find('/', position + 1);
+    partial = path.substr(0, position);
+    if (partial.empty()) continue;
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      return "cannot create " + partial + ": " + std::strerror(errno);
+  }
+  if (::access(path.c_str(), W_OK | X_OK) != 0) return path + ": " + std::strerror(errno);
+  return "";
+}
+
+void in_forked_child() {
+  // The child of a rank is not a rank: it must neither record nor write the parent's database.
+  // Locks held by other threads at fork time are never touched again in the child.
+  g_runtime.active.store(false, std::memory_order_relaxed);
+  session.forked_child = true;
+}
+
+void write_database(const char* ended_by) {
+  if (!session.record || session.written || session.forked_child) return;
+  session.written = true;
+  session.facts.end_ns = monitor::wall_ns();
+  session.facts.ended_by = ended_by;
+  const std::vector<monitor::CallTotals> totals = g_runtime.counters->totals();
+  std::vector<monitor::FunctionRow> rows;
+  for (std::size_t i = 0; i < totals.size(); ++i) {
+    if (totals[i].calls == 0 && totals[i].completions == 0) continue;
+    rows.push_back({kFunctionName[i], family_name(kFamily[i]), totals[i]});
+  }
+  const std::string error = monitor::write_rank_database(session.database_path, session.facts,
+                                                         describe(g_runtime.settings), rows);
+  // Every rank that fails says so: by now ranks may no longer be able to agree on anything.
+  if (!error.empty())
+    std::fprintf(stderr, "commtap: rank %d could not write %s: %s\n", session.facts.rank,
+                 session.database_path.c_str(), error.c_str());
+}
+
+void at_exit() {
+  // The application exited without MPI_Finalize: keep what was recorded.
+  std::lock_guard lock(lifecycle_mutex);
+  if (!session.started || session.forked_child) return;
+  g_runtime.active.store(false, std::memory_order_relaxed);
+  write_database("exit");
+}
+
+void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
+  monitor::CallStats& stats = g_runtime.counters->local()[index_of(fn)];
+  monitor::bump(stats.calls, 1);
+  monitor::bump(stats.time_ns, ended - began);
+}
+
+}  // namespace
+
+void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
+  std::lock_guard lock(lifecycle_mutex);
+  if (session.started || session.forked_child) return;
+
+  ParsedSettings parsed = parse_settings([](const char* name) { return std::getenv(name); });
+  if (parsed.settings.disable) return;  // pure pass-through: no communicator, no file, no output
+  session.started = true;
+  g_runtime.settings = parsed.settings;
+  g_runtime.yield = parsed.settings.yield;
+  g_runtime.counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
+
+  // A private communicator keeps commtap's own messages out of the application's matching.
+  PMPI_Comm_dup(MPI_COMM_WORLD, &session.comm);
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(session.comm, &rank);
+  PMPI_Comm_size(session.comm, &size);
+  const Settings& settings = g_runtime.settings;
+  if (rank == 0)
+    for (const std::string& problem : parsed.problems) std::fprintf(stderr, "%s\n", problem.c_str());
+
+  monitor::RankFacts& facts = session.facts;
+  facts.job_id = agree_on_job_id(settings, session.comm, rank);
+  facts.rank = rank;
+  facts.world_size = size;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  facts.host = host;
+  facts.pid = ::getpid();
+  facts.mpi_library = mpi_library_version();
+  facts.command_line = read_command_line();
+  facts.start_ns = monitor::wall_ns();
+
+  // All ranks must agree on whether to record, so one unwritable node turns recording off
+  // everywhere with a single message instead of leaving a job directory with holes.
+  const std::string directory =
+      settings.dir.empty() ? "commtap-" + facts.job_id : settings.dir;
+  const std::string problem = make_directory(directory);
+  // The lowest failing rank explains; the others stay quiet.
+  int candidate = problem.empty() ? size : rank, first_failed = size;
+  PMPI_Allreduce(&candidate, &first_failed, 1, MPI_INT, MPI_MIN, session.comm);
+  if (first_failed == rank)
+    std::fprintf(stderr,
+                 "commtap: rank %d cannot write the trace directory (%s); recording is off on "
+                 "all ranks, the job goes on\n",
+                 rank, problem.c_str());
+  session.record = first_failed == size;
+  session.database_path = directory + "/rank-" + std::to_string(rank) + ".db";
+
+  pthread_atfork(nullptr, nullptr, in_forked_child);
+  std::atexit(at_exit);
+  if (settings.verbose >= 1 && should_print(settings, rank))
+    std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s\n", rank, size,
+                 facts.job_id.c_str(), session.record ? directory.c_str() : "(nowhere)",
+                 settings.yield ? ", yield mode" : "");
+
+  count_lifecycle_call(init_fn, init_began_ns, monitor::now_ns());
+  g_runtime.active.store(true, std::memory_order_release);
+}
+
+void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
+  std::lock_guard lock(lifecycle_mutex);
+  if (!session.started || session.forked_child || session.written) return;
+  g_runtime.active.store(false, std::memory_order_relaxed);
+  // The library's finalize has not run yet, so its call is counted with no time.
+  const std::uint64_t now = monitor::now_ns();
+  count_lifecycle_call(finalize_fn, now, now);
+  // Written before the library's MPI_Finalize: finalize can hang (UCX across hosts), and what
+  // was recorded must survive that.
+  write_database(ended_by);
+  if (g_runtime.settings.verbose >= 1 && should_print(g_runtime.settings, session.facts.rank))
+    std::fprintf(stderr, "commtap: rank %d wrote %s\n", session.facts.rank,
+                 session.record ? session.database_path.c_str() : "nothing");
+  if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0)
+    PMPI_Comm_free(&session.comm);
+  g_runtime.requests.clear();
+}
+
+}  // namespace commtap::interpose

@@ -1,0 +1,39 @@
+// The process-wide state of the preloaded library: inert until MPI_Init, active between a
+// successful MPI_Init and MPI_Finalize (or exit), off again in forked children.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "interpose/function_table.hpp"
+#include "interpose/requests.hpp"
+#include "interpose/settings.hpp"
+#include "monitor/monitor.hpp"
+
+namespace commtap::interpose {
+
+struct Runtime {
+  // Read on every intercepted call: false before MPI_Init, with COMMTAP_DISABLE=1, after
+  // MPI_Finalize and in forked children.
+  std::atomic<bool> active{false};
+  // COMMTAP_YIELD, fixed at init.
+  bool yield = false;
+  Settings settings;
+  std::unique_ptr<monitor::CallCounters> counters;
+  RequestTable requests;
+};
+
+extern Runtime g_runtime;
+
+// Nesting depth of intercepted calls on this thread: a call made while another is in progress
+// (by commtap itself or by the MPI library calling its own MPI_ symbols) passes straight through.
+// Initial-exec TLS: a preloaded library has static TLS, so this is one %fs-relative access.
+extern thread_local int t_depth __attribute__((tls_model("initial-exec")));
+
+// Lifecycle hooks, called by the generated Init/Init_thread/Finalize/Abort wrappers and by the
+// Fortran mpi_f08 wrappers. `start` and `stop` are idempotent.
+void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn);
+void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by);
+
+}  // namespace commtap::interpose

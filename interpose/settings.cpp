@@ -1,0 +1,138 @@
+#include "interpose/settings.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+namespace commtap::interpose {
+
+namespace {
+
+constexpr const char* kind_name(SettingKind kind) {
+  switch (kind) {
+    case SettingKind::flag: return "flag";
+    case SettingKind::integer: return "integer";
+    case SettingKind::text: return "text";
+  }
+  return "?";
+}
+
+// "COMMTAP_" + the field name in upper case, computed at compile time.
+template <std::size_t N>
+struct VariableName {
+  char text[N + 8]{};
+  constexpr explicit VariableName(const char (&field)[N]) {
+    constexpr std::string_view prefix = "COMMTAP_";
+    for (std::size_t i = 0; i < prefix.size(); ++i) text[i] = prefix[i];
+    for (std::size_t i = 0; i + 1 < N; ++i)
+      text[prefix.size() + i] = field[i] >= 'a' && field[i] <= 'z' ? field[i] - 32 : field[i];
+  }
+};
+
+#define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
+  constexpr VariableName variable_##field{#field};
+#include "interpose/settings.def"
+#undef COMMTAP_SETTING
+
+constexpr SettingSpec kSpecs[] = {
+#define COMMTAP_SETTING(field, kind, default_text, min, max, description)                    \
+  {variable_##field.text, #field, SettingKind::kind, default_text, min, max, description},
+#include "interpose/settings.def"
+#undef COMMTAP_SETTING
+};
+
+bool parse_value(std::string_view text, const SettingSpec&, bool& out) {
+  for (auto yes : {"1", "true", "yes", "on", "TRUE", "YES", "ON", "True", "Yes", "On"})
+    if (text == yes) return out = true, true;
+  for (auto no : {"0", "false", "no", "off", "FALSE", "NO", "OFF", "False", "No", "Off"})
+    if (text == no) return out = false, true;
+  return false;
+}
+
+bool parse_value(std::string_view text, const SettingSpec& spec, long& out) {
+  const std::string copy(text);
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(copy.c_str(), &end, 10);
+  if (errno != 0 || end == copy.c_str() || *end != '\0') return false;
+  if (value < spec.min || value > spec.max) return false;
+  out = value;
+  return true;
+}
+
+bool parse_value(std::string_view text, const SettingSpec&, std::string& out) {
+  out = std::string(text);
+  return true;
+}
+
+std::string accepted(const SettingSpec& spec) {
+  switch (spec.kind) {
+    case SettingKind::flag: return "0 or 1";
+    case SettingKind::integer:
+      return "an integer from " + std::to_string(spec.min) + " to " + std::to_string(spec.max);
+    case SettingKind::text: return "any text";
+  }
+  return "";
+}
+
+std::string as_text(bool value) { return value ? "1" : "0"; }
+std::string as_text(long value) { return std::to_string(value); }
+std::string as_text(const std::string& value) { return value; }
+
+template <typename Value>
+void parse_one(const SettingSpec& spec, Value& field,
+               const std::function<const char*(const char*)>& lookup,
+               std::vector<std::string>& problems) {
+  parse_value(spec.default_text, spec, field);
+  const char* value = lookup(spec.variable);
+  if (value == nullptr || *value == '\0' || parse_value(value, spec, field)) return;
+  parse_value(spec.default_text, spec, field);
+  problems.push_back(std::string("commtap: ignoring ") + spec.variable + "='" + value +
+                     "': expected " + accepted(spec) + "; using " +
+                     (*spec.default_text ? spec.default_text : "the default") + ".");
+}
+
+}  // namespace
+
+std::span<const SettingSpec> setting_specs() { return kSpecs; }
+
+ParsedSettings parse_settings(const std::function<const char*(const char*)>& lookup) {
+  ParsedSettings parsed;
+  std::size_t index = 0;
+// The spec's default is re-parsed from kSpecs (not the macro argument) so that one text is used.
+#define COMMTAP_SETTING(field, kind_, default_, min_, max_, description_) \
+  parse_one(kSpecs[index++], parsed.settings.field, lookup, parsed.problems);
+#include "interpose/settings.def"
+#undef COMMTAP_SETTING
+  return parsed;
+}
+
+std::vector<std::pair<std::string, std::string>> describe(const Settings& settings) {
+  std::vector<std::pair<std::string, std::string>> out;
+#define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
+  out.emplace_back(variable_##field.text, as_text(settings.field));
+#include "interpose/settings.def"
+#undef COMMTAP_SETTING
+  return out;
+}
+
+std::string settings_json() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const SettingSpec& spec : kSpecs) {
+    nlohmann::json item = {{"variable", spec.variable},
+                           {"field", spec.field},
+                           {"kind", kind_name(spec.kind)},
+                           {"default", spec.default_text},
+                           {"description", spec.description}};
+    if (spec.kind == SettingKind::integer) {
+      item["min"] = spec.min;
+      item["max"] = spec.max;
+    }
+    list.push_back(std::move(item));
+  }
+  return list.dump();
+}
+
+}  // namespace commtap::interpose

@@ -1,0 +1,98 @@
+// monitor: what commtap records about a rank and how it reaches the trace database.
+//
+// The hot path touches only CallCounters::local() (one thread-local pointer) and the clock;
+// everything that allocates, locks or does I/O happens at init, at thread exit or at the end.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace commtap::monitor {
+
+// Monotonic nanoseconds (CLOCK_MONOTONIC through the vDSO, about 20 ns).
+std::uint64_t now_ns() noexcept;
+// Wall-clock nanoseconds since the epoch, for the database's start/end stamps.
+std::uint64_t wall_ns() noexcept;
+
+// Per-function statistics of one thread. Each field has exactly one writer (its thread), so
+// relaxed load+store compiles to a plain add while still being data-race free for the reader
+// that sums all threads at the end.
+struct CallStats {
+  std::atomic<std::uint64_t> calls{0};
+  std::atomic<std::uint64_t> time_ns{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> completions{0};
+  std::atomic<std::uint64_t> completion_ns{0};
+};
+
+inline void bump(std::atomic<std::uint64_t>& field, std::uint64_t by) noexcept {
+  field.store(field.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+// A plain snapshot of CallStats, summed over threads.
+struct CallTotals {
+  std::uint64_t calls = 0, time_ns = 0, bytes = 0, completions = 0, completion_ns = 0;
+};
+
+// Per-thread arrays of CallStats, one slot per intercepted function. A thread's array is
+// created on its first recorded call and folded into a retired total when the thread exits.
+class CallCounters {
+ public:
+  explicit CallCounters(std::size_t functions);
+  ~CallCounters();
+  CallCounters(const CallCounters&) = delete;
+  CallCounters& operator=(const CallCounters&) = delete;
+
+  // This thread's slots. Cheap after the first call on a thread.
+  CallStats* local();
+  // Sum over live and exited threads. Safe to call while other threads record.
+  std::vector<CallTotals> totals() const;
+  std::size_t functions() const { return functions_; }
+
+  struct Registry;  // defined in call_counters.cpp
+
+ private:
+  CallStats* attach_thread();
+  std::size_t functions_;
+  std::uint64_t serial_;
+  std::shared_ptr<Registry> registry_;
+};
+
+// Facts about one rank, written once per rank database.
+struct RankFacts {
+  std::string job_id;
+  int rank = 0;
+  int world_size = 1;
+  std::string host;
+  long pid = 0;
+  std::string mpi_library;
+  std::string command_line;
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  std::string ended_by;  // "finalize", "abort", "exit"
+};
+
+struct FunctionRow {
+  std::string function;
+  std::string family;
+  CallTotals totals;
+};
+
+// The schema (monitor/schema.sql) and its version.
+const char* schema_sql();
+constexpr int kSchemaVersion = 1;
+extern const char* const kCommtapVersion;
+
+// Writes one rank's database to `path` atomically (a temporary file renamed into place), so a
+// reader never sees a half-written file. Returns an empty string on success, else the reason.
+std::string write_rank_database(const std::string& path, const RankFacts& facts,
+                                const std::vector<std::pair<std::string, std::string>>& settings,
+                                const std::vector<FunctionRow>& functions);
+
+}  // namespace commtap::monitor
