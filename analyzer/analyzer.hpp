@@ -41,8 +41,10 @@ class JobDatabase {
 const char* canned_query(const std::string& name);
 std::vector<std::string> canned_query_names();
 
-// Renders a result as aligned text columns, or as a JSON array of objects.
+// Renders a result as aligned text columns, as a JSON array of objects, or raw for scripts
+// (no header, '|' between values, empty for NULL, like the sqlite3 shell).
 std::string format_table(const QueryResult& result);
 std::string format_json(const QueryResult& result);
+std::string format_raw(const QueryResult& result);
 
 }  // namespace commtap::analyzer

@@ -94,7 +94,8 @@ std::string settings_markdown(const std::vector<Setting>& settings) {
 std::string choose_job_id(std::map<std::string, std::string>& variables) {
   if (auto it = variables.find("COMMTAP_JOB_ID"); it != variables.end() && !it->second.empty())
     return it->second;
-  for (const char* name : {"COMMTAP_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"})
+  for (const char* name :
+       {"COMMTAP_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"})
     if (const char* value = std::getenv(name); value && *value) return value;
   char stamp[32] = {};
   const std::time_t now = std::time(nullptr);
@@ -136,7 +137,8 @@ int main(int argc, char** argv) {
           s.description + " (" + s.variable + ")");
     } else {
       auto* option = run->add_option_function<std::string>(
-          s.flag(), [&flag_values, variable = s.variable](const std::string& value) {
+          s.flag(),
+          [&flag_values, variable = s.variable](const std::string& value) {
             flag_values[variable] = value;
           },
           s.description + " (" + s.variable + ")");
@@ -156,7 +158,7 @@ int main(int argc, char** argv) {
   CLI::App* query = app.add_subcommand(
       "query", "Run a canned or a read-only SQL query over a job's trace databases");
   std::string job_path, query_name = "calls", sql;
-  bool query_as_json = false;
+  bool query_as_json = false, query_raw = false;
   query->add_option("job", job_path, "Job directory (rank-<N>.db files) or a database file")
       ->required();
   std::string names;
@@ -164,6 +166,7 @@ int main(int argc, char** argv) {
   query->add_option("query", query_name, "Canned query: " + names)->capture_default_str();
   query->add_option("--sql", sql, "A read-only SQL statement instead of a canned query");
   query->add_flag("--json", query_as_json, "Print rows as a JSON array of objects");
+  query->add_flag("--raw", query_raw, "Print rows without a header, values separated by '|'");
 
   try {
     app.parse(argc, argv);
@@ -177,8 +180,10 @@ int main(int argc, char** argv) {
     const std::string job_id = choose_job_id(flag_values);
     const int status = run_preloaded(library, flag_values, command);
     std::string directory = "commtap-" + job_id;
-    if (auto it = flag_values.find("COMMTAP_DIR"); it != flag_values.end()) directory = it->second;
-    else if (const char* dir = std::getenv("COMMTAP_DIR"); dir && *dir) directory = dir;
+    if (auto it = flag_values.find("COMMTAP_DIR"); it != flag_values.end())
+      directory = it->second;
+    else if (const char* dir = std::getenv("COMMTAP_DIR"); dir && *dir)
+      directory = dir;
     std::error_code ec;
     if (fs::is_directory(directory, ec)) {
       std::size_t files = 0;
@@ -225,7 +230,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "commtap: query failed: %s\n", error.c_str());
       return kExitError;
     }
-    std::cout << (query_as_json ? format_json(*result) : format_table(*result));
+    std::cout << (query_as_json ? format_json(*result)
+                  : query_raw   ? format_raw(*result)
+                                : format_table(*result));
     return 0;
   }
   return 0;

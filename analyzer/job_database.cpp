@@ -116,7 +116,9 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
   return job;
 }
 
-JobDatabase::~JobDatabase() { sqlite3_close(db_); }
+JobDatabase::~JobDatabase() {
+  sqlite3_close(db_);
+}
 
 std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::string& error) const {
   sqlite3_stmt* stmt = nullptr;
@@ -146,8 +148,10 @@ std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::strin
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     auto& row = result.rows.emplace_back();
     for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
-      if (sqlite3_column_type(stmt, i) == SQLITE_NULL) row.emplace_back(std::nullopt);
-      else row.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, i)));
+      if (sqlite3_column_type(stmt, i) == SQLITE_NULL)
+        row.emplace_back(std::nullopt);
+      else
+        row.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, i)));
     }
   }
   if (rc != SQLITE_DONE) error = sqlite3_errmsg(db_);
@@ -220,6 +224,18 @@ std::string format_json(const QueryResult& result) {
     rows.push_back(std::move(object));
   }
   return rows.dump(2) + "\n";
+}
+
+std::string format_raw(const QueryResult& result) {
+  std::string out;
+  for (const auto& row : result.rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) out += '|';
+      if (row[i]) out += *row[i];
+    }
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace commtap::analyzer

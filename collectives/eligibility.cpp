@@ -4,13 +4,20 @@ namespace commtap::collectives {
 
 const char* to_string(Eligibility reason) noexcept {
   switch (reason) {
-    case Eligibility::eligible: return "eligible";
-    case Eligibility::zero_count: return "zero count";
-    case Eligibility::single_rank: return "single-rank communicator";
-    case Eligibility::intercommunicator: return "intercommunicator";
-    case Eligibility::derived_datatype: return "derived datatype";
-    case Eligibility::user_or_noncommutative_op: return "user-defined or non-commutative operation";
-    case Eligibility::mpi_error: return "MPI error while checking";
+    case Eligibility::eligible:
+      return "eligible";
+    case Eligibility::zero_count:
+      return "zero count";
+    case Eligibility::single_rank:
+      return "single-rank communicator";
+    case Eligibility::intercommunicator:
+      return "intercommunicator";
+    case Eligibility::derived_datatype:
+      return "derived datatype";
+    case Eligibility::user_or_noncommutative_op:
+      return "user-defined or non-commutative operation";
+    case Eligibility::mpi_error:
+      return "MPI error while checking";
   }
   return "unknown";
 }

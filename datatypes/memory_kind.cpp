@@ -8,7 +8,9 @@
 
 namespace commtap::datatypes {
 
-bool built_with_cuda() noexcept { return COMMTAP_HAVE_CUDA != 0; }
+bool built_with_cuda() noexcept {
+  return COMMTAP_HAVE_CUDA != 0;
+}
 
 #if COMMTAP_HAVE_CUDA
 bool gpu_available() noexcept {
@@ -35,8 +37,12 @@ MemoryKind memory_kind(const void* pointer) noexcept {
              : MemoryKind::host;
 }
 #else
-bool gpu_available() noexcept { return false; }
-MemoryKind memory_kind(const void*) noexcept { return MemoryKind::host; }
+bool gpu_available() noexcept {
+  return false;
+}
+MemoryKind memory_kind(const void*) noexcept {
+  return MemoryKind::host;
+}
 #endif
 
 }  // namespace commtap::datatypes

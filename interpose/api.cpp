@@ -7,7 +7,9 @@
 
 extern "C" {
 
-COMMTAP_EXPORT const char* commtap_version(void) { return commtap::monitor::kCommtapVersion; }
+COMMTAP_EXPORT const char* commtap_version(void) {
+  return commtap::monitor::kCommtapVersion;
+}
 
 COMMTAP_EXPORT const char* commtap_settings_json(void) {
   static const std::string json = commtap::interpose::settings_json();

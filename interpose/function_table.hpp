@@ -62,8 +62,12 @@ inline constexpr const char* kFunctionName[] = {
 
 inline constexpr std::size_t kFunctionCount = std::size(kFunctionName);
 
-constexpr std::size_t index_of(Fn fn) { return static_cast<std::size_t>(fn); }
-constexpr Family family_of(Fn fn) { return kFamily[index_of(fn)]; }
+constexpr std::size_t index_of(Fn fn) {
+  return static_cast<std::size_t>(fn);
+}
+constexpr Family family_of(Fn fn) {
+  return kFamily[index_of(fn)];
+}
 
 // Families whose operations live on after the call and are completed by Wait/Test.
 constexpr bool is_persistent(Family family) {

@@ -36,7 +36,8 @@ int call_yielding(Twin twin, A... a) {
       MPI_Request request = MPI_REQUEST_NULL;
       const int rc = twin(arg<I>(a...)..., &request);
       return rc != MPI_SUCCESS ? rc : wait_yielding(&request, arg<sizeof...(A) - 1>(a...));
-    }(std::make_index_sequence<sizeof...(A) - 1>{});
+    }
+    (std::make_index_sequence<sizeof...(A) - 1>{});
   } else {
     static_assert(yield == Yield::poll);
     return twin(a...);
@@ -48,10 +49,11 @@ int call_yielding(Twin twin, A... a) {
 // Before a completion, Start or Request_free call: copy the handles it will consume.
 template <Fn id, typename... A>
 void snapshot_requests(RequestSnapshot& snapshot, A... a) {
+  const std::uint64_t epoch = g_runtime.requests.epoch();
   if constexpr (id == Fn::Wait || id == Fn::Test || id == Fn::Request_free) {
-    snapshot.take(arg<0>(a...), 1);
+    snapshot.take(arg<0>(a...), 1, epoch);
   } else if constexpr (family_of(id) == Family::completion) {
-    snapshot.take(arg<1>(a...), arg<0>(a...));  // (count, requests[], ...)
+    snapshot.take(arg<1>(a...), arg<0>(a...), epoch);  // (count, requests[], ...)
   }
 }
 
@@ -61,7 +63,7 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
                      monitor::CallStats* stats, A... a) {
   if (rc != MPI_SUCCESS) return;
   auto complete = [&](MPI_Request request) {
-    if (auto done = g_runtime.requests.complete(request)) {
+    if (auto done = g_runtime.requests.complete(request, snapshot.epoch())) {
       monitor::CallStats& origin = stats[index_of(done->fn)];
       monitor::bump(origin.completions, 1);
       monitor::bump(origin.completion_ns, now - done->started_ns);
@@ -83,9 +85,10 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
   } else if constexpr (id == Fn::Waitsome || id == Fn::Testsome) {
     const int completed = *arg<2>(a...);
     const int* indices = arg<3>(a...);
-    for (int i = 0; completed != MPI_UNDEFINED && i < completed; ++i) complete(snapshot[indices[i]]);
+    for (int i = 0; completed != MPI_UNDEFINED && i < completed; ++i)
+      complete(snapshot[indices[i]]);
   } else if constexpr (id == Fn::Request_free) {
-    g_runtime.requests.forget(snapshot[0]);
+    g_runtime.requests.forget(snapshot[0], snapshot.epoch());
   }
 }
 

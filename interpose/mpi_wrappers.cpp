@@ -7,12 +7,11 @@
 #define COMMTAP_UNPAREN(...) __VA_ARGS__
 #define COMMTAP_LEADING_COMMA(...) __VA_OPT__(, ) __VA_ARGS__
 
-#define COMMTAP_MPI(name, family, yield, twin, params, args, info)                       \
-  extern "C" COMMTAP_EXPORT int MPI_##name params {                                      \
-    using namespace ::commtap::interpose;                                                \
-    return intercept<Fn::name, Yield::yield>(PMPI_##name, twin,                          \
-                                             CallInfo{COMMTAP_UNPAREN info}              \
-                                                 COMMTAP_LEADING_COMMA args);            \
+#define COMMTAP_MPI(name, family, yield, twin, params, args, info)                     \
+  extern "C" COMMTAP_EXPORT int MPI_##name params {                                    \
+    using namespace ::commtap::interpose;                                              \
+    return intercept<Fn::name, Yield::yield>(                                          \
+        PMPI_##name, twin, CallInfo{COMMTAP_UNPAREN info} COMMTAP_LEADING_COMMA args); \
   }
 #include "interpose/mpi_functions.def"
 #undef COMMTAP_MPI

@@ -15,15 +15,20 @@ namespace {
 std::uint64_t nccl_type_size(ncclDataType_t type) {
   switch (type) {
     case ncclInt8:
-    case ncclUint8: return 1;
-    case ncclFloat16: return 2;
+    case ncclUint8:
+      return 1;
+    case ncclFloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32: return 4;
+    case ncclFloat32:
+      return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 2;  // bfloat16 and the 8-bit float types of newer NCCLs are 1-2 bytes
+    case ncclFloat64:
+      return 8;
+    default:
+      return 2;  // bfloat16 and the 8-bit float types of newer NCCLs are 1-2 bytes
   }
 }
 
@@ -62,12 +67,12 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
 #define COMMTAP_UNPAREN(...) __VA_ARGS__
 #define COMMTAP_LEADING_COMMA(...) __VA_OPT__(, ) __VA_ARGS__
 
-#define COMMTAP_NCCL(name, family, params, args, count, datatype)                          \
-  extern "C" COMMTAP_EXPORT ncclResult_t nccl##name params {                               \
-    using namespace ::commtap::interpose;                                                  \
-    using Real = ncclResult_t(*) params;                                                   \
-    static std::atomic<void*> cache{nullptr};                                              \
-    const Real real = resolve<Real>(cache, "pnccl" #name, "nccl" #name);                   \
+#define COMMTAP_NCCL(name, family, params, args, count, datatype)                            \
+  extern "C" COMMTAP_EXPORT ncclResult_t nccl##name params {                                 \
+    using namespace ::commtap::interpose;                                                    \
+    using Real = ncclResult_t(*) params;                                                     \
+    static std::atomic<void*> cache{nullptr};                                                \
+    const Real real = resolve<Real>(cache, "pnccl" #name, "nccl" #name);                     \
     return intercept_nccl<Fn::nccl##name>(real, count, datatype COMMTAP_LEADING_COMMA args); \
   }
 #include "interpose/nccl_functions.def"

@@ -2,53 +2,123 @@
 
 namespace commtap::interpose {
 
+void RequestTable::Shard::insert(const Entry& entry) {
+  if ((used + 1) * 2 > slots.size()) {
+    std::size_t live = 0;
+    for (const Entry& e : slots) live += (e.sequence != 0 && !e.erased) ? 1 : 0;
+    std::size_t capacity = 16;
+    while (capacity < (live + 1) * 4) capacity *= 2;
+    rebuild(capacity);
+  }
+  for (std::size_t i = home(entry.request);; i = (i + 1) & (slots.size() - 1)) {
+    if (slots[i].sequence == 0) {
+      slots[i] = entry;
+      ++used;
+      return;
+    }
+  }
+}
+
+void RequestTable::Shard::rebuild(std::size_t capacity) {
+  spare.assign(capacity, Entry{});
+  spare.swap(slots);  // `spare` now holds the old entries
+  used = 0;
+  for (const Entry& e : spare) {
+    if (e.sequence == 0 || e.erased) continue;
+    for (std::size_t i = home(e.request);; i = (i + 1) & (slots.size() - 1)) {
+      if (slots[i].sequence == 0) {
+        slots[i] = e;
+        ++used;
+        break;
+      }
+    }
+  }
+}
+
+void RequestTable::Shard::remove(Entry& entry) {
+  entry.erased = true;
+  const std::size_t mask = slots.size() - 1;
+  std::size_t i = static_cast<std::size_t>(&entry - slots.data());
+  if (slots[(i + 1) & mask].sequence != 0) return;  // still inside a probe chain
+  while (slots[i].sequence != 0 && slots[i].erased) {
+    slots[i] = Entry{};
+    --used;
+    i = (i - 1) & mask;
+  }
+}
+
+void RequestTable::erase(Shard& s, Entry& entry) {
+  s.remove(entry);
+  size_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+RequestTable::Entry* RequestTable::newest_before(Shard& s, MPI_Request request,
+                                                 std::uint64_t epoch) {
+  Entry* newest = nullptr;
+  s.for_each(request, [&](Entry& e) {
+    if (e.sequence < epoch && (newest == nullptr || e.sequence > newest->sequence)) newest = &e;
+  });
+  return newest;
+}
+
 void RequestTable::track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent) {
   if (request == MPI_REQUEST_NULL) return;
+  const std::uint64_t sequence = sequence_.fetch_add(1, std::memory_order_acq_rel);
   Shard& s = shard(request);
-  std::lock_guard lock(s.mutex);
-  // A handle value is reused by MPI once its request is gone, so a stale entry is replaced.
-  auto [it, inserted] = s.entries.insert_or_assign(request, Entry{fn, now_ns, persistent, !persistent});
-  if (inserted) size_.fetch_add(1, std::memory_order_relaxed);
+  ShardLock lock(s);
+  // Bound the entries a handle can collect (see kMaxEntriesPerHandle).
+  std::size_t entries = 0;
+  Entry* oldest = nullptr;
+  s.for_each(request, [&](Entry& e) {
+    ++entries;
+    if (oldest == nullptr || e.sequence < oldest->sequence) oldest = &e;
+  });
+  if (entries >= kMaxEntriesPerHandle) erase(s, *oldest);
+  s.insert(Entry{request, sequence, now_ns, fn, persistent, !persistent, false});
+  size_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void RequestTable::started(MPI_Request request, std::uint64_t now_ns) {
   if (request == MPI_REQUEST_NULL || empty()) return;
   Shard& s = shard(request);
-  std::lock_guard lock(s.mutex);
-  auto it = s.entries.find(request);
-  if (it == s.entries.end()) return;
-  it->second.started_ns = now_ns;
-  it->second.active = true;
+  ShardLock lock(s);
+  // The caller owns this live handle, so its newest entry is its own.
+  if (Entry* entry = newest_before(s, request, ~std::uint64_t{0})) {
+    entry->started_ns = now_ns;
+    entry->active = true;
+  }
 }
 
-std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request request) {
+std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request request,
+                                                              std::uint64_t epoch) {
   if (request == MPI_REQUEST_NULL) return std::nullopt;
   Shard& s = shard(request);
-  std::lock_guard lock(s.mutex);
-  auto it = s.entries.find(request);
-  if (it == s.entries.end() || !it->second.active) return std::nullopt;
-  Completed done{it->second.fn, it->second.started_ns};
-  if (it->second.persistent) {
-    it->second.active = false;
+  ShardLock lock(s);
+  Entry* entry = newest_before(s, request, epoch);
+  if (entry == nullptr || !entry->active) return std::nullopt;
+  Completed done{entry->fn, entry->started_ns};
+  if (entry->persistent) {
+    entry->active = false;
   } else {
-    s.entries.erase(it);
-    size_.fetch_sub(1, std::memory_order_relaxed);
+    erase(s, *entry);
   }
   return done;
 }
 
-void RequestTable::forget(MPI_Request request) {
+void RequestTable::forget(MPI_Request request, std::uint64_t epoch) {
   if (request == MPI_REQUEST_NULL) return;
   Shard& s = shard(request);
-  std::lock_guard lock(s.mutex);
-  if (s.entries.erase(request) != 0) size_.fetch_sub(1, std::memory_order_relaxed);
+  ShardLock lock(s);
+  if (Entry* entry = newest_before(s, request, epoch)) erase(s, *entry);
 }
 
 void RequestTable::clear() {
   for (Shard& s : shards_) {
-    std::lock_guard lock(s.mutex);
-    size_.fetch_sub(s.entries.size(), std::memory_order_relaxed);
-    s.entries.clear();
+    ShardLock lock(s);
+    for (Entry& e : s.slots)
+      if (e.sequence != 0 && !e.erased) size_.fetch_sub(1, std::memory_order_relaxed);
+    s.slots.clear();
+    s.used = 0;
   }
 }
 

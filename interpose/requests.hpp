@@ -7,9 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "interpose/function_table.hpp"
@@ -27,32 +25,85 @@ class RequestTable {
   void track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent);
   // MPI_Start/Startall on a persistent request.
   void started(MPI_Request request, std::uint64_t now_ns);
-  // A completion call finished `request`; nonblocking entries are removed, persistent ones
-  // become inactive. Empty when commtap did not create the request or it was not active.
-  std::optional<Completed> complete(MPI_Request request);
-  // MPI_Request_free.
-  void forget(MPI_Request request);
+  // The tracking epoch before a completion call: requests the call can complete were all
+  // tracked before it (the application got their handles from calls that had returned).
+  std::uint64_t epoch() const { return sequence_.load(std::memory_order_acquire); }
+  // A completion call that began at `epoch` finished `request`: nonblocking entries are removed,
+  // persistent ones become inactive. Empty when commtap did not create the request or it was
+  // not active.
+  std::optional<Completed> complete(MPI_Request request, std::uint64_t epoch);
+  // MPI_Request_free, begun at `epoch`.
+  void forget(MPI_Request request, std::uint64_t epoch);
   // Fast check for the completion wrappers: nothing tracked means nothing to snapshot.
   bool empty() const { return size_.load(std::memory_order_relaxed) == 0; }
   void clear();
 
  private:
+  // MPI reuses a handle value as soon as its request is freed, which happens inside the
+  // library's completion call, before that call's wrapper can update this table; another thread
+  // may already have tracked a new request under the same value. So a handle can have several
+  // entries, told apart by their sequence numbers: a completion takes the newest entry made
+  // before the completion call began.
   struct Entry {
-    Fn fn;
+    MPI_Request request;
+    std::uint64_t sequence;  // 0: empty slot
     std::uint64_t started_ns;
+    Fn fn;
     bool persistent;
     bool active;
+    bool erased;  // a tombstone: keeps probe chains intact until the next rebuild
   };
-  // Sharded so that MPI_THREAD_MULTIPLE programs completing requests on several threads do not
-  // all queue on one lock.
+  // Entries that outlive this many newer ones on the same handle were never completed through
+  // an intercepted call (e.g. freed by MPI_Request_get_status); they are dropped.
+  static constexpr std::size_t kMaxEntriesPerHandle = 4;
+
+  // One shard: an open-addressing table (linear probing, duplicates allowed) under a spinlock.
+  // Tracking and completing allocate nothing except when the table grows.
   struct alignas(64) Shard {
-    std::mutex mutex;
-    std::unordered_map<MPI_Request, Entry> entries;
+    std::atomic<bool> locked{false};
+    std::vector<Entry> slots;  // capacity a power of two, or empty
+    std::size_t used = 0;      // live entries plus tombstones
+
+    void lock() {
+      while (locked.exchange(true, std::memory_order_acquire))
+        while (locked.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+    }
+    void unlock() { locked.store(false, std::memory_order_release); }
+    std::size_t home(MPI_Request request) const {
+      return (std::hash<MPI_Request>{}(request)*0x9E3779B97F4A7C15ull >> 20) & (slots.size() - 1);
+    }
+    // Calls visit(entry) for every live entry of `request`, in probe order.
+    template <typename Visit>
+    void for_each(MPI_Request request, Visit visit) {
+      if (slots.empty()) return;
+      for (std::size_t i = home(request);; i = (i + 1) & (slots.size() - 1)) {
+        Entry& e = slots[i];
+        if (e.sequence == 0) return;
+        if (!e.erased && e.request == request) visit(e);
+      }
+    }
+    void insert(const Entry& entry);
+    void rebuild(std::size_t capacity);
+    // Turns `entry` into a tombstone, and tombstones that end a probe chain back into empty
+    // slots, so that the usual track/complete cycle leaves the table as it found it.
+    void remove(Entry& entry);
+    std::vector<Entry> spare;  // reused by rebuild() so that a rebuild at the same size
+                               // allocates nothing
+  };
+  struct ShardLock {
+    Shard& shard;
+    explicit ShardLock(Shard& s) : shard(s) { shard.lock(); }
+    ~ShardLock() { shard.unlock(); }
   };
   Shard& shard(MPI_Request request) {
     return shards_[std::hash<MPI_Request>{}(request) % shards_.size()];
   }
+  // The newest live entry of `request` made before `epoch`, or nullptr.
+  static Entry* newest_before(Shard& shard, MPI_Request request, std::uint64_t epoch);
+  void erase(Shard& shard, Entry& entry);
+
   std::array<Shard, 16> shards_;
+  std::atomic<std::uint64_t> sequence_{1};
   std::atomic<std::size_t> size_{0};
 };
 
@@ -60,19 +111,24 @@ class RequestTable {
 // overwrites completed nonpersistent handles with MPI_REQUEST_NULL.
 class RequestSnapshot {
  public:
-  void take(const MPI_Request* requests, int count) {
+  void take(const MPI_Request* requests, int count, std::uint64_t epoch) {
+    epoch_ = epoch;
     count_ = count < 0 ? 0 : count;
-    if (count_ > static_cast<int>(inline_.size())) heap_.assign(requests, requests + count_);
-    else std::copy(requests, requests + count_, inline_.begin());
+    if (count_ > static_cast<int>(inline_.size()))
+      heap_.assign(requests, requests + count_);
+    else
+      std::copy(requests, requests + count_, inline_.begin());
   }
   MPI_Request operator[](int i) const {
     if (i < 0 || i >= count_) return MPI_REQUEST_NULL;
     return count_ > static_cast<int>(inline_.size()) ? heap_[i] : inline_[i];
   }
   int size() const { return count_; }
+  std::uint64_t epoch() const { return epoch_; }
 
  private:
   int count_ = 0;
+  std::uint64_t epoch_ = 0;
   std::array<MPI_Request, 16> inline_;  // left uninitialized: most calls never use it
   std::vector<MPI_Request> heap_;
 };

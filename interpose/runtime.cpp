@@ -20,25 +20,44 @@ thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 const char* family_name(Family family) noexcept {
   switch (family) {
-    case Family::collective: return "collective";
-    case Family::collective_start: return "collective_start";
-    case Family::collective_init: return "collective_init";
-    case Family::send: return "send";
-    case Family::recv: return "recv";
-    case Family::sendrecv: return "sendrecv";
-    case Family::p2p_start: return "p2p_start";
-    case Family::p2p_init: return "p2p_init";
-    case Family::completion: return "completion";
-    case Family::start: return "start";
-    case Family::request: return "request";
-    case Family::pack: return "pack";
-    case Family::datatype: return "datatype";
-    case Family::communicator: return "communicator";
-    case Family::lifecycle: return "lifecycle";
-    case Family::nccl_collective: return "nccl_collective";
-    case Family::nccl_p2p: return "nccl_p2p";
-    case Family::nccl_group: return "nccl_group";
-    case Family::nccl_communicator: return "nccl_communicator";
+    case Family::collective:
+      return "collective";
+    case Family::collective_start:
+      return "collective_start";
+    case Family::collective_init:
+      return "collective_init";
+    case Family::send:
+      return "send";
+    case Family::recv:
+      return "recv";
+    case Family::sendrecv:
+      return "sendrecv";
+    case Family::p2p_start:
+      return "p2p_start";
+    case Family::p2p_init:
+      return "p2p_init";
+    case Family::completion:
+      return "completion";
+    case Family::start:
+      return "start";
+    case Family::request:
+      return "request";
+    case Family::pack:
+      return "pack";
+    case Family::datatype:
+      return "datatype";
+    case Family::communicator:
+      return "communicator";
+    case Family::lifecycle:
+      return "lifecycle";
+    case Family::nccl_collective:
+      return "nccl_collective";
+    case Family::nccl_p2p:
+      return "nccl_p2p";
+    case Family::nccl_group:
+      return "nccl_group";
+    case Family::nccl_communicator:
+      return "nccl_communicator";
   }
   return "unknown";
 }
@@ -60,7 +79,9 @@ struct Session {
 std::mutex lifecycle_mutex;
 Session session;
 
-bool should_print(const Settings& settings, int rank) { return rank == 0 || settings.verbose >= 2; }
+bool should_print(const Settings& settings, int rank) {
+  return rank == 0 || settings.verbose >= 2;
+}
 
 std::string read_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -77,7 +98,13 @@ std::string mpi_library_version() {
   if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
   std::string version(text, static_cast<std::size_t>(length));
   if (auto newline = version.find('\n'); newline != std::string::npos) version.resize(newline);
-  return version;
+  // MPICH separates "MPICH Version:" and the number with a tab; keep one line of plain spaces.
+  std::string clean;
+  for (char c : version) {
+    const char d = (c == '\t') ? ' ' : c;
+    if (!(d == ' ' && !clean.empty() && clean.back() == ' ')) clean += d;
+  }
+  return clean;
 }
 
 // The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
@@ -118,6 +145,9 @@ std::string make_directory(const std::string& path) {
     if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
       return "cannot create " + partial + ": " + std::strerror(errno);
   }
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return path + ": " + std::strerror(errno);
+  if (!S_ISDIR(info.st_mode)) return path + " is not a directory";
   if (::access(path.c_str(), W_OK | X_OK) != 0) return path + ": " + std::strerror(errno);
   return "";
 }
@@ -171,6 +201,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   ParsedSettings parsed = parse_settings([](const char* name) { return std::getenv(name); });
   if (parsed.settings.disable) return;  // pure pass-through: no communicator, no file, no output
   session.started = true;
+  monitor::use_fast_clock();
   g_runtime.settings = parsed.settings;
   g_runtime.yield = parsed.settings.yield;
   g_runtime.counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
@@ -182,7 +213,8 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   PMPI_Comm_size(session.comm, &size);
   const Settings& settings = g_runtime.settings;
   if (rank == 0)
-    for (const std::string& problem : parsed.problems) std::fprintf(stderr, "%s\n", problem.c_str());
+    for (const std::string& problem : parsed.problems)
+      std::fprintf(stderr, "%s\n", problem.c_str());
 
   monitor::RankFacts& facts = session.facts;
   facts.job_id = agree_on_job_id(settings, session.comm, rank);
@@ -198,8 +230,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
 
   // All ranks must agree on whether to record, so one unwritable node turns recording off
   // everywhere with a single message instead of leaving a job directory with holes.
-  const std::string directory =
-      settings.dir.empty() ? "commtap-" + facts.job_id : settings.dir;
+  const std::string directory = settings.dir.empty() ? "commtap-" + facts.job_id : settings.dir;
   const std::string problem = make_directory(directory);
   // The lowest failing rank explains; the others stay quiet.
   int candidate = problem.empty() ? size : rank, first_failed = size;

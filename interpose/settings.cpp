@@ -12,9 +12,12 @@ namespace {
 
 constexpr const char* kind_name(SettingKind kind) {
   switch (kind) {
-    case SettingKind::flag: return "flag";
-    case SettingKind::integer: return "integer";
-    case SettingKind::text: return "text";
+    case SettingKind::flag:
+      return "flag";
+    case SettingKind::integer:
+      return "integer";
+    case SettingKind::text:
+      return "text";
   }
   return "?";
 }
@@ -37,7 +40,7 @@ struct VariableName {
 #undef COMMTAP_SETTING
 
 constexpr SettingSpec kSpecs[] = {
-#define COMMTAP_SETTING(field, kind, default_text, min, max, description)                    \
+#define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
   {variable_##field.text, #field, SettingKind::kind, default_text, min, max, description},
 #include "interpose/settings.def"
 #undef COMMTAP_SETTING
@@ -69,17 +72,25 @@ bool parse_value(std::string_view text, const SettingSpec&, std::string& out) {
 
 std::string accepted(const SettingSpec& spec) {
   switch (spec.kind) {
-    case SettingKind::flag: return "0 or 1";
+    case SettingKind::flag:
+      return "0 or 1";
     case SettingKind::integer:
       return "an integer from " + std::to_string(spec.min) + " to " + std::to_string(spec.max);
-    case SettingKind::text: return "any text";
+    case SettingKind::text:
+      return "any text";
   }
   return "";
 }
 
-std::string as_text(bool value) { return value ? "1" : "0"; }
-std::string as_text(long value) { return std::to_string(value); }
-std::string as_text(const std::string& value) { return value; }
+std::string as_text(bool value) {
+  return value ? "1" : "0";
+}
+std::string as_text(long value) {
+  return std::to_string(value);
+}
+std::string as_text(const std::string& value) {
+  return value;
+}
 
 template <typename Value>
 void parse_one(const SettingSpec& spec, Value& field,
@@ -96,7 +107,9 @@ void parse_one(const SettingSpec& spec, Value& field,
 
 }  // namespace
 
-std::span<const SettingSpec> setting_specs() { return kSpecs; }
+std::span<const SettingSpec> setting_specs() {
+  return kSpecs;
+}
 
 ParsedSettings parse_settings(const std::function<const char*(const char*)>& lookup) {
   ParsedSettings parsed;

@@ -15,7 +15,9 @@ int wait_yielding(MPI_Request* request, MPI_Status* status) {
   }
 }
 
-int yield_wait(MPI_Request* request, MPI_Status* status) { return wait_yielding(request, status); }
+int yield_wait(MPI_Request* request, MPI_Status* status) {
+  return wait_yielding(request, status);
+}
 
 int yield_waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   // Poll without consuming anything, then let the library's own MPI_Waitall complete the set, so

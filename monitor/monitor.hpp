@@ -15,8 +15,12 @@
 
 namespace commtap::monitor {
 
-// Monotonic nanoseconds (CLOCK_MONOTONIC through the vDSO, about 20 ns).
+// Monotonic nanoseconds on CLOCK_MONOTONIC's scale: clock_gettime, or after use_fast_clock()
+// succeeded, the invariant time-stamp counter scaled to it (a few ns instead of ~20).
 std::uint64_t now_ns() noexcept;
+// Calibrates the time-stamp counter against CLOCK_MONOTONIC over `calibration_ns` and switches
+// now_ns() to it, if the CPU has an invariant TSC. Returns whether it did. Call once, at init.
+bool use_fast_clock(std::uint64_t calibration_ns = 5'000'000) noexcept;
 // Wall-clock nanoseconds since the epoch, for the database's start/end stamps.
 std::uint64_t wall_ns() noexcept;
 

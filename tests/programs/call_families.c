@@ -33,7 +33,8 @@ static void count(const char* name, long calls, long completions) {
 
 static uint64_t checksum = 1469598103934665603ull;
 static void mix(const int* values, int n) {
-  for (int i = 0; i < n; ++i) checksum = (checksum ^ (uint64_t)(uint32_t)values[i]) * 1099511628211ull;
+  for (int i = 0; i < n; ++i)
+    checksum = (checksum ^ (uint64_t)(uint32_t)values[i]) * 1099511628211ull;
 }
 
 #define CALL(name, ...) (count("MPI_" #name, 1, 0), MPI_##name(__VA_ARGS__))
@@ -68,8 +69,8 @@ int main(int argc, char** argv) {
 
   MPI_Request persistent_allreduce, persistent_barrier, persistent_p2p[2];
   int persistent_value = 0, persistent_sum = 0, p2p_out = 0, p2p_in = 0;
-  CALL(Allreduce_init, &persistent_value, &persistent_sum, 1, MPI_INT, MPI_SUM, world, MPI_INFO_NULL,
-       &persistent_allreduce);
+  CALL(Allreduce_init, &persistent_value, &persistent_sum, 1, MPI_INT, MPI_SUM, world,
+       MPI_INFO_NULL, &persistent_allreduce);
   CALL(Barrier_init, world, MPI_INFO_NULL, &persistent_barrier);
   CALL(Send_init, &p2p_out, 1, MPI_INT, partner, 77, world, &persistent_p2p[0]);
   CALL(Recv_init, &p2p_in, 1, MPI_INT, partner, 77, world, &persistent_p2p[1]);

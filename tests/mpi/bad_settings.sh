@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Bad settings: one clear line each, from one rank, naming the variable, the value and what is
+# accepted; the default is used and the job's output is unchanged. An unwritable trace directory
+# turns recording off everywhere with one line, and the job still succeeds.
+source "$(dirname "$0")/common.sh"
+
+run_native 2 "$PROGRAMS/toy_train" 10 512 >native.out
+
+COMMTAP_YIELD=maybe COMMTAP_VERBOSE=7 COMMTAP_DIR=trace \
+  run_preloaded 2 "$PROGRAMS/toy_train" 10 512 >bad.out 2>bad.err || fail "job failed"
+expect_same_files native.out bad.out "output with bad settings"
+cat >expected.err <<'END'
+commtap: ignoring COMMTAP_YIELD='maybe': expected 0 or 1; using 0.
+commtap: ignoring COMMTAP_VERBOSE='7': expected an integer from 0 to 2; using 0.
+END
+expect_same_files expected.err bad.err "messages for bad settings"
+got=$(db_query trace "SELECT value FROM settings WHERE rank = 1 AND name = 'COMMTAP_YIELD'")
+expect_equal 0 "$got" "COMMTAP_YIELD in force"
+pass "bad values: one line each from rank 0, defaults used"
+
+COMMTAP_DIR=/proc/commtap-cannot-write run_preloaded 2 "$PROGRAMS/toy_train" 10 512 \
+  >unwritable.out 2>unwritable.err || fail "job failed with an unwritable directory"
+expect_same_files native.out unwritable.out "output with an unwritable directory"
+[ "$(wc -l <unwritable.err)" -eq 1 ] || fail "expected one line, got: $(cat unwritable.err)"
+grep -q "^commtap: rank 0 cannot write the trace directory (cannot create /proc/commtap-cannot-write" \
+  unwritable.err || fail "unclear message: $(cat unwritable.err)"
+grep -q "recording is off on all ranks, the job goes on" unwritable.err || fail "no fallback said"
+pass "unwritable directory: one line, job unchanged"
+
+# A trace directory that is a file.
+touch not-a-directory
+COMMTAP_DIR=not-a-directory run_preloaded 2 "$PROGRAMS/toy_train" 10 512 >file.out 2>file.err ||
+  fail "job failed when the directory is a file"
+expect_same_files native.out file.out "output when the directory is a file"
+[ "$(wc -l <file.err)" -eq 1 ] || fail "expected one line, got: $(cat file.err)"
+pass "directory that is a file: one line, job unchanged"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The commtap command: `run` preloads and passes settings and the exit status through, `query`
+# reads jobs and refuses bad input with exit status 2 and the file's name, `settings` matches
+# the documentation.
+source "$(dirname "$0")/common.sh"
+
+# run: flags become COMMTAP_* variables, the preload reaches the ranks, the status comes back.
+"$CLI" run --dir traced --yield --job-id cli-test -- \
+  timeout "$LIMIT" mpiexec -n 2 "$PROGRAMS/toy_train" 5 256 >run.out 2>run.err
+grep -q "rank 1 checksum" run.out || fail "job output missing"
+grep -q "^commtap: trace database: traced (2 rank files)$" run.err || fail "$(cat run.err)"
+got=$(db_query traced "SELECT name, value FROM settings WHERE rank = 0 AND name IN
+        ('COMMTAP_YIELD', 'COMMTAP_JOB_ID', 'COMMTAP_DIR') ORDER BY name" | tr '\n' ' ')
+expect_equal "COMMTAP_DIR|traced COMMTAP_JOB_ID|cli-test COMMTAP_YIELD|1 " "$got" "settings"
+expect_equal "cli-test" "$(db_query traced "SELECT value FROM meta WHERE key = 'job_id'")" "job id"
+pass "run: settings and preload reach the job"
+
+# Without --dir the job id names the directory.
+"$CLI" run --job-id named -- timeout "$LIMIT" mpiexec -n 1 "$PROGRAMS/toy_train" 2 64 >/dev/null \
+  2>named.err
+[ -f commtap-named/rank-0.db ] || fail "no commtap-named/rank-0.db: $(cat named.err)"
+pass "run: default directory commtap-<job id>"
+
+set +e
+"$CLI" run -- sh -c 'exit 3' 2>/dev/null
+status=$?
+"$CLI" run --verbose 9 -- true >/dev/null 2>range.err
+range_status=$?
+"$CLI" query traced --sql "DELETE FROM ranks" >/dev/null 2>write.err
+write_status=$?
+printf 'not a database, just text%.0s' {1..200} >corrupt.db
+"$CLI" query corrupt.db >/dev/null 2>corrupt.err
+corrupt_status=$?
+"$CLI" query traced no-such-query >/dev/null 2>canned.err
+canned_status=$?
+set -e
+expect_equal 3 "$status" "exit status passed through"
+expect_equal 2 "$range_status" "out-of-range flag"
+grep -q "verbose" range.err || fail "range error does not name the flag: $(cat range.err)"
+expect_equal 2 "$write_status" "writing query"
+grep -q "read-only" write.err || fail "$(cat write.err)"
+expect_equal 2 "$corrupt_status" "corrupt database"
+grep -q "corrupt.db" corrupt.err || fail "error does not name the file: $(cat corrupt.err)"
+expect_equal 2 "$canned_status" "unknown canned query"
+pass "exit statuses and messages for bad input"
+
+# query: canned queries over all ranks.
+"$CLI" query traced calls >calls.txt
+grep -q "^MPI_Allreduce  *collective  *2  *10 " calls.txt || fail "calls query: $(cat calls.txt)"
+"$CLI" query traced ranks --json | grep -q '"ended_by": "finalize"' || fail "ranks query"
+pass "query: canned queries across ranks"
+
+# settings: the documentation lists exactly what the library declares.
+"$CLI" settings --markdown >settings.md
+awk '/<!-- settings:begin -->/{on=1;next}/<!-- settings:end -->/{on=0}on' \
+  "$SOURCE/docs/settings.md" >documented.md
+expect_same_files settings.md documented.md "docs/settings.md and the library's settings"
+pass "docs/settings.md is current"

@@ -1,0 +1,51 @@
+# Shared by the end-to-end tests: paths from CTest, a scratch directory, bounded MPI runs and
+# small assertions. Every MPI launch goes through `timeout`, so a hang fails instead of blocking.
+set -euo pipefail
+export LC_ALL=C
+
+LIB=${COMMTAP_TEST_LIBRARY:?set by CTest}
+CLI=${COMMTAP_TEST_CLI:?set by CTest}
+PROGRAMS=${COMMTAP_TEST_PROGRAMS:?set by CTest}
+SOURCE=${COMMTAP_TEST_SOURCE:?set by CTest}
+BUILD=${COMMTAP_TEST_BUILD:?set by CTest}
+LIMIT=${COMMTAP_TEST_LIMIT:-90}
+
+# Nothing from the caller's environment may change what these tests see.
+unset LD_PRELOAD COMMTAP_DIR COMMTAP_JOB_ID COMMTAP_DISABLE COMMTAP_YIELD COMMTAP_VERBOSE
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/commtap-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+pass() { echo "ok: $*"; }
+
+# run_native N program args...      -> stdout of the job
+run_native() {
+  local n=$1
+  shift
+  timeout "$LIMIT" mpiexec -n "$n" "$@"
+}
+
+# run_preloaded N program args...   -> stdout; COMMTAP_* come from the caller's environment
+run_preloaded() {
+  local n=$1
+  shift
+  timeout "$LIMIT" mpiexec -n "$n" -genv LD_PRELOAD "$LIB" "$@"
+}
+
+# db_query DIR-or-FILE SQL          -> rows, '|'-separated, through commtap's own reader
+db_query() {
+  "$CLI" query "$1" --sql "$2" --raw
+}
+
+expect_equal() {  # expected actual what
+  [ "$1" == "$2" ] || fail "$3: expected [$1], got [$2]"
+}
+
+expect_same_files() {  # a b what
+  diff -u "$1" "$2" >&2 || fail "$3 differ"
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A rank's forked children record nothing and never write the rank's database, even when one
+# exits (running atexit handlers) after the parent finalized. A job that leaves main without
+# MPI_Finalize still gets its database, marked ended_by = 'exit'.
+source "$(dirname "$0")/common.sh"
+
+run_native 2 "$PROGRAMS/forking" >native.out
+COMMTAP_DIR=trace run_preloaded 2 "$PROGRAMS/forking" >preloaded.out
+expect_same_files native.out preloaded.out "forking output"
+[ "$(ls trace)" == "$(printf 'rank-0.db\nrank-1.db')" ] || fail "unexpected files: $(ls trace)"
+got=$(db_query trace "SELECT rank, ended_by FROM ranks ORDER BY rank" | tr '\n' ' ')
+expect_equal "0|finalize 1|finalize " "$got" "ranks' end of recording"
+got=$(db_query trace "SELECT sum(calls) FROM call_totals WHERE function = 'MPI_Allreduce'")
+expect_equal 8 "$got" "allreduces (the child's must not count)"
+pass "fork: children neither record nor write"
+
+COMMTAP_DIR=trace-exit run_preloaded 1 "$PROGRAMS/no_finalize" >exit.out
+expect_equal "sum 2" "$(cat exit.out)" "no_finalize output"
+got=$(db_query trace-exit "SELECT r.ended_by, c.calls FROM ranks r JOIN call_totals c
+        ON c.rank = r.rank WHERE c.function = 'MPI_Allreduce'")
+expect_equal "exit|3" "$got" "database of a job without MPI_Finalize"
+pass "exit without MPI_Finalize keeps the record"

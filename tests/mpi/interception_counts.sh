@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Interception is proven, not assumed: call_families keeps its own tally of every MPI call it
+# makes and of every nonblocking or persistent operation it completes; each rank's trace
+# database must hold exactly those numbers (calls and completions per function), natively
+# blocking and in yield mode. The Fortran programs prove the three bindings reach commtap.
+source "$(dirname "$0")/common.sh"
+
+compare_tallies() {  # trace-dir tally-dir ranks what
+  local r
+  for ((r = 0; r < $3; r++)); do
+    sort "$2/expected-rank-$r.txt" >expected
+    db_query "$1" "SELECT function, calls, completions FROM call_totals WHERE rank = $r
+                   ORDER BY function" | tr '|' ' ' >recorded
+    expect_same_files expected recorded "$4: rank $r tally and trace database"
+  done
+  pass "$4: every call and completion counted on $3 ranks"
+}
+
+mkdir t2 t4
+COMMTAP_DIR=trace2 run_preloaded 2 "$PROGRAMS/call_families" t2 3 >/dev/null
+compare_tallies trace2 t2 2 "blocking mode"
+COMMTAP_DIR=trace4 COMMTAP_YIELD=1 run_preloaded 4 "$PROGRAMS/call_families" t4 2 >/dev/null
+compare_tallies trace4 t4 4 "yield mode"
+
+# The test must be able to fail: a wrong tally is noticed.
+echo "MPI_Allreduce 999 0" >>t2/expected-rank-0.txt
+if (compare_tallies trace2 t2 1 "tampered" >/dev/null 2>&1); then
+  fail "a wrong tally went unnoticed"
+fi
+
+for program in fortran_mpif fortran_use_mpi fortran_use_mpi_f08; do
+  COMMTAP_DIR=trace-$program run_preloaded 2 "$PROGRAMS/$program" >/dev/null
+  got=$(db_query trace-$program "SELECT function, sum(calls) FROM call_totals
+          WHERE function IN ('MPI_Init', 'MPI_Allreduce', 'MPI_Bcast', 'MPI_Finalize')
+          GROUP BY function ORDER BY function" | tr '\n' ' ')
+  expect_equal "MPI_Allreduce|10 MPI_Bcast|2 MPI_Finalize|2 MPI_Init|2 " "$got" "$program counts"
+  ended=$(db_query trace-$program "SELECT group_concat(ended_by) FROM ranks")
+  expect_equal "finalize,finalize" "$ended" "$program end of recording"
+  pass "$program: Init, Allreduce x5, Bcast, Finalize on each rank"
+done
+
+COMMTAP_DIR=trace-f08t run_preloaded 2 "$PROGRAMS/fortran_use_mpi_f08" init_thread >/dev/null
+got=$(db_query trace-f08t "SELECT sum(calls) FROM call_totals WHERE function = 'MPI_Init_thread'")
+expect_equal 2 "$got" "mpi_f08 MPI_Init_thread"
+pass "mpi_f08 MPI_Init_thread caught"

@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include <time.h>
+
+#include <thread>
+#include <vector>
+
+#include "monitor/monitor.hpp"
+
+using commtap::monitor::bump;
+using commtap::monitor::CallCounters;
+
+TEST(CallCounters, SumsLiveAndExitedThreads) {
+  CallCounters counters(3);
+  constexpr int kThreads = 6, kCalls = 10000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto* slots = counters.local();
+      for (int i = 0; i < kCalls; ++i) {
+        bump(slots[t % 3].calls, 1);
+        bump(slots[t % 3].bytes, 8);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();  // all exited: their slots were retired
+  bump(counters.local()[0].calls, 5);          // and one live thread
+  const auto totals = counters.totals();
+  ASSERT_EQ(totals.size(), 3u);
+  EXPECT_EQ(totals[0].calls, 2u * kCalls + 5);
+  EXPECT_EQ(totals[1].calls, 2u * kCalls);
+  EXPECT_EQ(totals[2].bytes, 2u * kCalls * 8);
+}
+
+TEST(CallCounters, ASecondObjectGetsItsOwnSlots) {
+  auto first = std::make_unique<CallCounters>(2);
+  bump(first->local()[1].calls, 3);
+  first.reset();
+  // A new object, possibly at the same address, must not see the old thread cache.
+  CallCounters second(2);
+  bump(second.local()[1].calls, 1);
+  EXPECT_EQ(second.totals()[1].calls, 1u);
+}
+
+TEST(Clock, FastClockKeepsCLOCK_MONOTONICsScale) {
+  commtap::monitor::use_fast_clock(2'000'000);  // falls back to clock_gettime without a TSC
+  timespec start{}, end{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  const auto ours_start = commtap::monitor::now_ns();
+  // Busy for 20 ms of CLOCK_MONOTONIC, then compare the two clocks' elapsed times.
+  std::uint64_t elapsed = 0;
+  while (elapsed < 20'000'000) {
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    elapsed = (end.tv_sec - start.tv_sec) * 1'000'000'000ull + end.tv_nsec - start.tv_nsec;
+  }
+  const auto ours = commtap::monitor::now_ns() - ours_start;
+  EXPECT_NEAR(static_cast<double>(ours), static_cast<double>(elapsed), elapsed * 0.01);
+  const std::uint64_t absolute = start.tv_sec * 1'000'000'000ull + start.tv_nsec;
+  EXPECT_NEAR(static_cast<double>(ours_start), static_cast<double>(absolute), 1e6)
+      << "same epoch as CLOCK_MONOTONIC";
+}
+
+TEST(Clock, IsMonotonic) {
+  const auto a = commtap::monitor::now_ns();
+  const auto b = commtap::monitor::now_ns();
+  EXPECT_LE(a, b);
+  EXPECT_GT(commtap::monitor::wall_ns(), 1'600'000'000ull * 1'000'000'000ull);
+}

@@ -1,0 +1,201 @@
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "analyzer/analyzer.hpp"
+#include "monitor/monitor.hpp"
+
+namespace fs = std::filesystem;
+using namespace commtap;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device random;
+    path_ = fs::temp_directory_path() / ("commtap-test-" + std::to_string(random()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+monitor::RankFacts facts(int rank) {
+  monitor::RankFacts f;
+  f.job_id = "job-42";
+  f.rank = rank;
+  f.world_size = 3;
+  f.host = "h" + std::to_string(rank % 2);
+  f.pid = 1000 + rank;
+  f.mpi_library = "MPICH Version: 4.0.2";
+  f.command_line = "./app --flag";
+  f.start_ns = 1'000'000'000;
+  f.end_ns = 3'500'000'000;
+  f.ended_by = "finalize";
+  return f;
+}
+
+std::vector<monitor::FunctionRow> rows(int rank) {
+  monitor::CallTotals allreduce{.calls = 10u + rank, .time_ns = 5000, .bytes = 80};
+  monitor::CallTotals isend{
+      .calls = 4, .time_ns = 400, .bytes = 32, .completions = 4, .completion_ns = 900};
+  return {{"MPI_Allreduce", "collective", allreduce}, {"MPI_Isend", "p2p_start", isend}};
+}
+
+void write_job(const fs::path& directory, int ranks) {
+  for (int r = 0; r < ranks; ++r) {
+    const std::string error =
+        monitor::write_rank_database((directory / ("rank-" + std::to_string(r) + ".db")).string(),
+                                     facts(r), {{"COMMTAP_YIELD", "0"}}, rows(r));
+    ASSERT_EQ(error, "") << "rank " << r;
+  }
+}
+
+std::string cell(const analyzer::QueryResult& result, std::size_t row, std::size_t column) {
+  return result.rows.at(row).at(column).value_or("NULL");
+}
+
+}  // namespace
+
+TEST(TraceDatabase, RankFilesMergeIntoOneJob) {
+  TempDir dir;
+  write_job(dir.path(), 3);
+  std::string error;
+  auto job = analyzer::JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(job) << error;
+  EXPECT_EQ(job->sources().size(), 3u);
+
+  auto totals = job->query(
+      "SELECT function, sum(calls), sum(completions), count(*) FROM call_totals GROUP BY function "
+      "ORDER BY function",
+      error);
+  ASSERT_TRUE(totals) << error;
+  ASSERT_EQ(totals->rows.size(), 2u);
+  EXPECT_EQ(cell(*totals, 0, 0), "MPI_Allreduce");
+  EXPECT_EQ(cell(*totals, 0, 1), "33");  // 10 + 11 + 12
+  EXPECT_EQ(cell(*totals, 1, 2), "12");
+  EXPECT_EQ(cell(*totals, 1, 3), "3");
+
+  auto meta = job->query("SELECT value FROM meta WHERE key = 'job_id'", error);
+  ASSERT_TRUE(meta) << error;
+  ASSERT_EQ(meta->rows.size(), 1u);
+  EXPECT_EQ(cell(*meta, 0, 0), "job-42");
+
+  auto ranks = job->query("SELECT rank, host, ended_by FROM ranks ORDER BY rank", error);
+  ASSERT_TRUE(ranks) << error;
+  ASSERT_EQ(ranks->rows.size(), 3u);
+  EXPECT_EQ(cell(*ranks, 2, 1), "h0");
+}
+
+TEST(TraceDatabase, SchemaVersionIsStoredInTheFile) {
+  TempDir dir;
+  write_job(dir.path(), 1);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path() / "rank-0.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), monitor::kSchemaVersion);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST(TraceDatabase, RewritingAFileReplacesItWhole) {
+  TempDir dir;
+  write_job(dir.path(), 1);
+  write_job(dir.path(), 1);
+  std::string error;
+  auto job = analyzer::JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(job) << error;
+  auto count = job->query("SELECT count(*) FROM call_totals", error);
+  ASSERT_TRUE(count) << error;
+  EXPECT_EQ(cell(*count, 0, 0), "2");
+  EXPECT_FALSE(fs::exists(dir.path() / "rank-0.db.tmp"));
+}
+
+TEST(TraceDatabase, UnwritableDirectoryIsAnErrorNotACrash) {
+  const std::string error =
+      monitor::write_rank_database("/proc/commtap-no-such-dir/rank-0.db", facts(0), {}, rows(0));
+  EXPECT_NE(error, "");
+}
+
+TEST(JobDatabase, CorruptFileIsNamedInTheError) {
+  TempDir dir;
+  write_job(dir.path(), 2);
+  std::ofstream(dir.path() / "rank-1.db", std::ios::binary | std::ios::trunc)
+      << std::string(4096, 'x');
+  std::string error;
+  EXPECT_FALSE(analyzer::JobDatabase::open(dir.path().string(), error));
+  EXPECT_NE(error.find("rank-1.db"), std::string::npos) << error;
+}
+
+TEST(JobDatabase, ForeignSchemaVersionIsRefused) {
+  TempDir dir;
+  const fs::path file = dir.path() / "rank-0.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA user_version = 99;", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  std::string error;
+  EXPECT_FALSE(analyzer::JobDatabase::open(dir.path().string(), error));
+  EXPECT_NE(error.find("schema version 99"), std::string::npos) << error;
+}
+
+TEST(JobDatabase, MissingAndEmptyPathsAreErrors) {
+  TempDir dir;
+  std::string error;
+  EXPECT_FALSE(analyzer::JobDatabase::open(dir.path().string(), error));
+  EXPECT_NE(error.find("no rank-<N>.db"), std::string::npos);
+  EXPECT_FALSE(analyzer::JobDatabase::open((dir.path() / "nothing").string(), error));
+  EXPECT_NE(error.find("no such file"), std::string::npos);
+}
+
+TEST(JobDatabase, QueriesAreReadOnlyAndSingle) {
+  TempDir dir;
+  write_job(dir.path(), 1);
+  std::string error;
+  auto job = analyzer::JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(job);
+  EXPECT_FALSE(job->query("DELETE FROM ranks", error));
+  EXPECT_NE(error.find("read-only"), std::string::npos);
+  EXPECT_FALSE(job->query("SELECT 1; SELECT 2", error));
+  EXPECT_NE(error.find("one statement"), std::string::npos);
+  EXPECT_FALSE(job->query("SELECT nonsense FROM nowhere", error));
+}
+
+TEST(JobDatabase, EveryCannedQueryRuns) {
+  TempDir dir;
+  write_job(dir.path(), 2);
+  std::string error;
+  auto job = analyzer::JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(job);
+  for (const std::string& name : analyzer::canned_query_names()) {
+    auto result = job->query(analyzer::canned_query(name), error);
+    ASSERT_TRUE(result) << name << ": " << error;
+    EXPECT_FALSE(result->rows.empty()) << name;
+  }
+  EXPECT_EQ(analyzer::canned_query("no-such-query"), nullptr);
+}
+
+TEST(Formatting, TableAlignsColumnsAndJsonKeepsNulls) {
+  analyzer::QueryResult result{{"name", "n"}, {{"alpha", "1"}, {"b", std::nullopt}}};
+  EXPECT_EQ(analyzer::format_table(result),
+            "name   n\n"
+            "-----  ----\n"
+            "alpha  1\n"
+            "b      NULL\n");
+  const auto json = nlohmann::json::parse(analyzer::format_json(result));
+  ASSERT_EQ(json.size(), 2u);
+  EXPECT_EQ(json[0]["name"], "alpha");
+  EXPECT_TRUE(json[1]["n"].is_null());
+  EXPECT_EQ(analyzer::format_raw(result), "alpha|1\nb|\n");
+}
