@@ -14,8 +14,10 @@ got=$(db_query trace "SELECT sum(calls) FROM call_totals WHERE function = 'MPI_A
 expect_equal 8 "$got" "allreduces (the child's must not count)"
 pass "fork: children neither record nor write"
 
-COMMTAP_DIR=trace-exit run_preloaded 1 "$PROGRAMS/no_finalize" >exit.out
-expect_equal "sum 2" "$(cat exit.out)" "no_finalize output"
+# Leaving without MPI_Finalize is erroneous MPI: hydra sometimes reports it as a bad termination
+# with exit status 1 (3 of 150 native runs here), so the job's status is not checked.
+COMMTAP_DIR=trace-exit run_preloaded 1 "$PROGRAMS/no_finalize" >exit.out 2>&1 || true
+expect_equal "sum 2" "$(head -1 exit.out)" "no_finalize output"
 got=$(db_query trace-exit "SELECT r.ended_by, c.calls FROM ranks r JOIN call_totals c
         ON c.rank = r.rank WHERE c.function = 'MPI_Allreduce'")
 expect_equal "exit|3" "$got" "database of a job without MPI_Finalize"
