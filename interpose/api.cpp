@@ -12,12 +12,12 @@ COMMTAP_EXPORT const char* commtap_version(void) {
 }
 
 COMMTAP_EXPORT const char* commtap_settings_json(void) {
-  static const std::string json = commtap::interpose::settings_json();
-  return json.c_str();
+  static const auto* json = new std::string(commtap::interpose::settings_json());  // never freed
+  return json->c_str();
 }
 
 COMMTAP_EXPORT int commtap_active(void) {
-  return commtap::interpose::g_runtime.active.load(std::memory_order_relaxed) ? 1 : 0;
+  return commtap::interpose::runtime().active.load(std::memory_order_relaxed) ? 1 : 0;
 }
 
 }  // extern "C"

@@ -49,7 +49,7 @@ int call_yielding(Twin twin, A... a) {
 // Before a completion, Start or Request_free call: copy the handles it will consume.
 template <Fn id, typename... A>
 void snapshot_requests(RequestSnapshot& snapshot, A... a) {
-  const std::uint64_t epoch = g_runtime.requests.epoch();
+  const std::uint64_t epoch = runtime().requests.epoch();
   if constexpr (id == Fn::Wait || id == Fn::Test || id == Fn::Request_free) {
     snapshot.take(arg<0>(a...), 1, epoch);
   } else if constexpr (family_of(id) == Family::completion) {
@@ -63,7 +63,7 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
                      monitor::CallStats* stats, A... a) {
   if (rc != MPI_SUCCESS) return;
   auto complete = [&](MPI_Request request) {
-    if (auto done = g_runtime.requests.complete(request, snapshot.epoch())) {
+    if (auto done = runtime().requests.complete(request, snapshot.epoch())) {
       monitor::CallStats& origin = stats[index_of(done->fn)];
       monitor::bump(origin.completions, 1);
       monitor::bump(origin.completion_ns, now - done->started_ns);
@@ -88,18 +88,18 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
     for (int i = 0; completed != MPI_UNDEFINED && i < completed; ++i)
       complete(snapshot[indices[i]]);
   } else if constexpr (id == Fn::Request_free) {
-    g_runtime.requests.forget(snapshot[0], snapshot.epoch());
+    runtime().requests.forget(snapshot[0], snapshot.epoch());
   }
 }
 
 template <Fn id, typename... A>
 void start_requests(std::uint64_t now, A... a) {
   if constexpr (id == Fn::Start) {
-    g_runtime.requests.started(*arg<0>(a...), now);
+    runtime().requests.started(*arg<0>(a...), now);
   } else if constexpr (id == Fn::Startall) {
     const int count = arg<0>(a...);
     const MPI_Request* requests = arg<1>(a...);
-    for (int i = 0; i < count; ++i) g_runtime.requests.started(requests[i], now);
+    for (int i = 0; i < count; ++i) runtime().requests.started(requests[i], now);
   }
 }
 
@@ -137,21 +137,21 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
   if constexpr (family == Family::lifecycle) {
     return lifecycle_call<id>(real, a...);
   } else {
-    if (!g_runtime.active.load(std::memory_order_relaxed) || t_depth != 0) [[unlikely]]
+    if (!runtime().active.load(std::memory_order_relaxed) || t_depth != 0) [[unlikely]]
       return real(a...);
     ++t_depth;
-    monitor::CallStats* stats = g_runtime.counters->local();
+    monitor::CallStats* stats = runtime().counters->local();
 
     constexpr bool consumes_requests = family == Family::completion || id == Fn::Request_free;
     RequestSnapshot snapshot;
     if constexpr (consumes_requests) {
-      if (!g_runtime.requests.empty()) snapshot_requests<id>(snapshot, a...);
+      if (!runtime().requests.empty()) snapshot_requests<id>(snapshot, a...);
     }
 
     const std::uint64_t t0 = monitor::now_ns();
     int rc;
     if constexpr (yield != Yield::none) {
-      rc = g_runtime.yield ? call_yielding<yield>(twin, a...) : real(a...);
+      rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
     } else {
       rc = real(a...);
     }
@@ -167,7 +167,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       if (rc == MPI_SUCCESS) start_requests<id>(t0, a...);
     } else {
       if (info.request != nullptr && rc == MPI_SUCCESS)
-        g_runtime.requests.track(*info.request, id, t0, is_persistent(family));
+        runtime().requests.track(*info.request, id, t0, is_persistent(family));
     }
     --t_depth;
     return rc;

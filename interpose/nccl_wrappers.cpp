@@ -46,14 +46,14 @@ Function resolve(std::atomic<void*>& cache, const char* strong, const char* weak
 template <Fn id, typename Real, typename... A>
 ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type, A... a) {
   if (real == nullptr) return ncclSystemError;
-  if (!g_runtime.active.load(std::memory_order_relaxed) || t_depth != 0) return real(a...);
+  if (!runtime().active.load(std::memory_order_relaxed) || t_depth != 0) return real(a...);
   ++t_depth;
   // An NCCL call returns once the work is enqueued: this is the enqueue time. Completion on the
   // stream is the monitor's business (CUDA events), not the wrapper's.
   const std::uint64_t t0 = monitor::now_ns();
   const ncclResult_t result = real(a...);
   const std::uint64_t t1 = monitor::now_ns();
-  monitor::CallStats& stats = g_runtime.counters->local()[index_of(id)];
+  monitor::CallStats& stats = runtime().counters->local()[index_of(id)];
   monitor::bump(stats.calls, 1);
   monitor::bump(stats.time_ns, t1 - t0);
   if (type != ncclNumTypes) monitor::bump(stats.bytes, count * nccl_type_size(type));

@@ -15,7 +15,7 @@
 
 namespace commtap::interpose {
 
-Runtime g_runtime;
+Immortal<Runtime> g_runtime;
 thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 const char* family_name(Family family) noexcept {
@@ -76,8 +76,13 @@ struct Session {
   std::string database_path;
 };
 
-std::mutex lifecycle_mutex;
-Session session;
+struct Lifecycle {
+  std::mutex mutex;
+  Session session;
+};
+Immortal<Lifecycle> lifecycle;
+std::mutex& lifecycle_mutex = lifecycle.value.mutex;
+Session& session = lifecycle.value.session;
 
 bool should_print(const Settings& settings, int rank) {
   return rank == 0 || settings.verbose >= 2;
@@ -155,7 +160,7 @@ std::string make_directory(const std::string& path) {
 void in_forked_child() {
   // The child of a rank is not a rank: it must neither record nor write the parent's database.
   // Locks held by other threads at fork time are never touched again in the child.
-  g_runtime.active.store(false, std::memory_order_relaxed);
+  runtime().active.store(false, std::memory_order_relaxed);
   session.forked_child = true;
 }
 
@@ -164,30 +169,32 @@ void write_database(const char* ended_by) {
   session.written = true;
   session.facts.end_ns = monitor::wall_ns();
   session.facts.ended_by = ended_by;
-  const std::vector<monitor::CallTotals> totals = g_runtime.counters->totals();
+  const std::vector<monitor::CallTotals> totals = runtime().counters->totals();
   std::vector<monitor::FunctionRow> rows;
   for (std::size_t i = 0; i < totals.size(); ++i) {
     if (totals[i].calls == 0 && totals[i].completions == 0) continue;
     rows.push_back({kFunctionName[i], family_name(kFamily[i]), totals[i]});
   }
   const std::string error = monitor::write_rank_database(session.database_path, session.facts,
-                                                         describe(g_runtime.settings), rows);
+                                                         describe(runtime().settings), rows);
   // Every rank that fails says so: by now ranks may no longer be able to agree on anything.
   if (!error.empty())
     std::fprintf(stderr, "commtap: rank %d could not write %s: %s\n", session.facts.rank,
                  session.database_path.c_str(), error.c_str());
 }
 
-void at_exit() {
+// Runs when the library is unloaded at exit: after the application's atexit handlers and global
+// destructors (which may still call MPI_Finalize) and before libmpich's own finalization.
+[[gnu::destructor]] void at_unload() {
   // The application exited without MPI_Finalize: keep what was recorded.
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.forked_child) return;
-  g_runtime.active.store(false, std::memory_order_relaxed);
+  runtime().active.store(false, std::memory_order_relaxed);
   write_database("exit");
 }
 
 void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
-  monitor::CallStats& stats = g_runtime.counters->local()[index_of(fn)];
+  monitor::CallStats& stats = runtime().counters->local()[index_of(fn)];
   monitor::bump(stats.calls, 1);
   monitor::bump(stats.time_ns, ended - began);
 }
@@ -202,16 +209,16 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   if (parsed.settings.disable) return;  // pure pass-through: no communicator, no file, no output
   session.started = true;
   monitor::use_fast_clock();
-  g_runtime.settings = parsed.settings;
-  g_runtime.yield = parsed.settings.yield;
-  g_runtime.counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
+  runtime().settings = parsed.settings;
+  runtime().yield = parsed.settings.yield;
+  runtime().counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
 
   // A private communicator keeps commtap's own messages out of the application's matching.
   PMPI_Comm_dup(MPI_COMM_WORLD, &session.comm);
   int rank = 0, size = 1;
   PMPI_Comm_rank(session.comm, &rank);
   PMPI_Comm_size(session.comm, &size);
-  const Settings& settings = g_runtime.settings;
+  const Settings& settings = runtime().settings;
   if (rank == 0)
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
@@ -244,32 +251,31 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   session.database_path = directory + "/rank-" + std::to_string(rank) + ".db";
 
   pthread_atfork(nullptr, nullptr, in_forked_child);
-  std::atexit(at_exit);
   if (settings.verbose >= 1 && should_print(settings, rank))
     std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s\n", rank, size,
                  facts.job_id.c_str(), session.record ? directory.c_str() : "(nowhere)",
                  settings.yield ? ", yield mode" : "");
 
   count_lifecycle_call(init_fn, init_began_ns, monitor::now_ns());
-  g_runtime.active.store(true, std::memory_order_release);
+  runtime().active.store(true, std::memory_order_release);
 }
 
 void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.forked_child || session.written) return;
-  g_runtime.active.store(false, std::memory_order_relaxed);
+  runtime().active.store(false, std::memory_order_relaxed);
   // The library's finalize has not run yet, so its call is counted with no time.
   const std::uint64_t now = monitor::now_ns();
   count_lifecycle_call(finalize_fn, now, now);
   // Written before the library's MPI_Finalize: finalize can hang (UCX across hosts), and what
   // was recorded must survive that.
   write_database(ended_by);
-  if (g_runtime.settings.verbose >= 1 && should_print(g_runtime.settings, session.facts.rank))
+  if (runtime().settings.verbose >= 1 && should_print(runtime().settings, session.facts.rank))
     std::fprintf(stderr, "commtap: rank %d wrote %s\n", session.facts.rank,
                  session.record ? session.database_path.c_str() : "nothing");
   if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0)
     PMPI_Comm_free(&session.comm);
-  g_runtime.requests.clear();
+  runtime().requests.clear();
 }
 
 }  // namespace commtap::interpose

@@ -24,7 +24,18 @@ struct Runtime {
   RequestTable requests;
 };
 
-extern Runtime g_runtime;
+// Never destroyed: MPI calls can still arrive at process exit, from atexit handlers and global
+// destructors that run after commtap's own static objects would have been destroyed.
+template <typename T>
+union Immortal {
+  T value;
+  Immortal() : value() {}
+  ~Immortal() {}
+};
+extern Immortal<Runtime> g_runtime;
+inline Runtime& runtime() noexcept {
+  return g_runtime.value;
+}
 
 // Nesting depth of intercepted calls on this thread: a call made while another is in progress
 // (by commtap itself or by the MPI library calling its own MPI_ symbols) passes straight through.

@@ -4,28 +4,22 @@
 
 namespace commtap::monitor {
 
+// Slot arrays are never freed while the counters live: a thread that exits hands its array to
+// the next new thread, and its counts stay in the array (totals() sums every array). This keeps
+// a late call memory-safe: at exit() the main thread's thread_local destructors run before
+// atexit handlers and static destructors, which may still call MPI (MPI_Finalize from a global
+// object's destructor); such a call keeps counting into the array its thread cached.
 struct CallCounters::Registry {
   std::size_t functions;
   mutable std::mutex mutex;
-  std::vector<std::unique_ptr<CallStats[]>> live;
-  std::vector<CallTotals> retired;
+  std::vector<std::unique_ptr<CallStats[]>> arrays;
+  std::vector<CallStats*> unused;  // arrays of exited threads, ready for new ones
 
-  explicit Registry(std::size_t n) : functions(n), retired(n) {}
+  explicit Registry(std::size_t n) : functions(n) {}
 
-  static void add(std::vector<CallTotals>& sum, const CallStats* slots, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      sum[i].calls += slots[i].calls.load(std::memory_order_relaxed);
-      sum[i].time_ns += slots[i].time_ns.load(std::memory_order_relaxed);
-      sum[i].bytes += slots[i].bytes.load(std::memory_order_relaxed);
-      sum[i].completions += slots[i].completions.load(std::memory_order_relaxed);
-      sum[i].completion_ns += slots[i].completion_ns.load(std::memory_order_relaxed);
-    }
-  }
-
-  void retire(CallStats* slots) {
+  void release(CallStats* slots) {
     std::lock_guard lock(mutex);
-    add(retired, slots, functions);
-    std::erase_if(live, [slots](const auto& p) { return p.get() == slots; });
+    unused.push_back(slots);
   }
 };
 
@@ -53,19 +47,24 @@ CallStats* CallCounters::local() {
 }
 
 CallStats* CallCounters::attach_thread() {
-  auto slots = std::make_unique<CallStats[]>(functions_);
-  CallStats* raw = slots.get();
+  CallStats* raw = nullptr;
   {
     std::lock_guard lock(registry_->mutex);
-    registry_->live.push_back(std::move(slots));
+    if (!registry_->unused.empty()) {
+      raw = registry_->unused.back();
+      registry_->unused.pop_back();
+    } else {
+      registry_->arrays.push_back(std::make_unique<CallStats[]>(functions_));
+      raw = registry_->arrays.back().get();
+    }
   }
-  // Fold this thread's slots into the retired totals when the thread exits. The registry is
-  // held weakly: a thread that outlives the counters (still running at exit) does nothing.
+  // Hand the array on when the thread exits. The registry is held weakly: a thread that
+  // outlives the counters (still running at exit) does nothing.
   struct OnThreadExit {
     std::vector<std::pair<std::weak_ptr<Registry>, CallStats*>> attached;
     ~OnThreadExit() {
       for (auto& [weak, s] : attached)
-        if (auto registry = weak.lock()) registry->retire(s);
+        if (auto registry = weak.lock()) registry->release(s);
     }
   };
   thread_local OnThreadExit on_exit;
@@ -75,8 +74,16 @@ CallStats* CallCounters::attach_thread() {
 
 std::vector<CallTotals> CallCounters::totals() const {
   std::lock_guard lock(registry_->mutex);
-  std::vector<CallTotals> sum = registry_->retired;
-  for (const auto& slots : registry_->live) Registry::add(sum, slots.get(), functions_);
+  std::vector<CallTotals> sum(functions_);
+  for (const auto& slots : registry_->arrays) {
+    for (std::size_t i = 0; i < functions_; ++i) {
+      sum[i].calls += slots[i].calls.load(std::memory_order_relaxed);
+      sum[i].time_ns += slots[i].time_ns.load(std::memory_order_relaxed);
+      sum[i].bytes += slots[i].bytes.load(std::memory_order_relaxed);
+      sum[i].completions += slots[i].completions.load(std::memory_order_relaxed);
+      sum[i].completion_ns += slots[i].completion_ns.load(std::memory_order_relaxed);
+    }
+  }
   return sum;
 }
 

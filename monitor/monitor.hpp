@@ -44,8 +44,8 @@ struct CallTotals {
   std::uint64_t calls = 0, time_ns = 0, bytes = 0, completions = 0, completion_ns = 0;
 };
 
-// Per-thread arrays of CallStats, one slot per intercepted function. A thread's array is
-// created on its first recorded call and folded into a retired total when the thread exits.
+// Per-thread arrays of CallStats, one slot per intercepted function. A thread's array is made
+// (or recycled from an exited thread) on its first recorded call; totals() sums all arrays.
 class CallCounters {
  public:
   explicit CallCounters(std::size_t functions);

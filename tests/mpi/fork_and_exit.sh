@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# MPI_Finalize from a global destructor (after main returned) is counted and written.
 # A rank's forked children record nothing and never write the rank's database, even when one
 # exits (running atexit handlers) after the parent finalized. A job that leaves main without
 # MPI_Finalize still gets its database, marked ended_by = 'exit'.
@@ -22,3 +23,11 @@ got=$(db_query trace-exit "SELECT r.ended_by, c.calls FROM ranks r JOIN call_tot
         ON c.rank = r.rank WHERE c.function = 'MPI_Allreduce'")
 expect_equal "exit|3" "$got" "database of a job without MPI_Finalize"
 pass "exit without MPI_Finalize keeps the record"
+
+run_native 2 "$PROGRAMS/finalize_at_exit" >native-dtor.out
+COMMTAP_DIR=trace-dtor run_preloaded 2 "$PROGRAMS/finalize_at_exit" >dtor.out
+expect_same_files native-dtor.out dtor.out "finalize_at_exit output"
+got=$(db_query trace-dtor "SELECT r.rank, r.ended_by, c.calls FROM ranks r JOIN call_totals c
+        ON c.rank = r.rank WHERE c.function = 'MPI_Finalize' ORDER BY r.rank" | tr '\n' ' ')
+expect_equal "0|finalize|1 1|finalize|1 " "$got" "MPI_Finalize from a destructor"
+pass "MPI_Finalize after main returned"

@@ -23,13 +23,21 @@ TEST(CallCounters, SumsLiveAndExitedThreads) {
       }
     });
   }
-  for (auto& thread : threads) thread.join();  // all exited: their slots were retired
+  for (auto& thread : threads) thread.join();  // all exited: their arrays are recycled
   bump(counters.local()[0].calls, 5);          // and one live thread
   const auto totals = counters.totals();
   ASSERT_EQ(totals.size(), 3u);
   EXPECT_EQ(totals[0].calls, 2u * kCalls + 5);
   EXPECT_EQ(totals[1].calls, 2u * kCalls);
   EXPECT_EQ(totals[2].bytes, 2u * kCalls * 8);
+}
+
+TEST(CallCounters, NewThreadsReuseExitedThreadsArraysWithoutLosingCounts) {
+  CallCounters counters(1);
+  for (int round = 0; round < 50; ++round) {
+    std::thread([&] { bump(counters.local()[0].calls, 1); }).join();
+  }
+  EXPECT_EQ(counters.totals()[0].calls, 50u);
 }
 
 TEST(CallCounters, ASecondObjectGetsItsOwnSlots) {
