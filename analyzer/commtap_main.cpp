@@ -119,8 +119,9 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand(
       "run", "Run a launcher command (e.g. mpiexec -n 4 ./app) with libcommtap.so preloaded");
   run->add_option("--library", library_path, "libcommtap.so to preload");
-  std::vector<std::string> command;
-  run->add_option("command", command, "The launcher command, after --")->required();
+  // Everything from the first word that is not a commtap option (or after --) is the command.
+  run->prefix_command();
+  run->footer("Usage: commtap run [settings] [--] <launcher command...>");
   std::map<std::string, std::string> flag_values;
   std::vector<Setting> settings;
   const bool wants_run = argc > 1 && std::string(argv[1]) == "run";
@@ -168,6 +169,17 @@ int main(int argc, char** argv) {
   query->add_flag("--json", query_as_json, "Print rows as a JSON array of objects");
   query->add_flag("--raw", query_raw, "Print rows without a header, values separated by '|'");
 
+  // `commtap run [settings] -- command...`: the command is split off here, before CLI11 sees it
+  // (without --, prefix_command() takes everything from the first non-option word).
+  std::vector<std::string> command_after_dashes;
+  if (wants_run) {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) != "--") continue;
+      command_after_dashes.assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -176,6 +188,13 @@ int main(int argc, char** argv) {
   }
 
   if (*run) {
+    std::vector<std::string> command = run->remaining();
+    command.insert(command.end(), command_after_dashes.begin(), command_after_dashes.end());
+    if (command.empty()) {
+      std::fprintf(stderr,
+                   "commtap run: no command given (commtap run [settings] -- mpiexec ...)\n");
+      return kExitError;
+    }
     const std::string library = require_library(library_path);
     const std::string job_id = choose_job_id(flag_values);
     const int status = run_preloaded(library, flag_values, command);

@@ -21,9 +21,17 @@ pass "run: settings and preload reach the job"
 [ -f commtap-named/rank-0.db ] || fail "no commtap-named/rank-0.db: $(cat named.err)"
 pass "run: default directory commtap-<job id>"
 
+# The command may also follow the settings without --.
+"$CLI" run --job-id no-dashes timeout "$LIMIT" mpiexec -n 1 "$PROGRAMS/toy_train" 2 64 >/dev/null \
+  2>&1
+[ -f commtap-no-dashes/rank-0.db ] || fail "command without -- was not run preloaded"
+pass "run: command without --"
+
 set +e
 "$CLI" run -- sh -c 'exit 3' 2>/dev/null
 status=$?
+"$CLI" run --yield >/dev/null 2>nocommand.err
+nocommand_status=$?
 "$CLI" run --verbose 9 -- true >/dev/null 2>range.err
 range_status=$?
 "$CLI" query traced --sql "DELETE FROM ranks" >/dev/null 2>write.err
@@ -35,6 +43,8 @@ corrupt_status=$?
 canned_status=$?
 set -e
 expect_equal 3 "$status" "exit status passed through"
+expect_equal 2 "$nocommand_status" "run without a command"
+grep -q "no command given" nocommand.err || fail "$(cat nocommand.err)"
 expect_equal 2 "$range_status" "out-of-range flag"
 grep -q "verbose" range.err || fail "range error does not name the flag: $(cat range.err)"
 expect_equal 2 "$write_status" "writing query"
