@@ -13,6 +13,7 @@
 
 #include "analyzer/analyzer.hpp"
 #include "analyzer/launch.hpp"
+#include "monitor/monitor.hpp"
 
 namespace fs = std::filesystem;
 using namespace commtap::analyzer;
@@ -89,20 +90,15 @@ std::string settings_markdown(const std::vector<Setting>& settings) {
   return out;
 }
 
-// The job id the library will use, so that `commtap run` can say where the trace went. When
-// nothing names one, commtap run makes it and passes it on.
+// The job id the library will use, so that `commtap run` can say where the trace went; passed on
+// explicitly so that the library cannot choose another.
 std::string choose_job_id(std::map<std::string, std::string>& variables) {
-  if (auto it = variables.find("COMMTAP_JOB_ID"); it != variables.end() && !it->second.empty())
-    return it->second;
-  for (const char* name :
-       {"COMMTAP_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"})
-    if (const char* value = std::getenv(name); value && *value) return value;
-  char stamp[32] = {};
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
-  const std::string id = std::string(stamp) + "-" + std::to_string(getpid());
+  std::string explicit_id;
+  if (auto it = variables.find("COMMTAP_JOB_ID"); it != variables.end())
+    explicit_id = it->second;
+  else if (const char* value = std::getenv("COMMTAP_JOB_ID"))
+    explicit_id = value;
+  const std::string id = commtap::monitor::choose_job_id(explicit_id);
   variables["COMMTAP_JOB_ID"] = id;
   return id;
 }

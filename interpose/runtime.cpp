@@ -117,23 +117,7 @@ std::string mpi_library_version() {
 std::string agree_on_job_id(const Settings& settings, MPI_Comm comm, int rank) {
   char buffer[128] = {};
   if (rank == 0) {
-    std::string id = settings.job_id;
-    for (const char* variable : {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"}) {
-      if (!id.empty()) break;
-      if (const char* value = std::getenv(variable); value && *value) id = value;
-    }
-    if (id.empty()) {
-      char stamp[32] = {};
-      const std::time_t now = std::time(nullptr);
-      std::tm utc{};
-      gmtime_r(&now, &utc);
-      std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
-      id = std::string(stamp) + "-" + std::to_string(::getpid());
-    }
-    // Keep the id usable as a directory name.
-    for (char& c : id)
-      if (c == '/' || c == ' ') c = '_';
-    std::snprintf(buffer, sizeof buffer, "%s", id.c_str());
+    std::snprintf(buffer, sizeof buffer, "%s", monitor::choose_job_id(settings.job_id).c_str());
   }
   PMPI_Bcast(buffer, sizeof buffer, MPI_CHAR, 0, comm);
   return buffer;

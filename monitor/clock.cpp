@@ -1,7 +1,10 @@
 #include <time.h>
+#include <unistd.h>
 #include <x86intrin.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -77,6 +80,25 @@ bool use_fast_clock(std::uint64_t calibration_ns) noexcept {
   tsc.base_ns = end_ns;
   tsc.enabled.store(true, std::memory_order_release);
   return true;
+}
+
+std::string choose_job_id(const std::string& explicit_id) {
+  std::string id = explicit_id;
+  for (const char* variable : {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"}) {
+    if (!id.empty()) break;
+    if (const char* value = std::getenv(variable); value && *value) id = value;
+  }
+  if (id.empty()) {
+    char stamp[32] = {};
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+    id = std::string(stamp) + "-" + std::to_string(::getpid());
+  }
+  for (char& c : id)
+    if (c == '/' || c == ' ') c = '_';
+  return id;
 }
 
 }  // namespace commtap::monitor

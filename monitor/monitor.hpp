@@ -24,6 +24,11 @@ bool use_fast_clock(std::uint64_t calibration_ns = 5'000'000) noexcept;
 // Wall-clock nanoseconds since the epoch, for the database's start/end stamps.
 std::uint64_t wall_ns() noexcept;
 
+// The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,
+// PBS_JOBID, LSB_JOBID, FLUX_JOB_ID), else one made from the UTC time and the process id.
+// '/' and spaces become '_' so that the id can name a directory.
+std::string choose_job_id(const std::string& explicit_id);
+
 // Per-function statistics of one thread. Each field has exactly one writer (its thread), so
 // relaxed load+store compiles to a plain add while still being data-race free for the reader
 // that sums all threads at the end.
