@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "interpose/call_info.hpp"
@@ -143,7 +144,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     monitor::CallStats* stats = runtime().counters->local();
 
     constexpr bool consumes_requests = family == Family::completion || id == Fn::Request_free;
-    RequestSnapshot snapshot;
+    struct NoSnapshot {};
+    [[maybe_unused]] std::conditional_t<consumes_requests, RequestSnapshot, NoSnapshot> snapshot;
     if constexpr (consumes_requests) {
       if (!runtime().requests.empty()) snapshot_requests<id>(snapshot, a...);
     }

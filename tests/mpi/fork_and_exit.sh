@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# MPI_Finalize from a global destructor (after main returned) is counted and written.
+# MPI_Finalize from a global destructor (after main returned) is counted and written, and a
+# rank that calls MPI_Abort writes its record first.
 # A rank's forked children record nothing and never write the rank's database, even when one
 # exits (running atexit handlers) after the parent finalized. A job that leaves main without
 # MPI_Finalize still gets its database, marked ended_by = 'exit'.
@@ -31,3 +32,13 @@ got=$(db_query trace-dtor "SELECT r.rank, r.ended_by, c.calls FROM ranks r JOIN 
         ON c.rank = r.rank WHERE c.function = 'MPI_Finalize' ORDER BY r.rank" | tr '\n' ' ')
 expect_equal "0|finalize|1 1|finalize|1 " "$got" "MPI_Finalize from a destructor"
 pass "MPI_Finalize after main returned"
+
+set +e
+COMMTAP_DIR=trace-abort run_preloaded 2 "$PROGRAMS/aborting" >abort.out 2>&1
+abort_status=$?
+set -e
+[ "$abort_status" -ne 0 ] || fail "MPI_Abort did not end the job with an error status"
+got=$(db_query trace-abort/rank-0.db "SELECT r.ended_by, c.calls FROM ranks r JOIN call_totals c
+        ON c.rank = r.rank WHERE c.function IN ('MPI_Allreduce', 'MPI_Abort') ORDER BY c.function")
+expect_equal "$(printf 'abort|1\nabort|2')" "$got" "record of the aborting rank"
+pass "MPI_Abort: the aborting rank's record is written"
