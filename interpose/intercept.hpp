@@ -138,7 +138,9 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
   if constexpr (family == Family::lifecycle) {
     return lifecycle_call<id>(real, a...);
   } else {
-    if (!runtime().active.load(std::memory_order_relaxed) || t_depth != 0) [[unlikely]]
+    // Acquire pairs with the release in start_after_mpi_init: seeing "active" means seeing the
+    // counters it published (a plain load on x86).
+    if (!runtime().active.load(std::memory_order_acquire) || t_depth != 0) [[unlikely]]
       return real(a...);
     ++t_depth;
     monitor::CallStats* stats = runtime().counters->local();

@@ -46,7 +46,7 @@ Function resolve(std::atomic<void*>& cache, const char* strong, const char* weak
 template <Fn id, typename Real, typename... A>
 ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type, A... a) {
   if (real == nullptr) return ncclSystemError;
-  if (!runtime().active.load(std::memory_order_relaxed) || t_depth != 0) return real(a...);
+  if (!runtime().active.load(std::memory_order_acquire) || t_depth != 0) return real(a...);
   ++t_depth;
   // An NCCL call returns once the work is enqueued: this is the enqueue time. Completion on the
   // stream is the monitor's business (CUDA events), not the wrapper's.

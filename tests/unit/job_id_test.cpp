@@ -21,8 +21,7 @@ class NoBatchSystem : public ::testing::Test {
     for (const char* name : kNames) unsetenv(name);
     for (const auto& [name, value] : saved_) setenv(name.c_str(), value.c_str(), 1);
   }
-  static constexpr const char* kNames[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
-                                           "FLUX_JOB_ID"};
+  static constexpr const char* kNames[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"};
   std::vector<std::pair<std::string, std::string>> saved_;
 };
 }  // namespace
