@@ -102,6 +102,7 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
                 "INSERT OR REPLACE INTO ranks SELECT * FROM src.ranks;"
                 "INSERT OR REPLACE INTO settings SELECT * FROM src.settings;"
                 "INSERT OR REPLACE INTO call_totals SELECT * FROM src.call_totals;"
+                "INSERT OR REPLACE INTO communicators SELECT * FROM src.communicators;"
                 "COMMIT;",
                 reason);
     }
@@ -175,6 +176,10 @@ constexpr Canned kCanned[] = {
     {"ranks",
      "SELECT rank, host, pid, ended_by, printf('%.3f', (end_ns - start_ns) / 1e9) AS seconds,"
      " mpi_library FROM ranks ORDER BY rank"},
+    {"communicators",
+     "SELECT comm_id, created_by, parent_id, size, count(*) AS ranks_recorded,"
+     " max(members) AS members FROM communicators GROUP BY comm_id, created_by, parent_id, size"
+     " ORDER BY min(rowid)"},
     {"settings",
      "SELECT name, value, count(*) AS ranks FROM settings GROUP BY name, value ORDER BY name"},
     {"tables", "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"},

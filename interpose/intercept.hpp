@@ -111,6 +111,17 @@ inline std::uint64_t payload_bytes(const CallInfo& info) {
   return static_cast<std::uint64_t>(info.count) * static_cast<std::uint64_t>(size);
 }
 
+// ---- Communicators -----------------------------------------------------------------------------
+
+// The communicator a creation call made: its last argument, but for MPI_Comm_idup the second.
+template <Fn id, typename... A>
+MPI_Comm created_communicator(A... a) {
+  if constexpr (id == Fn::Comm_idup)
+    return *arg<1>(a...);
+  else
+    return *arg<sizeof...(A) - 1>(a...);
+}
+
 // ---- Lifecycle --------------------------------------------------------------------------------
 
 template <Fn id, typename Real, typename... A>
@@ -148,6 +159,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     constexpr bool consumes_requests = family == Family::completion || id == Fn::Request_free;
     struct NoSnapshot {};
     [[maybe_unused]] std::conditional_t<consumes_requests, RequestSnapshot, NoSnapshot> snapshot;
+    [[maybe_unused]] MPI_Comm freed_communicator = MPI_COMM_NULL;
+    if constexpr (id == Fn::Comm_free) freed_communicator = *arg<0>(a...);
     if constexpr (consumes_requests) {
       if (!runtime().requests.empty()) snapshot_requests<id>(snapshot, a...);
     }
@@ -169,6 +182,15 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, t1, stats, a...);
     } else if constexpr (family == Family::start) {
       if (rc == MPI_SUCCESS) start_requests<id>(t0, a...);
+    } else if constexpr (id == Fn::Comm_free) {
+      if (rc == MPI_SUCCESS) runtime().communicators.freed(freed_communicator);
+    } else if constexpr (family == Family::communicator) {
+      // Collective over the parent: every rank that made the call takes part, even if it got
+      // MPI_COMM_NULL. Not timed: it is commtap's work, not the application's.
+      if (rc == MPI_SUCCESS)
+        runtime().communicators.created(id, arg<0>(a...), created_communicator<id>(a...));
+      if (info.request != nullptr && rc == MPI_SUCCESS)
+        runtime().requests.track(*info.request, id, t0, false);
     } else {
       if (info.request != nullptr && rc == MPI_SUCCESS)
         runtime().requests.track(*info.request, id, t0, is_persistent(family));

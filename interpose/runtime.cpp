@@ -160,7 +160,8 @@ void write_database(const char* ended_by) {
     rows.push_back({kFunctionName[i], family_name(kFamily[i]), totals[i]});
   }
   const std::string error = monitor::write_rank_database(session.database_path, session.facts,
-                                                         describe(runtime().settings), rows);
+                                                         describe(runtime().settings), rows,
+                                                         runtime().communicators.rows());
   // Every rank that fails says so: by now ranks may no longer be able to agree on anything.
   if (!error.empty())
     std::fprintf(stderr, "commtap: rank %d could not write %s: %s\n", session.facts.rank,
@@ -207,6 +208,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
 
+  runtime().communicators.start(rank);
   monitor::RankFacts& facts = session.facts;
   facts.job_id = agree_on_job_id(settings, session.comm, rank);
   facts.rank = rank;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "interpose/communicators.hpp"
 #include "interpose/function_table.hpp"
 #include "interpose/requests.hpp"
 #include "interpose/settings.hpp"
@@ -22,6 +23,7 @@ struct Runtime {
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;
   RequestTable requests;
+  CommunicatorRegistry communicators;
 };
 
 // Never destroyed: MPI calls can still arrive at process exit, from atexit handlers and global

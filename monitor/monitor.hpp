@@ -87,6 +87,18 @@ struct RankFacts {
   std::string ended_by;  // "finalize", "abort", "exit"
 };
 
+// A communicator this rank belonged to. `id` is equal on every member rank (see
+// interpose/communicators.hpp for how it is agreed).
+struct CommunicatorRow {
+  std::int64_t id = 0;
+  std::int64_t parent_id = 0;  // 0 for MPI_COMM_WORLD and MPI_COMM_SELF
+  std::string created_by;      // "MPI_COMM_WORLD", "MPI_COMM_SELF", "MPI_Comm_split", ...
+  int size = 0;
+  int comm_rank = 0;
+  bool inter = false;
+  std::string members;  // world ranks, comma-separated; only in the row of the comm's rank 0
+};
+
 struct FunctionRow {
   std::string function;
   std::string family;
@@ -102,6 +114,7 @@ extern const char* const kCommtapVersion;
 // reader never sees a half-written file. Returns an empty string on success, else the reason.
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
-                                const std::vector<FunctionRow>& functions);
+                                const std::vector<FunctionRow>& functions,
+                                const std::vector<CommunicatorRow>& communicators);
 
 }  // namespace commtap::monitor

@@ -42,3 +42,18 @@ CREATE TABLE IF NOT EXISTS call_totals (
   completion_ns INTEGER NOT NULL,  -- sum of (completion - start) over those operations
   PRIMARY KEY (rank, function)
 );
+
+-- Every communicator the rank belonged to (including freed ones). comm_id is equal on all
+-- member ranks, so rows of different ranks join on it.
+CREATE TABLE IF NOT EXISTS communicators (
+  rank       INTEGER NOT NULL,
+  comm_id    INTEGER NOT NULL,
+  parent_id  INTEGER NOT NULL,  -- the communicator it was made from; 0 for world and self
+  created_by TEXT    NOT NULL,  -- 'MPI_COMM_WORLD', 'MPI_COMM_SELF', 'MPI_Comm_split', ...
+  size       INTEGER NOT NULL,  -- ranks in it (of the local group, for intercommunicators)
+  comm_rank  INTEGER NOT NULL,  -- this rank's rank in it
+  inter      INTEGER NOT NULL,  -- 1 for an intercommunicator
+  members    TEXT,              -- world ranks in comm-rank order, comma-separated; only in the
+                                -- row of the communicator's rank 0 (NULL elsewhere)
+  PRIMARY KEY (rank, comm_id)
+);

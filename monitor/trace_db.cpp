@@ -70,7 +70,8 @@ void bind_u64(sqlite3_stmt* stmt, int index, std::uint64_t value) {
 
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
-                                const std::vector<FunctionRow>& functions) {
+                                const std::vector<FunctionRow>& functions,
+                                const std::vector<CommunicatorRow>& communicators) {
   const std::string temporary = path + ".tmp";
   ::unlink(temporary.c_str());
   std::string error;
@@ -139,6 +140,26 @@ std::string write_rank_database(const std::string& path, const RankFacts& facts,
           bind_u64(stmt, 6, row.totals.bytes);
           bind_u64(stmt, 7, row.totals.completions);
           bind_u64(stmt, 8, row.totals.completion_ns);
+          return true;
+        });
+    next = 0;
+    db.insert_rows(
+        "INSERT OR REPLACE INTO communicators(rank, comm_id, parent_id, created_by, size, "
+        "comm_rank, inter, members) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [&](sqlite3_stmt* stmt) {
+          if (next == communicators.size()) return false;
+          const CommunicatorRow& row = communicators[next++];
+          sqlite3_bind_int(stmt, 1, facts.rank);
+          sqlite3_bind_int64(stmt, 2, row.id);
+          sqlite3_bind_int64(stmt, 3, row.parent_id);
+          bind_text(stmt, 4, row.created_by);
+          sqlite3_bind_int(stmt, 5, row.size);
+          sqlite3_bind_int(stmt, 6, row.comm_rank);
+          sqlite3_bind_int(stmt, 7, row.inter ? 1 : 0);
+          if (row.members.empty())
+            sqlite3_bind_null(stmt, 8);
+          else
+            bind_text(stmt, 8, row.members);
           return true;
         });
     db.exec("COMMIT");

@@ -258,6 +258,18 @@ int main(int argc, char** argv) {
     mix(&in, 1);
     CALL(Comm_free, &dup);
     CALL(Comm_free, &split);
+    /* Ranks left out of a split get MPI_COMM_NULL. */
+    MPI_Comm some;
+    CALL(Comm_split, world, rank == 0 ? MPI_UNDEFINED : 0, rank, &some);
+    if (some != MPI_COMM_NULL) CALL(Comm_free, &some);
+    /* An intercommunicator made by a call commtap does not intercept, then duplicated. */
+    MPI_Comm half, inter, inter_dup;
+    CALL(Comm_split, world, rank % 2, rank, &half);
+    MPI_Intercomm_create(half, 0, world, rank % 2 == 0 ? 1 : 0, 12, &inter);
+    CALL(Comm_dup, inter, &inter_dup);
+    CALL(Comm_free, &inter_dup);
+    CALL(Comm_free, &inter);
+    CALL(Comm_free, &half);
     CALL(Comm_free, &shared);
     CALL(Comm_free, &created);
     CALL(Comm_free, &grouped);

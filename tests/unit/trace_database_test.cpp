@@ -51,11 +51,18 @@ std::vector<monitor::FunctionRow> rows(int rank) {
   return {{"MPI_Allreduce", "collective", allreduce}, {"MPI_Isend", "p2p_start", isend}};
 }
 
+std::vector<monitor::CommunicatorRow> communicators(int rank) {
+  monitor::CommunicatorRow world{
+      .id = 1, .created_by = "MPI_COMM_WORLD", .size = 3, .comm_rank = rank};
+  if (rank == 0) world.members = "0,1,2";
+  return {world};
+}
+
 void write_job(const fs::path& directory, int ranks) {
   for (int r = 0; r < ranks; ++r) {
     const std::string error =
         monitor::write_rank_database((directory / ("rank-" + std::to_string(r) + ".db")).string(),
-                                     facts(r), {{"COMMTAP_YIELD", "0"}}, rows(r));
+                                     facts(r), {{"COMMTAP_YIELD", "0"}}, rows(r), communicators(r));
     ASSERT_EQ(error, "") << "rank " << r;
   }
 }
@@ -90,6 +97,16 @@ TEST(TraceDatabase, RankFilesMergeIntoOneJob) {
   ASSERT_EQ(meta->rows.size(), 1u);
   EXPECT_EQ(cell(*meta, 0, 0), "job-42");
 
+  auto comms = job->query(
+      "SELECT comm_id, count(*), max(members), sum(members IS NULL) FROM communicators "
+      "GROUP BY comm_id",
+      error);
+  ASSERT_TRUE(comms) << error;
+  ASSERT_EQ(comms->rows.size(), 1u);
+  EXPECT_EQ(cell(*comms, 0, 1), "3");
+  EXPECT_EQ(cell(*comms, 0, 2), "0,1,2");
+  EXPECT_EQ(cell(*comms, 0, 3), "2") << "members only in rank 0's row";
+
   auto ranks = job->query("SELECT rank, host, ended_by FROM ranks ORDER BY rank", error);
   ASSERT_TRUE(ranks) << error;
   ASSERT_EQ(ranks->rows.size(), 3u);
@@ -123,8 +140,8 @@ TEST(TraceDatabase, RewritingAFileReplacesItWhole) {
 }
 
 TEST(TraceDatabase, UnwritableDirectoryIsAnErrorNotACrash) {
-  const std::string error =
-      monitor::write_rank_database("/proc/commtap-no-such-dir/rank-0.db", facts(0), {}, rows(0));
+  const std::string error = monitor::write_rank_database("/proc/commtap-no-such-dir/rank-0.db",
+                                                         facts(0), {}, rows(0), {});
   EXPECT_NE(error, "");
 }
 

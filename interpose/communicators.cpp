@@ -1,0 +1,153 @@
+#include "interpose/communicators.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace commtap::interpose {
+
+std::int64_t mix_id(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  const auto id = static_cast<std::int64_t>(x >> 1);
+  return id > 1 ? id : id + 2;  // 0 means unknown and 1 is MPI_COMM_WORLD
+}
+
+namespace {
+// Each way of making an id mixes in its own constant first, so that ids made in different ways
+// from equal numbers (world rank 0's first proposal, the world's first derived child) differ.
+constexpr std::uint64_t kProposed = 0x70726f706f736564ull;
+constexpr std::uint64_t kDerived = 0x6465726976656421ull;
+constexpr std::uint64_t kUnseen = 0x756e7365656e2121ull;
+constexpr std::uint64_t kSelf = 0x73656c6621212121ull;
+}  // namespace
+
+void CommunicatorRegistry::start(int world_rank) {
+  std::lock_guard lock(mutex_);
+  world_rank_ = world_rank;
+  add(MPI_COMM_WORLD, MPI_COMM_WORLD, 1, 0, "MPI_COMM_WORLD");
+  add(MPI_COMM_SELF, MPI_COMM_SELF, mix_id(kSelf, static_cast<std::uint64_t>(world_rank)), 0,
+      "MPI_COMM_SELF");
+}
+
+void CommunicatorRegistry::add(MPI_Comm comm, MPI_Comm describe, std::int64_t id,
+                               std::int64_t parent_id, const char* created_by) {
+  monitor::CommunicatorRow row;
+  row.id = id;
+  row.parent_id = parent_id;
+  row.created_by = created_by;
+  int inter = 0;
+  PMPI_Comm_test_inter(describe, &inter);
+  row.inter = inter != 0;
+  PMPI_Comm_size(describe, &row.size);
+  PMPI_Comm_rank(describe, &row.comm_rank);
+  // The member list is stored once per communicator, by its rank 0: stored by every member it
+  // would grow with the square of the job size.
+  if (row.comm_rank == 0) {
+    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    PMPI_Comm_group(describe, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> local(static_cast<std::size_t>(row.size)), global(local.size());
+    for (int i = 0; i < row.size; ++i) local[static_cast<std::size_t>(i)] = i;
+    PMPI_Group_translate_ranks(group, row.size, local.data(), world, global.data());
+    for (std::size_t i = 0; i < global.size(); ++i) {
+      if (i > 0) row.members += ',';
+      row.members += global[i] == MPI_UNDEFINED ? std::string("?") : std::to_string(global[i]);
+    }
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world);
+  }
+  live_[comm] = Live{id, 0};
+  rows_.push_back(std::move(row));
+}
+
+std::int64_t CommunicatorRegistry::identify_unseen(MPI_Comm comm) {
+  // Made by a call commtap does not intercept (MPI_Intercomm_create, MPI_Cart_create, ...). It is
+  // identified by its membership (world ranks of its local and remote groups, in order) and how
+  // many communicators of that membership this rank has identified so far: every member meets
+  // it at the same collective call, in the same order relative to its other communicators.
+  std::uint64_t membership = 0x1d;
+  MPI_Group world = MPI_GROUP_NULL;
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  for (int side = 0; side < (inter ? 2 : 1); ++side) {
+    MPI_Group group = MPI_GROUP_NULL;
+    if (side == 0)
+      PMPI_Comm_group(comm, &group);
+    else
+      PMPI_Comm_remote_group(comm, &group);
+    int size = 0;
+    PMPI_Group_size(group, &size);
+    std::vector<int> local(static_cast<std::size_t>(size)), global(local.size());
+    for (int i = 0; i < size; ++i) local[static_cast<std::size_t>(i)] = i;
+    PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+    // The two sides in a fixed order, so both groups of an intercommunicator agree.
+    std::uint64_t side_hash = 0x51de;
+    for (int rank : global)
+      side_hash = static_cast<std::uint64_t>(mix_id(side_hash, static_cast<std::uint64_t>(rank)));
+    membership = side == 0 ? side_hash : membership;
+    if (side == 1)
+      membership = static_cast<std::uint64_t>(
+          mix_id(std::min(membership, side_hash), std::max(membership, side_hash)));
+    PMPI_Group_free(&group);
+  }
+  PMPI_Group_free(&world);
+  const std::int64_t id = mix_id(static_cast<std::uint64_t>(mix_id(kUnseen, membership)),
+                                 ++unseen_by_membership_[membership]);
+  add(comm, comm, id, 0, "unseen");
+  return id;
+}
+
+void CommunicatorRegistry::created(Fn fn, MPI_Comm parent, MPI_Comm created) {
+  std::unique_lock lock(mutex_);
+  auto found = live_.find(parent);
+  if (found == live_.end()) {
+    identify_unseen(parent);
+    found = live_.find(parent);
+  }
+  const std::int64_t parent_id = found->second.id;
+  std::uint64_t ordinal = 0;
+  if (fn != Fn::Comm_create_group) ordinal = ++found->second.collective_children;
+  if (created == MPI_COMM_NULL) return;
+
+  const bool pending = fn == Fn::Comm_idup;
+  int inter = 0;
+  PMPI_Comm_test_inter(pending ? parent : created, &inter);
+  std::int64_t id = 0;
+  if (pending || inter) {
+    id = mix_id(static_cast<std::uint64_t>(mix_id(kDerived, static_cast<std::uint64_t>(parent_id))),
+                ordinal);
+  } else {
+    int comm_rank = 0;
+    PMPI_Comm_rank(created, &comm_rank);
+    if (comm_rank == 0)
+      id = mix_id(
+          static_cast<std::uint64_t>(mix_id(kProposed, static_cast<std::uint64_t>(world_rank_))),
+          ++proposals_);
+    // Not under the lock: other threads may make communicators meanwhile (MPI_THREAD_MULTIPLE).
+    lock.unlock();
+    PMPI_Bcast(&id, 1, MPI_INT64_T, 0, created);
+    lock.lock();
+  }
+  add(created, pending ? parent : created, id, parent_id, kFunctionName[index_of(fn)]);
+}
+
+void CommunicatorRegistry::freed(MPI_Comm comm) {
+  std::lock_guard lock(mutex_);
+  live_.erase(comm);
+}
+
+std::int64_t CommunicatorRegistry::id_of(MPI_Comm comm) const {
+  std::lock_guard lock(mutex_);
+  auto found = live_.find(comm);
+  return found == live_.end() ? 0 : found->second.id;
+}
+
+std::vector<monitor::CommunicatorRow> CommunicatorRegistry::rows() const {
+  std::lock_guard lock(mutex_);
+  return rows_;
+}
+
+}  // namespace commtap::interpose
