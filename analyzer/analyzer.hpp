@@ -37,7 +37,8 @@ class JobDatabase {
   std::vector<std::string> sources_;
 };
 
-// Canned queries by name ("calls", "ranks", "settings", "tables"); nullptr if unknown.
+// Canned queries by name ("calls", "ranks", "communicators", "settings", "tables"); nullptr if
+// unknown.
 const char* canned_query(const std::string& name);
 std::vector<std::string> canned_query_names();
 
