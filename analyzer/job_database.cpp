@@ -71,6 +71,15 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
     error = "cannot create an in-memory database: " + error;
     return nullptr;
   }
+  std::vector<std::string> tables;
+  {
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(job->db_, "SELECT name FROM sqlite_master WHERE type = 'table'", -1, &stmt,
+                       nullptr);
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+      tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)));
+    sqlite3_finalize(stmt);
+  }
   // Copy every table of the schema from each file, one file attached at a time so that jobs of
   // any size load within SQLite's attachment limit. Files are opened read-only: a live job's
   // writers are never blocked.
@@ -96,15 +105,12 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
       }
     }
     if (ok) {
-      ok = exec(job->db_,
-                "BEGIN;"
-                "INSERT OR IGNORE INTO meta SELECT * FROM src.meta;"
-                "INSERT OR REPLACE INTO ranks SELECT * FROM src.ranks;"
-                "INSERT OR REPLACE INTO settings SELECT * FROM src.settings;"
-                "INSERT OR REPLACE INTO call_totals SELECT * FROM src.call_totals;"
-                "INSERT OR REPLACE INTO communicators SELECT * FROM src.communicators;"
-                "COMMIT;",
-                reason);
+      // Every table of the schema, copied row for row (each row carries its rank).
+      std::string copy = "BEGIN;";
+      for (const std::string& table : tables) {
+        copy += "INSERT OR REPLACE INTO main." + table + " SELECT * FROM src." + table + ";";
+      }
+      ok = exec(job->db_, copy + "COMMIT;", reason);
     }
     std::string ignored;
     exec(job->db_, "DETACH src", ignored);

@@ -166,6 +166,12 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     }
 
     const std::uint64_t t0 = monitor::now_ns();
+    // For the heartbeat: what this thread is inside of (a few relaxed stores).
+    monitor::Activity* activity = runtime().counters->local_activity();
+    activity->comm_handle.store(static_cast<std::int64_t>(info.comm), std::memory_order_relaxed);
+    activity->since_ns.store(t0, std::memory_order_relaxed);
+    activity->function.store(static_cast<std::uint32_t>(index_of(id)) + 1,
+                             std::memory_order_release);
     int rc;
     if constexpr (yield != Yield::none) {
       rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
@@ -173,6 +179,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       rc = real(a...);
     }
     const std::uint64_t t1 = monitor::now_ns();
+    activity->function.store(0, std::memory_order_relaxed);
 
     monitor::CallStats& own = stats[index_of(id)];
     monitor::bump(own.calls, 1);

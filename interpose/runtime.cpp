@@ -68,12 +68,13 @@ namespace {
 // MPI_Init/MPI_Finalize (and by the exit handler), under `lifecycle_mutex`.
 struct Session {
   bool started = false;
-  bool written = false;
+  bool stopped = false;
   bool forked_child = false;
   bool record = false;  // a writable directory was agreed on
   MPI_Comm comm = MPI_COMM_NULL;
   monitor::RankFacts facts;
   std::string database_path;
+  std::unique_ptr<monitor::TraceWriter> writer;
 };
 
 struct Lifecycle {
@@ -148,20 +149,27 @@ void in_forked_child() {
   session.forked_child = true;
 }
 
-void write_database(const char* ended_by) {
-  if (!session.record || session.written || session.forked_child) return;
-  session.written = true;
-  session.facts.end_ns = monitor::wall_ns();
-  session.facts.ended_by = ended_by;
+// What the writer thread records every window. Runs on the writer thread: no MPI calls here.
+monitor::Snapshot collect_snapshot() {
+  monitor::Snapshot snapshot;
   const std::vector<monitor::CallTotals> totals = runtime().counters->totals();
-  std::vector<monitor::FunctionRow> rows;
   for (std::size_t i = 0; i < totals.size(); ++i) {
     if (totals[i].calls == 0 && totals[i].completions == 0) continue;
-    rows.push_back({kFunctionName[i], family_name(kFamily[i]), totals[i]});
+    snapshot.functions.push_back({kFunctionName[i], family_name(kFamily[i]), totals[i]});
   }
-  const std::string error = monitor::write_rank_database(session.database_path, session.facts,
-                                                         describe(runtime().settings), rows,
-                                                         runtime().communicators.rows());
+  snapshot.communicators = runtime().communicators.rows();
+  snapshot.busy = runtime().counters->busy();
+  for (monitor::ActivitySnapshot& busy : snapshot.busy)
+    busy.comm_id = runtime().communicators.id_of(static_cast<MPI_Comm>(busy.comm_handle));
+  snapshot.function_names.assign(std::begin(kFunctionName), std::end(kFunctionName));
+  return snapshot;
+}
+
+void finish_recording(const char* ended_by) {
+  if (session.writer == nullptr || session.forked_child) return;
+  session.facts.end_ns = monitor::wall_ns();
+  session.facts.ended_by = ended_by;
+  const std::string error = session.writer->stop(session.facts);
   // Every rank that fails says so: by now ranks may no longer be able to agree on anything.
   if (!error.empty())
     std::fprintf(stderr, "commtap: rank %d could not write %s: %s\n", session.facts.rank,
@@ -173,9 +181,10 @@ void write_database(const char* ended_by) {
 [[gnu::destructor]] void at_unload() {
   // The application exited without MPI_Finalize: keep what was recorded.
   std::lock_guard lock(lifecycle_mutex);
-  if (!session.started || session.forked_child) return;
+  if (!session.started || session.forked_child || session.stopped) return;
+  session.stopped = true;
   runtime().active.store(false, std::memory_order_relaxed);
-  write_database("exit");
+  finish_recording("exit");
 }
 
 void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
@@ -208,7 +217,6 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
 
-  runtime().communicators.start(rank);
   monitor::RankFacts& facts = session.facts;
   facts.job_id = agree_on_job_id(settings, session.comm, rank);
   facts.rank = rank;
@@ -235,6 +243,17 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
                  rank, problem.c_str());
   session.record = first_failed == size;
   session.database_path = directory + "/rank-" + std::to_string(rank) + ".db";
+  runtime().communicators.start(rank);
+  if (session.record) {
+    std::string error;
+    session.writer = monitor::TraceWriter::start(
+        session.database_path, facts, describe(settings),
+        static_cast<std::uint64_t>(settings.interval) * 1'000'000, collect_snapshot, error);
+    if (session.writer == nullptr)
+      std::fprintf(stderr,
+                   "commtap: rank %d cannot create %s (%s); it records nothing, the job goes on\n",
+                   rank, session.database_path.c_str(), error.c_str());
+  }
 
   pthread_atfork(nullptr, nullptr, in_forked_child);
   if (settings.verbose >= 1 && should_print(settings, rank))
@@ -248,17 +267,18 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
 
 void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   std::lock_guard lock(lifecycle_mutex);
-  if (!session.started || session.forked_child || session.written) return;
+  if (!session.started || session.forked_child || session.stopped) return;
+  session.stopped = true;
   runtime().active.store(false, std::memory_order_relaxed);
   // The library's finalize has not run yet, so its call is counted with no time.
   const std::uint64_t now = monitor::now_ns();
   count_lifecycle_call(finalize_fn, now, now);
   // Written before the library's MPI_Finalize: finalize can hang (UCX across hosts), and what
   // was recorded must survive that.
-  write_database(ended_by);
+  finish_recording(ended_by);
   if (runtime().settings.verbose >= 1 && should_print(runtime().settings, session.facts.rank))
     std::fprintf(stderr, "commtap: rank %d wrote %s\n", session.facts.rank,
-                 session.record ? session.database_path.c_str() : "nothing");
+                 session.writer ? session.database_path.c_str() : "nothing");
   if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0)
     PMPI_Comm_free(&session.comm);
   runtime().requests.clear();

@@ -10,16 +10,21 @@ namespace commtap::monitor {
 // atexit handlers and static destructors, which may still call MPI (MPI_Finalize from a global
 // object's destructor); such a call keeps counting into the array its thread cached.
 struct CallCounters::Registry {
+  struct Thread {
+    std::unique_ptr<CallStats[]> stats;
+    Activity activity;
+  };
   std::size_t functions;
   mutable std::mutex mutex;
-  std::vector<std::unique_ptr<CallStats[]>> arrays;
-  std::vector<CallStats*> unused;  // arrays of exited threads, ready for new ones
+  std::vector<std::unique_ptr<Thread>> threads;
+  std::vector<Thread*> unused;  // of exited threads, ready for new ones
 
   explicit Registry(std::size_t n) : functions(n) {}
 
-  void release(CallStats* slots) {
+  void release(Thread* thread) {
     std::lock_guard lock(mutex);
-    unused.push_back(slots);
+    thread->activity.function.store(0, std::memory_order_relaxed);
+    unused.push_back(thread);
   }
 };
 
@@ -29,6 +34,7 @@ namespace {
 std::atomic<std::uint64_t> next_serial{1};
 thread_local std::uint64_t cached_serial = 0;
 thread_local CallStats* cached_slots = nullptr;
+thread_local Activity* cached_activity = nullptr;
 }  // namespace
 
 CallCounters::CallCounters(std::size_t functions)
@@ -39,43 +45,63 @@ CallCounters::CallCounters(std::size_t functions)
 CallCounters::~CallCounters() = default;
 
 CallStats* CallCounters::local() {
-  if (cached_serial == serial_) return cached_slots;
-  CallStats* slots = attach_thread();
-  cached_serial = serial_;
-  cached_slots = slots;
-  return slots;
+  if (cached_serial != serial_) attach_thread();
+  return cached_slots;
 }
 
-CallStats* CallCounters::attach_thread() {
-  CallStats* raw = nullptr;
+Activity* CallCounters::local_activity() {
+  if (cached_serial != serial_) attach_thread();
+  return cached_activity;
+}
+
+void CallCounters::attach_thread() {
+  Registry::Thread* thread = nullptr;
   {
     std::lock_guard lock(registry_->mutex);
     if (!registry_->unused.empty()) {
-      raw = registry_->unused.back();
+      thread = registry_->unused.back();
       registry_->unused.pop_back();
     } else {
-      registry_->arrays.push_back(std::make_unique<CallStats[]>(functions_));
-      raw = registry_->arrays.back().get();
+      registry_->threads.push_back(std::make_unique<Registry::Thread>());
+      thread = registry_->threads.back().get();
+      thread->stats = std::make_unique<CallStats[]>(functions_);
     }
   }
-  // Hand the array on when the thread exits. The registry is held weakly: a thread that
+  // Hand the slots on when the thread exits. The registry is held weakly: a thread that
   // outlives the counters (still running at exit) does nothing.
   struct OnThreadExit {
-    std::vector<std::pair<std::weak_ptr<Registry>, CallStats*>> attached;
+    std::vector<std::pair<std::weak_ptr<Registry>, Registry::Thread*>> attached;
     ~OnThreadExit() {
-      for (auto& [weak, s] : attached)
-        if (auto registry = weak.lock()) registry->release(s);
+      for (auto& [weak, t] : attached)
+        if (auto registry = weak.lock()) registry->release(t);
     }
   };
   thread_local OnThreadExit on_exit;
-  on_exit.attached.emplace_back(registry_, raw);
-  return raw;
+  on_exit.attached.emplace_back(registry_, thread);
+  cached_serial = serial_;
+  cached_slots = thread->stats.get();
+  cached_activity = &thread->activity;
+}
+
+std::vector<ActivitySnapshot> CallCounters::busy() const {
+  std::lock_guard lock(registry_->mutex);
+  std::vector<ActivitySnapshot> out;
+  for (const auto& thread : registry_->threads) {
+    const Activity& a = thread->activity;
+    const std::uint32_t function = a.function.load(std::memory_order_acquire);
+    if (function == 0) continue;
+    out.push_back({function, a.comm_handle.load(std::memory_order_relaxed), 0,
+                   a.seq.load(std::memory_order_relaxed),
+                   a.since_ns.load(std::memory_order_relaxed)});
+  }
+  return out;
 }
 
 std::vector<CallTotals> CallCounters::totals() const {
   std::lock_guard lock(registry_->mutex);
   std::vector<CallTotals> sum(functions_);
-  for (const auto& slots : registry_->arrays) {
+  for (const auto& thread : registry_->threads) {
+    const CallStats* slots = thread->stats.get();
     for (std::size_t i = 0; i < functions_; ++i) {
       sum[i].calls += slots[i].calls.load(std::memory_order_relaxed);
       sum[i].time_ns += slots[i].time_ns.load(std::memory_order_relaxed);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -44,6 +45,24 @@ inline void bump(std::atomic<std::uint64_t>& field, std::uint64_t by) noexcept {
   field.store(field.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
+// What one thread is doing right now, for the heartbeat: written by its thread at the entry and
+// exit of each recorded call (relaxed stores), read by the writer thread.
+struct Activity {
+  std::atomic<std::uint32_t> function{0};  // 0: not inside a recorded call; else index + 1
+  std::atomic<std::int64_t> comm_handle{
+      0};  // the MPI_Comm handle's value, resolved off the hot path
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<std::uint64_t> since_ns{0};  // now_ns() at entry
+};
+
+struct ActivitySnapshot {
+  std::uint32_t function = 0;
+  std::int64_t comm_handle = 0;
+  std::int64_t comm_id = 0;  // filled by the collector from comm_handle; 0 if none or unknown
+  std::uint64_t seq = 0;
+  std::uint64_t since_ns = 0;
+};
+
 // A plain snapshot of CallStats, summed over threads.
 struct CallTotals {
   std::uint64_t calls = 0, time_ns = 0, bytes = 0, completions = 0, completion_ns = 0;
@@ -60,6 +79,10 @@ class CallCounters {
 
   // This thread's slots. Cheap after the first call on a thread.
   CallStats* local();
+  // This thread's activity record (attached together with its slots).
+  Activity* local_activity();
+  // The threads that are inside a recorded call now.
+  std::vector<ActivitySnapshot> busy() const;
   // Sum over live and exited threads. Safe to call while other threads record.
   std::vector<CallTotals> totals() const;
   std::size_t functions() const { return functions_; }
@@ -67,7 +90,7 @@ class CallCounters {
   struct Registry;  // defined in call_counters.cpp
 
  private:
-  CallStats* attach_thread();
+  void attach_thread();
   std::size_t functions_;
   std::uint64_t serial_;
   std::shared_ptr<Registry> registry_;
@@ -110,8 +133,46 @@ const char* schema_sql();
 constexpr int kSchemaVersion = 1;
 extern const char* const kCommtapVersion;
 
-// Writes one rank's database to `path` atomically (a temporary file renamed into place), so a
-// reader never sees a half-written file. Returns an empty string on success, else the reason.
+// What the writer records at every window, collected from the interposer on the writer thread.
+struct Snapshot {
+  std::vector<FunctionRow> functions;
+  std::vector<CommunicatorRow> communicators;
+  std::vector<ActivitySnapshot> busy;       // threads inside a recorded call
+  std::vector<std::string> function_names;  // to name ActivitySnapshot::function (index + 1)
+};
+
+// One rank's trace database, written by a background thread: created at start (WAL mode,
+// readable by the user only), then every `interval_ns` one transaction with the call totals,
+// the communicators, a heartbeat row and the rank's end time so far. A reader (commtap query)
+// can open it at any time, also while the job runs. After a crash at most one window is lost.
+class TraceWriter {
+ public:
+  using Collect = std::function<Snapshot()>;
+
+  // Creates `path` (replacing an old file) and starts the thread. On failure returns nullptr
+  // and sets `error`; nothing is left running.
+  static std::unique_ptr<TraceWriter> start(
+      const std::string& path, const RankFacts& facts,
+      const std::vector<std::pair<std::string, std::string>>& settings, std::uint64_t interval_ns,
+      Collect collect, std::string& error);
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Writes a last window and the end facts (end_ns, ended_by), stops the thread and closes the
+  // file. Returns an empty string or the first error met since start (after which the writer
+  // had stopped writing). Idempotent.
+  std::string stop(const RankFacts& facts);
+
+  struct State;
+
+ private:
+  explicit TraceWriter(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// Writes a complete rank database in one go (start, one window, end): for tests and tools that
+// make synthetic databases through the same code as the library.
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
                                 const std::vector<FunctionRow>& functions,

@@ -17,8 +17,10 @@ CREATE TABLE IF NOT EXISTS ranks (
   mpi_library  TEXT    NOT NULL,
   command_line TEXT    NOT NULL,
   start_ns     INTEGER NOT NULL,  -- CLOCK_REALTIME at MPI_Init, nanoseconds since the epoch
-  end_ns       INTEGER NOT NULL,  -- CLOCK_REALTIME when the row was written
-  ended_by     TEXT    NOT NULL   -- 'finalize', 'abort' or 'exit' (no MPI_Finalize was called)
+  end_ns       INTEGER NOT NULL,  -- CLOCK_REALTIME of the last window written (the end, once
+                                  -- ended_by is set)
+  ended_by     TEXT    NOT NULL   -- 'running' while the rank runs, then 'finalize', 'abort' or
+                                  -- 'exit' (the process exited without MPI_Finalize)
 );
 
 -- The commtap settings each rank ran with (after validation: the values actually used).
@@ -29,7 +31,8 @@ CREATE TABLE IF NOT EXISTS settings (
   PRIMARY KEY (rank, name)
 );
 
--- Totals per intercepted function since MPI_Init. Only functions called at least once appear.
+-- Totals per intercepted function since MPI_Init, rewritten every window. Only functions called
+-- at least once appear.
 CREATE TABLE IF NOT EXISTS call_totals (
   rank          INTEGER NOT NULL,
   function      TEXT    NOT NULL,  -- e.g. 'MPI_Allreduce', 'ncclAllReduce'
@@ -56,4 +59,18 @@ CREATE TABLE IF NOT EXISTS communicators (
   members    TEXT,              -- world ranks in comm-rank order, comma-separated; only in the
                                 -- row of the communicator's rank 0 (NULL elsewhere)
   PRIMARY KEY (rank, comm_id)
+);
+
+-- One row per window (COMMTAP_INTERVAL) and a last one at the end: what the rank was doing.
+-- A rank stuck in a collective keeps writing 'in_call' rows with the same since_ns; a rank whose
+-- rows stop while others go on has crashed or frozen.
+CREATE TABLE IF NOT EXISTS heartbeats (
+  rank     INTEGER NOT NULL,
+  wall_ns  INTEGER NOT NULL,  -- CLOCK_REALTIME when the row was written
+  state    TEXT    NOT NULL,  -- 'computing', 'in_call', or how it ended ('finalize', ...)
+  function TEXT,              -- in_call: the longest-running call on any of the rank's threads
+  comm_id  INTEGER,           -- in_call: its communicator (NULL if it has none)
+  since_ns INTEGER,           -- in_call: CLOCK_REALTIME when that call was entered
+  threads_in_calls INTEGER NOT NULL,
+  PRIMARY KEY (rank, wall_ns)
 );

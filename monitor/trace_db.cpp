@@ -1,7 +1,14 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
 #include "monitor/monitor.hpp"
 
@@ -21,7 +28,11 @@ class Db {
       error_ = db_ ? sqlite3_errmsg(db_) : "out of memory";
     }
   }
-  ~Db() { sqlite3_close(db_); }
+  ~Db() { close(); }
+  void close() {
+    sqlite3_close(db_);
+    db_ = nullptr;
+  }
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
 
@@ -29,7 +40,7 @@ class Db {
   const std::string& error() const { return error_; }
 
   void exec(const char* sql) {
-    if (!ok()) return;
+    if (!ok() || db_ == nullptr) return;
     char* message = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
       error_ = message ? message : sqlite3_errmsg(db_);
@@ -40,7 +51,7 @@ class Db {
   // Runs `sql` once per call of `bind_row(stmt)`, which binds and returns false when done.
   template <typename BindRow>
   void insert_rows(const char* sql, BindRow bind_row) {
-    if (!ok()) return;
+    if (!ok() || db_ == nullptr) return;
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
       error_ = sqlite3_errmsg(db_);
@@ -66,73 +77,69 @@ void bind_u64(sqlite3_stmt* stmt, int index, std::uint64_t value) {
   sqlite3_bind_int64(stmt, index, static_cast<sqlite3_int64>(value));
 }
 
-}  // namespace
+// The statements of one rank's database. Every method returns false once an error happened
+// (kept in error()), so a failing disk stops the writing without further noise.
+class RankDatabase {
+ public:
+  RankDatabase(const std::string& path, const RankFacts& facts)
+      : db_(prepare(path)), facts_(facts) {
+    db_.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    db_.exec(schema_sql());
+    db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
+  }
+  const std::string& error() const { return db_.error(); }
+  // Checkpoints the WAL into the file, leaves WAL mode and closes it: a finished rank leaves one
+  // plain file, which later readers open without creating -wal/-shm files beside it.
+  void close() {
+    db_.exec("PRAGMA journal_mode=DELETE");
+    db_.close();
+  }
 
-std::string write_rank_database(const std::string& path, const RankFacts& facts,
-                                const std::vector<std::pair<std::string, std::string>>& settings,
-                                const std::vector<FunctionRow>& functions,
-                                const std::vector<CommunicatorRow>& communicators) {
-  const std::string temporary = path + ".tmp";
-  ::unlink(temporary.c_str());
-  std::string error;
-  {
-    Db db(temporary);
-    db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
-    db.exec(schema_sql());
-    db.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
-    db.exec("BEGIN");
-
+  bool write_start(const std::vector<std::pair<std::string, std::string>>& settings) {
+    db_.exec("BEGIN");
     const std::vector<std::pair<std::string, std::string>> meta = {
         {"schema_version", std::to_string(kSchemaVersion)},
         {"commtap_version", kCommtapVersion},
-        {"job_id", facts.job_id}};
+        {"job_id", facts_.job_id}};
     std::size_t next = 0;
-    db.insert_rows("INSERT INTO meta(key, value) VALUES (?1, ?2)", [&](sqlite3_stmt* stmt) {
-      if (next == meta.size()) return false;
-      bind_text(stmt, 1, meta[next].first);
-      bind_text(stmt, 2, meta[next].second);
-      ++next;
-      return true;
-    });
-
-    bool rank_done = false;
-    db.insert_rows(
-        "INSERT INTO ranks(rank, world_size, host, pid, mpi_library, command_line, start_ns, "
-        "end_ns, ended_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        [&](sqlite3_stmt* stmt) {
-          if (rank_done) return false;
-          sqlite3_bind_int(stmt, 1, facts.rank);
-          sqlite3_bind_int(stmt, 2, facts.world_size);
-          bind_text(stmt, 3, facts.host);
-          sqlite3_bind_int64(stmt, 4, facts.pid);
-          bind_text(stmt, 5, facts.mpi_library);
-          bind_text(stmt, 6, facts.command_line);
-          bind_u64(stmt, 7, facts.start_ns);
-          bind_u64(stmt, 8, facts.end_ns);
-          bind_text(stmt, 9, facts.ended_by);
-          rank_done = true;
-          return true;
-        });
-
+    db_.insert_rows("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+                    [&](sqlite3_stmt* stmt) {
+                      if (next == meta.size()) return false;
+                      bind_text(stmt, 1, meta[next].first);
+                      bind_text(stmt, 2, meta[next].second);
+                      ++next;
+                      return true;
+                    });
+    write_rank_row(facts_.start_ns, "running");
     next = 0;
-    db.insert_rows("INSERT INTO settings(rank, name, value) VALUES (?1, ?2, ?3)",
-                   [&](sqlite3_stmt* stmt) {
-                     if (next == settings.size()) return false;
-                     sqlite3_bind_int(stmt, 1, facts.rank);
-                     bind_text(stmt, 2, settings[next].first);
-                     bind_text(stmt, 3, settings[next].second);
-                     ++next;
-                     return true;
-                   });
+    db_.insert_rows("INSERT OR REPLACE INTO settings(rank, name, value) VALUES (?1, ?2, ?3)",
+                    [&](sqlite3_stmt* stmt) {
+                      if (next == settings.size()) return false;
+                      sqlite3_bind_int(stmt, 1, facts_.rank);
+                      bind_text(stmt, 2, settings[next].first);
+                      bind_text(stmt, 3, settings[next].second);
+                      ++next;
+                      return true;
+                    });
+    db_.exec("COMMIT");
+    return db_.ok();
+  }
 
-    next = 0;
-    db.insert_rows(
+  // One window: totals, communicators, a heartbeat, the end time so far. `ended_by` is
+  // "running" until the last window.
+  bool write_window(const Snapshot& snapshot, const std::string& ended_by) {
+    const std::uint64_t wall = wall_ns();
+    db_.exec("BEGIN");
+    write_rank_row(wall, ended_by);
+    db_.exec(("DELETE FROM call_totals WHERE rank = " + std::to_string(facts_.rank)).c_str());
+    std::size_t next = 0;
+    db_.insert_rows(
         "INSERT INTO call_totals(rank, function, family, calls, time_ns, bytes, completions, "
         "completion_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         [&](sqlite3_stmt* stmt) {
-          if (next == functions.size()) return false;
-          const FunctionRow& row = functions[next++];
-          sqlite3_bind_int(stmt, 1, facts.rank);
+          if (next == snapshot.functions.size()) return false;
+          const FunctionRow& row = snapshot.functions[next++];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
           bind_text(stmt, 2, row.function);
           bind_text(stmt, 3, row.family);
           bind_u64(stmt, 4, row.totals.calls);
@@ -143,13 +150,13 @@ std::string write_rank_database(const std::string& path, const RankFacts& facts,
           return true;
         });
     next = 0;
-    db.insert_rows(
+    db_.insert_rows(
         "INSERT OR REPLACE INTO communicators(rank, comm_id, parent_id, created_by, size, "
         "comm_rank, inter, members) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         [&](sqlite3_stmt* stmt) {
-          if (next == communicators.size()) return false;
-          const CommunicatorRow& row = communicators[next++];
-          sqlite3_bind_int(stmt, 1, facts.rank);
+          if (next == snapshot.communicators.size()) return false;
+          const CommunicatorRow& row = snapshot.communicators[next++];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
           sqlite3_bind_int64(stmt, 2, row.id);
           sqlite3_bind_int64(stmt, 3, row.parent_id);
           bind_text(stmt, 4, row.created_by);
@@ -162,14 +169,159 @@ std::string write_rank_database(const std::string& path, const RankFacts& facts,
             bind_text(stmt, 8, row.members);
           return true;
         });
-    db.exec("COMMIT");
-    error = db.error();
+    write_heartbeat(snapshot, wall, ended_by);
+    db_.exec("COMMIT");
+    return db_.ok();
   }
-  if (error.empty() && std::rename(temporary.c_str(), path.c_str()) != 0) {
-    error = "cannot rename " + temporary + " to " + path;
+
+ private:
+  // A stale file (same job id and rank, an earlier attempt) is replaced, with its WAL. The new
+  // file is made readable by the user only (traces name hosts, command lines and call
+  // patterns); SQLite gives the -wal and -shm files the database file's permissions.
+  static std::string prepare(const std::string& path) {
+    for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+    const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
+    return path;
   }
-  if (!error.empty()) ::unlink(temporary.c_str());
-  return error;
+
+  void write_rank_row(std::uint64_t end_ns, const std::string& ended_by) {
+    bool done = false;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, mpi_library, command_line, "
+        "start_ns, end_ns, ended_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        [&](sqlite3_stmt* stmt) {
+          if (done) return false;
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          sqlite3_bind_int(stmt, 2, facts_.world_size);
+          bind_text(stmt, 3, facts_.host);
+          sqlite3_bind_int64(stmt, 4, facts_.pid);
+          bind_text(stmt, 5, facts_.mpi_library);
+          bind_text(stmt, 6, facts_.command_line);
+          bind_u64(stmt, 7, facts_.start_ns);
+          bind_u64(stmt, 8, end_ns);
+          bind_text(stmt, 9, ended_by);
+          done = true;
+          return true;
+        });
+  }
+
+  void write_heartbeat(const Snapshot& snapshot, std::uint64_t wall, const std::string& ended_by) {
+    // The longest-running call stands for the rank: that is where a hang shows.
+    const ActivitySnapshot* oldest = nullptr;
+    for (const ActivitySnapshot& a : snapshot.busy)
+      if (oldest == nullptr || a.since_ns < oldest->since_ns) oldest = &a;
+    bool done = false;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO heartbeats(rank, wall_ns, state, function, comm_id, since_ns, "
+        "threads_in_calls) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        [&](sqlite3_stmt* stmt) {
+          if (done) return false;
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          bind_u64(stmt, 2, wall);
+          const bool ended = ended_by != "running";
+          bind_text(stmt, 3, ended ? ended_by : oldest ? "in_call" : "computing");
+          if (oldest != nullptr && !ended) {
+            const std::size_t index = oldest->function - 1;
+            if (index < snapshot.function_names.size())
+              bind_text(stmt, 4, snapshot.function_names[index]);
+            if (oldest->comm_id != 0) sqlite3_bind_int64(stmt, 5, oldest->comm_id);
+            bind_u64(stmt, 6, oldest->since_ns + wall_minus_monotonic_);
+          }
+          sqlite3_bind_int(stmt, 7, static_cast<int>(snapshot.busy.size()));
+          done = true;
+          return true;
+        });
+  }
+
+  Db db_;
+  RankFacts facts_;
+  // Fixed at start, so that one call's entry time reads the same in every window.
+  std::uint64_t wall_minus_monotonic_ = wall_ns() - now_ns();
+};
+
+}  // namespace
+
+struct TraceWriter::State {
+  RankDatabase database;
+  Collect collect;
+  std::uint64_t interval_ns;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  bool stopped = false;
+  bool failed = false;
+  std::thread thread;
+
+  State(const std::string& path, const RankFacts& facts, Collect c, std::uint64_t interval)
+      : database(path, facts), collect(std::move(c)), interval_ns(interval) {}
+
+  void window(const std::string& ended_by) {
+    if (failed) return;
+    if (!database.write_window(collect(), ended_by)) failed = true;
+  }
+
+  void run() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      wake.wait_for(lock, std::chrono::nanoseconds(interval_ns), [this] { return stopping; });
+      if (stopping) break;
+      lock.unlock();
+      window("running");
+      lock.lock();
+    }
+  }
+};
+
+TraceWriter::TraceWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+std::unique_ptr<TraceWriter> TraceWriter::start(
+    const std::string& path, const RankFacts& facts,
+    const std::vector<std::pair<std::string, std::string>>& settings, std::uint64_t interval_ns,
+    Collect collect, std::string& error) {
+  auto state = std::make_unique<State>(path, facts, std::move(collect), interval_ns);
+  if (!state->database.write_start(settings)) {
+    error = state->database.error();
+    return nullptr;
+  }
+  State* raw = state.get();
+  raw->thread = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(state)));
+}
+
+std::string TraceWriter::stop(const RankFacts& facts) {
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.stopped) return s.database.error();
+    s.stopping = true;
+    s.stopped = true;
+  }
+  s.wake.notify_all();
+  if (s.thread.joinable()) s.thread.join();
+  s.window(facts.ended_by);
+  s.database.close();
+  return s.database.error();
+}
+
+TraceWriter::~TraceWriter() {
+  if (!state_) return;
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+std::string write_rank_database(const std::string& path, const RankFacts& facts,
+                                const std::vector<std::pair<std::string, std::string>>& settings,
+                                const std::vector<FunctionRow>& functions,
+                                const std::vector<CommunicatorRow>& communicators) {
+  RankDatabase database(path, facts);
+  Snapshot snapshot{functions, communicators, {}, {}};
+  if (database.write_start(settings)) database.write_window(snapshot, facts.ended_by);
+  return database.error();
 }
 
 }  // namespace commtap::monitor

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The trace database is written while the job runs and can be read meanwhile: with one rank held
+# outside MPI and the other waiting in MPI_Barrier, the heartbeats say exactly that, window after
+# window; once released, the last rows say how each rank ended. Files are private to the user.
+source "$(dirname "$0")/common.sh"
+
+mkfifo gate
+COMMTAP_DIR=trace COMMTAP_INTERVAL=50 run_preloaded 2 "$PROGRAMS/hold_in_barrier" gate >job.out &
+job=$!
+release() { exec 3>gate; echo x >&3; exec 3>&-; }
+trap 'release 2>/dev/null || true; wait $job 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+# Poll (bounded) until both ranks have written a few heartbeats while held.
+state=""
+for ((i = 0; i < 200; i++)); do
+  state=$(db_query trace "SELECT rank, state, coalesce(function, ''), coalesce(comm_id, '')
+            FROM heartbeats h WHERE wall_ns = (SELECT max(wall_ns) FROM heartbeats
+            WHERE rank = h.rank) AND (SELECT count(*) FROM heartbeats WHERE rank = h.rank) >= 3
+            ORDER BY rank" 2>/dev/null | tr '\n' ' ') || true
+  [ "$state" == "0|computing|| 1|in_call|MPI_Barrier|1 " ] && break
+  sleep 0.05
+done
+expect_equal "0|computing|| 1|in_call|MPI_Barrier|1 " "$state" "heartbeats of the held job"
+since=$(db_query trace "SELECT count(DISTINCT since_ns) FROM heartbeats
+          WHERE rank = 1 AND state = 'in_call'")
+expect_equal 1 "$since" "the barrier's entry time, the same in every window"
+running=$(db_query trace "SELECT group_concat(ended_by) FROM ranks")
+expect_equal "running,running" "$running" "ranks while the job runs"
+pass "live heartbeats: rank 1 waits in MPI_Barrier on MPI_COMM_WORLD, rank 0 computes"
+
+release
+wait $job
+trap 'rm -rf "$WORK"' EXIT
+expect_equal released "$(cat job.out)" "job output"
+got=$(db_query trace "SELECT h.rank, h.state FROM heartbeats h WHERE wall_ns = (SELECT max(wall_ns)
+        FROM heartbeats WHERE rank = h.rank) ORDER BY rank" | tr '\n' ' ')
+expect_equal "0|finalize 1|finalize " "$got" "last heartbeats"
+expect_equal "finalize,finalize" "$(db_query trace "SELECT group_concat(ended_by) FROM ranks")" \
+  "ranks at the end"
+[ "$(ls trace)" == "$(printf 'rank-0.db\nrank-1.db')" ] || fail "leftover files: $(ls trace)"
+[ "$(stat -c %a trace/rank-0.db)" == 600 ] || fail "rank-0.db is not private to the user"
+pass "after the release: ended by finalize, one private file per rank"
