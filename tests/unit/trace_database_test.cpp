@@ -2,6 +2,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -142,6 +143,67 @@ TEST(TraceDatabase, RewritingAFileReplacesItWhole) {
 TEST(TraceDatabase, UnwritableDirectoryIsAnErrorNotACrash) {
   const std::string error = monitor::write_rank_database("/proc/commtap-no-such-dir/rank-0.db",
                                                          facts(0), {}, rows(0), {});
+  EXPECT_NE(error, "");
+}
+
+TEST(TraceWriter, WritesWindowsAndALastOneWithHowTheRankEnded) {
+  TempDir dir;
+  const std::string path = (dir.path() / "rank-0.db").string();
+  std::atomic<int> collected{0};
+  auto collect = [&] {
+    ++collected;
+    monitor::Snapshot snapshot;
+    snapshot.functions = rows(0);
+    snapshot.communicators = communicators(0);
+    snapshot.function_names = {"MPI_Barrier"};
+    snapshot.busy.push_back({1, 0, 0, 0, 1000});  // inside MPI_Barrier since monotonic 1000
+    return snapshot;
+  };
+  std::string error;
+  auto writer = monitor::TraceWriter::start(path, facts(0), {{"COMMTAP_INTERVAL", "1"}}, 1'000'000,
+                                            collect, error);
+  ASSERT_TRUE(writer) << error;
+  // Readable while the writer runs.
+  auto live = analyzer::JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(live) << error;
+  auto running = live->query("SELECT ended_by FROM ranks", error);
+  ASSERT_TRUE(running) << error;
+  EXPECT_EQ(cell(*running, 0, 0), "running");
+
+  monitor::RankFacts end = facts(0);
+  end.ended_by = "finalize";
+  EXPECT_EQ(writer->stop(end), "");
+  EXPECT_EQ(writer->stop(end), "") << "stop is idempotent";
+  EXPECT_GE(collected.load(), 1);
+  EXPECT_FALSE(fs::exists(path + "-wal")) << "a finished file is a plain SQLite file";
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+
+  auto job = analyzer::JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(job) << error;
+  auto last = job->query(
+      "SELECT state, (SELECT count(*) FROM heartbeats), (SELECT ended_by FROM ranks) FROM "
+      "heartbeats ORDER BY wall_ns DESC LIMIT 1",
+      error);
+  ASSERT_TRUE(last) << error;
+  EXPECT_EQ(cell(*last, 0, 0), "finalize");
+  EXPECT_EQ(std::stoi(cell(*last, 0, 1)), collected.load());
+  EXPECT_EQ(cell(*last, 0, 2), "finalize");
+  auto in_call = job->query(
+      "SELECT function, comm_id IS NULL FROM heartbeats WHERE state = 'in_call' LIMIT 1", error);
+  ASSERT_TRUE(in_call) << error;
+  if (collected.load() > 1) {  // at least one window before the last
+    EXPECT_EQ(cell(*in_call, 0, 0), "MPI_Barrier");
+    EXPECT_EQ(cell(*in_call, 0, 1), "1");
+  }
+}
+
+TEST(TraceWriter, UnwritablePathIsAnErrorAndNoThread) {
+  std::string error;
+  auto writer = monitor::TraceWriter::start(
+      "/proc/commtap-nowhere/rank-0.db", facts(0), {}, 1'000'000,
+      [] { return monitor::Snapshot{}; }, error);
+  EXPECT_EQ(writer, nullptr);
   EXPECT_NE(error, "");
 }
 
