@@ -1,6 +1,7 @@
 #include "interpose/communicators.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace commtap::interpose {
@@ -58,7 +59,7 @@ void CommunicatorRegistry::add(MPI_Comm comm, MPI_Comm describe, std::int64_t id
     PMPI_Group_free(&group);
     PMPI_Group_free(&world);
   }
-  live_[comm] = Live{id, 0};
+  live_[comm] = Live{new_state(id), 0};
   rows_.push_back(std::move(row));
 }
 
@@ -107,7 +108,7 @@ void CommunicatorRegistry::created(Fn fn, MPI_Comm parent, MPI_Comm created) {
     identify_unseen(parent);
     found = live_.find(parent);
   }
-  const std::int64_t parent_id = found->second.id;
+  const std::int64_t parent_id = found->second.state->id;
   std::uint64_t ordinal = 0;
   if (fn != Fn::Comm_create_group) ordinal = ++found->second.collective_children;
   if (created == MPI_COMM_NULL) return;
@@ -137,12 +138,49 @@ void CommunicatorRegistry::created(Fn fn, MPI_Comm parent, MPI_Comm created) {
 void CommunicatorRegistry::freed(MPI_Comm comm) {
   std::lock_guard lock(mutex_);
   live_.erase(comm);
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 std::int64_t CommunicatorRegistry::id_of(MPI_Comm comm) const {
   std::lock_guard lock(mutex_);
   auto found = live_.find(comm);
-  return found == live_.end() ? 0 : found->second.id;
+  return found == live_.end() ? 0 : found->second.state->id;
+}
+
+CommState* CommunicatorRegistry::new_state(std::int64_t id) {
+  states_.push_back(std::make_unique<CommState>());
+  states_.back()->id = id;
+  return states_.back().get();
+}
+
+CommState* CommunicatorRegistry::state_of(MPI_Comm comm) {
+  // Most threads use one to three communicators: four entries, round robin.
+  struct Cache {
+    std::uint64_t generation = 0;
+    std::array<MPI_Comm, 4> comms{};
+    std::array<CommState*, 4> states{};
+    unsigned next = 0;
+  };
+  thread_local Cache cache;
+  const std::uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (cache.generation != generation) cache = Cache{generation};
+  for (unsigned i = 0; i < cache.comms.size(); ++i)
+    if (cache.states[i] != nullptr && cache.comms[i] == comm) return cache.states[i];
+
+  CommState* state = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = live_.find(comm);
+    if (found == live_.end()) {
+      identify_unseen(comm);
+      found = live_.find(comm);
+    }
+    state = found->second.state;
+  }
+  const unsigned slot = cache.next++ % cache.comms.size();
+  cache.comms[slot] = comm;
+  cache.states[slot] = state;
+  return state;
 }
 
 std::vector<monitor::CommunicatorRow> CommunicatorRegistry::rows() const {

@@ -17,7 +17,9 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -27,8 +29,27 @@
 
 namespace commtap::interpose {
 
+// The per-communicator state the hot path needs. Never freed while the process lives, so a
+// pointer held by a request or a thread's cache stays valid after MPI_Comm_free.
+struct CommState {
+  std::int64_t id = 0;
+  // Collectives started on this communicator by this rank. MPI requires all ranks to start a
+  // communicator's collectives in the same order (and never concurrently), so the n-th one has
+  // sequence number n on every member: (id, seq) names one collective instance job-wide.
+  std::atomic<std::uint64_t> started{0};
+  std::uint64_t next_seq() {
+    const std::uint64_t seq = started.load(std::memory_order_relaxed) + 1;
+    started.store(seq, std::memory_order_relaxed);
+    return seq;
+  }
+};
+
 class CommunicatorRegistry {
  public:
+  // The state of `comm` for the hot path: a thread-local cache of recent communicators, else a
+  // locked lookup; a communicator commtap did not see being made is identified on first use.
+  // Called only from collective calls on `comm`, on every member.
+  CommState* state_of(MPI_Comm comm);
   // At MPI_Init: registers MPI_COMM_WORLD and MPI_COMM_SELF.
   void start(int world_rank);
   // After a creation call `fn` on `parent` returned MPI_SUCCESS; `created` may be
@@ -44,9 +65,10 @@ class CommunicatorRegistry {
 
  private:
   struct Live {
-    std::int64_t id;
+    CommState* state;
     std::uint64_t collective_children;  // creation calls collective over all of its ranks
   };
+  CommState* new_state(std::int64_t id);
   // `describe` is the communicator whose size, rank and group are read: `comm` itself, or the
   // parent for MPI_Comm_idup, whose result may not be touched before its request completes
   // (a duplicate has its parent's group).
@@ -59,6 +81,10 @@ class CommunicatorRegistry {
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::uint64_t> unseen_by_membership_;
   std::unordered_map<MPI_Comm, Live> live_;
+  std::vector<std::unique_ptr<CommState>> states_;
+  // Bumped when a handle is freed (its value may be reused): thread caches older than this are
+  // discarded.
+  std::atomic<std::uint64_t> generation_{1};
   std::vector<monitor::CommunicatorRow> rows_;
   int world_rank_ = 0;
   std::uint64_t proposals_ = 0;

@@ -47,6 +47,17 @@ int call_yielding(Twin twin, A... a) {
 
 // ---- Requests made, started, completed and freed --------------------------------------------
 
+inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std::uint64_t bytes,
+                            std::int32_t root, std::uint64_t enter_ns, std::uint64_t exit_ns) {
+  runtime().counters->record(
+      {comm_id, seq, bytes, enter_ns, exit_ns, static_cast<std::uint32_t>(index_of(fn)), root});
+}
+
+constexpr bool is_collective(Family family) {
+  return family == Family::collective || family == Family::collective_start ||
+         family == Family::collective_init;
+}
+
 // Before a completion, Start or Request_free call: copy the handles it will consume.
 template <Fn id, typename... A>
 void snapshot_requests(RequestSnapshot& snapshot, A... a) {
@@ -68,6 +79,10 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
       monitor::CallStats& origin = stats[index_of(done->fn)];
       monitor::bump(origin.completions, 1);
       monitor::bump(origin.completion_ns, now - done->started_ns);
+      const Instance& instance = done->instance;
+      if (instance.sampled)
+        record_instance(done->fn, instance.comm->id, instance.seq, instance.bytes, instance.root,
+                        done->started_ns, now);
     }
   };
   if constexpr (id == Fn::Wait) {
@@ -96,11 +111,11 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
 template <Fn id, typename... A>
 void start_requests(std::uint64_t now, A... a) {
   if constexpr (id == Fn::Start) {
-    runtime().requests.started(*arg<0>(a...), now);
+    runtime().requests.started(*arg<0>(a...), now, runtime().sample);
   } else if constexpr (id == Fn::Startall) {
     const int count = arg<0>(a...);
     const MPI_Request* requests = arg<1>(a...);
-    for (int i = 0; i < count; ++i) runtime().requests.started(requests[i], now);
+    for (int i = 0; i < count; ++i) runtime().requests.started(requests[i], now, runtime().sample);
   }
 }
 
@@ -165,9 +180,19 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       if (!runtime().requests.empty()) snapshot_requests<id>(snapshot, a...);
     }
 
+    // Collectives get the next sequence number of their communicator at the call (persistent
+    // ones at each MPI_Start instead).
+    [[maybe_unused]] CommState* comm_state = nullptr;
+    [[maybe_unused]] std::uint64_t seq = 0;
+    if constexpr (is_collective(family)) {
+      comm_state = runtime().communicators.state_of(info.comm);
+      if constexpr (family != Family::collective_init) seq = comm_state->next_seq();
+    }
+
     const std::uint64_t t0 = monitor::now_ns();
     // For the heartbeat: what this thread is inside of (a few relaxed stores).
     monitor::Activity* activity = runtime().counters->local_activity();
+    activity->seq.store(seq, std::memory_order_relaxed);
     activity->comm_handle.store(static_cast<std::int64_t>(info.comm), std::memory_order_relaxed);
     activity->since_ns.store(t0, std::memory_order_relaxed);
     activity->function.store(static_cast<std::uint32_t>(index_of(id)) + 1,
@@ -184,7 +209,13 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     monitor::CallStats& own = stats[index_of(id)];
     monitor::bump(own.calls, 1);
     monitor::bump(own.time_ns, t1 - t0);
-    if (info.count > 0) monitor::bump(own.bytes, payload_bytes(info));
+    const std::uint64_t bytes = info.count > 0 ? payload_bytes(info) : 0;
+    monitor::bump(own.bytes, bytes);
+    [[maybe_unused]] const std::int32_t root = info.peer >= 0 ? info.peer : -1;
+    if constexpr (family == Family::collective) {
+      if (rc == MPI_SUCCESS && is_sampled(seq, runtime().sample))
+        record_instance(id, comm_state->id, seq, bytes, root, t0, t1);
+    }
     if constexpr (consumes_requests) {
       if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, t1, stats, a...);
     } else if constexpr (family == Family::start) {
@@ -198,6 +229,11 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
         runtime().communicators.created(id, arg<0>(a...), created_communicator<id>(a...));
       if (info.request != nullptr && rc == MPI_SUCCESS)
         runtime().requests.track(*info.request, id, t0, false);
+    } else if constexpr (is_collective(family)) {
+      if (info.request != nullptr && rc == MPI_SUCCESS)
+        runtime().requests.track(
+            *info.request, id, t0, is_persistent(family),
+            Instance{comm_state, seq, bytes, root, seq != 0 && is_sampled(seq, runtime().sample)});
     } else {
       if (info.request != nullptr && rc == MPI_SUCCESS)
         runtime().requests.track(*info.request, id, t0, is_persistent(family));

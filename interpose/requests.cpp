@@ -61,7 +61,8 @@ RequestTable::Entry* RequestTable::newest_before(Shard& s, MPI_Request request,
   return newest;
 }
 
-void RequestTable::track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent) {
+void RequestTable::track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent,
+                         const Instance& instance) {
   if (request == MPI_REQUEST_NULL) return;
   const std::uint64_t sequence = sequence_.fetch_add(1, std::memory_order_acq_rel);
   Shard& s = shard(request);
@@ -74,11 +75,11 @@ void RequestTable::track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool 
     if (oldest == nullptr || e.sequence < oldest->sequence) oldest = &e;
   });
   if (entries >= kMaxEntriesPerHandle) erase(s, *oldest);
-  s.insert(Entry{request, sequence, now_ns, fn, persistent, !persistent, false});
+  s.insert(Entry{request, sequence, now_ns, fn, persistent, !persistent, false, instance});
   size_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void RequestTable::started(MPI_Request request, std::uint64_t now_ns) {
+void RequestTable::started(MPI_Request request, std::uint64_t now_ns, std::uint64_t sample) {
   if (request == MPI_REQUEST_NULL || empty()) return;
   Shard& s = shard(request);
   ShardLock lock(s);
@@ -86,6 +87,10 @@ void RequestTable::started(MPI_Request request, std::uint64_t now_ns) {
   if (Entry* entry = newest_before(s, request, ~std::uint64_t{0})) {
     entry->started_ns = now_ns;
     entry->active = true;
+    if (entry->instance.comm != nullptr) {
+      entry->instance.seq = entry->instance.comm->next_seq();
+      entry->instance.sampled = is_sampled(entry->instance.seq, sample);
+    }
   }
 }
 
@@ -96,7 +101,7 @@ std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request reques
   ShardLock lock(s);
   Entry* entry = newest_before(s, request, epoch);
   if (entry == nullptr || !entry->active) return std::nullopt;
-  Completed done{entry->fn, entry->started_ns};
+  Completed done{entry->fn, entry->started_ns, entry->instance};
   if (entry->persistent) {
     entry->active = false;
   } else {

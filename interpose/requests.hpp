@@ -10,21 +10,38 @@
 #include <optional>
 #include <vector>
 
+#include "interpose/communicators.hpp"
 #include "interpose/function_table.hpp"
 
 namespace commtap::interpose {
+
+// The collective instance a request stands for, if any (comm == nullptr: none).
+struct Instance {
+  CommState* comm = nullptr;
+  std::uint64_t seq = 0;  // assigned at the post, or at each MPI_Start of a persistent request
+  std::uint64_t bytes = 0;
+  std::int32_t root = -1;
+  bool sampled = false;
+};
+
+inline bool is_sampled(std::uint64_t seq, std::uint64_t sample) {
+  return sample <= 1 || seq % sample == 0;
+}
 
 class RequestTable {
  public:
   struct Completed {
     Fn fn;
     std::uint64_t started_ns;
+    Instance instance;
   };
 
   // A new request from an intercepted call. Persistent requests stay inactive until started.
-  void track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent);
-  // MPI_Start/Startall on a persistent request.
-  void started(MPI_Request request, std::uint64_t now_ns);
+  void track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent,
+             const Instance& instance = {});
+  // MPI_Start/Startall on a persistent request; a collective one gets its next sequence number,
+  // sampled when it is a multiple of `sample`.
+  void started(MPI_Request request, std::uint64_t now_ns, std::uint64_t sample);
   // The tracking epoch before a completion call: requests the call can complete were all
   // tracked before it (the application got their handles from calls that had returned).
   std::uint64_t epoch() const { return sequence_.load(std::memory_order_acquire); }
@@ -52,6 +69,7 @@ class RequestTable {
     bool persistent;
     bool active;
     bool erased;  // a tombstone: keeps probe chains intact until the next rebuild
+    Instance instance;
   };
   // Entries that outlive this many newer ones on the same handle were never completed through
   // an intercepted call (e.g. freed by MPI_Request_get_status); they are dropped.

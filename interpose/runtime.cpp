@@ -158,6 +158,7 @@ monitor::Snapshot collect_snapshot() {
     snapshot.functions.push_back({kFunctionName[i], family_name(kFamily[i]), totals[i]});
   }
   snapshot.communicators = runtime().communicators.rows();
+  snapshot.instances_dropped = runtime().counters->drain(snapshot.instances);
   snapshot.busy = runtime().counters->busy();
   for (monitor::ActivitySnapshot& busy : snapshot.busy)
     busy.comm_id = runtime().communicators.id_of(static_cast<MPI_Comm>(busy.comm_handle));
@@ -205,6 +206,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   monitor::use_fast_clock();
   runtime().settings = parsed.settings;
   runtime().yield = parsed.settings.yield;
+  runtime().sample = static_cast<std::uint64_t>(parsed.settings.sample);
   runtime().counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
 
   // A private communicator keeps commtap's own messages out of the application's matching.

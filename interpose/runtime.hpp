@@ -18,8 +18,9 @@ struct Runtime {
   // Read on every intercepted call: false before MPI_Init, with COMMTAP_DISABLE=1, after
   // MPI_Finalize and in forked children.
   std::atomic<bool> active{false};
-  // COMMTAP_YIELD, fixed at init.
+  // COMMTAP_YIELD and COMMTAP_SAMPLE, fixed at init.
   bool yield = false;
+  std::uint64_t sample = 1;
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;
   RequestTable requests;

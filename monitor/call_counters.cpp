@@ -13,6 +13,7 @@ struct CallCounters::Registry {
   struct Thread {
     std::unique_ptr<CallStats[]> stats;
     Activity activity;
+    std::atomic<RecordRing*> ring{nullptr};  // made by the thread on its first record
   };
   std::size_t functions;
   mutable std::mutex mutex;
@@ -20,6 +21,9 @@ struct CallCounters::Registry {
   std::vector<Thread*> unused;  // of exited threads, ready for new ones
 
   explicit Registry(std::size_t n) : functions(n) {}
+  ~Registry() {
+    for (auto& thread : threads) delete thread->ring.load(std::memory_order_acquire);
+  }
 
   void release(Thread* thread) {
     std::lock_guard lock(mutex);
@@ -35,6 +39,7 @@ std::atomic<std::uint64_t> next_serial{1};
 thread_local std::uint64_t cached_serial = 0;
 thread_local CallStats* cached_slots = nullptr;
 thread_local Activity* cached_activity = nullptr;
+thread_local std::atomic<RecordRing*>* cached_ring = nullptr;
 }  // namespace
 
 CallCounters::CallCounters(std::size_t functions)
@@ -81,6 +86,29 @@ void CallCounters::attach_thread() {
   cached_serial = serial_;
   cached_slots = thread->stats.get();
   cached_activity = &thread->activity;
+  cached_ring = &thread->ring;
+}
+
+void CallCounters::record(const InstanceRecord& record) {
+  if (cached_serial != serial_) attach_thread();
+  RecordRing* ring = cached_ring->load(std::memory_order_relaxed);
+  if (ring == nullptr) {
+    ring = new RecordRing();  // owned by the registry's thread entry, freed with the counters
+    cached_ring->store(ring, std::memory_order_release);
+  }
+  ring->push(record);
+}
+
+std::uint64_t CallCounters::drain(std::vector<InstanceRecord>& out) {
+  std::lock_guard lock(registry_->mutex);
+  std::uint64_t dropped = 0;
+  for (const auto& thread : registry_->threads) {
+    RecordRing* ring = thread->ring.load(std::memory_order_acquire);
+    if (ring == nullptr) continue;
+    ring->drain(out);
+    dropped += ring->dropped();
+  }
+  return dropped;
 }
 
 std::vector<ActivitySnapshot> CallCounters::busy() const {

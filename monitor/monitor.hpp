@@ -4,6 +4,7 @@
 // everything that allocates, locks or does I/O happens at init, at thread exit or at the end.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +64,48 @@ struct ActivitySnapshot {
   std::uint64_t since_ns = 0;
 };
 
+// One recorded collective instance. Times are now_ns() of this host (CLOCK_MONOTONIC scale).
+struct InstanceRecord {
+  std::int64_t comm_id = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t enter_ns = 0;  // entry of the blocking call, or the post of a nonblocking one
+  std::uint64_t exit_ns = 0;   // return of the blocking call, or the completing call's return
+  std::uint32_t function = 0;  // index into the function table
+  std::int32_t root = -1;      // rooted collectives; -1 when none
+};
+
+// A bounded single-producer (the thread) single-consumer (the writer) queue of records. When
+// full, records are dropped and counted: the application is never blocked.
+class RecordRing {
+ public:
+  static constexpr std::size_t kCapacity = 8192;
+  bool push(const InstanceRecord& record) noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head - tail_.load(std::memory_order_acquire) == kCapacity) {
+      dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
+    slots_[head % kCapacity] = record;
+    head_.store(head + 1, std::memory_order_release);
+    return true;
+  }
+  // Consumer side: appends everything queued to `out`.
+  void drain(std::vector<InstanceRecord>& out) {
+    const std::uint64_t head = head_.load(std::memory_order_acquire);
+    std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    for (; tail != head; ++tail) out.push_back(slots_[tail % kCapacity]);
+    tail_.store(tail, std::memory_order_release);
+  }
+  std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+ private:
+  std::array<InstanceRecord, kCapacity> slots_{};
+  alignas(64) std::atomic<std::uint64_t> head_{0};
+  alignas(64) std::atomic<std::uint64_t> tail_{0};
+  std::atomic<std::uint64_t> dropped_{0};
+};
+
 // A plain snapshot of CallStats, summed over threads.
 struct CallTotals {
   std::uint64_t calls = 0, time_ns = 0, bytes = 0, completions = 0, completion_ns = 0;
@@ -83,6 +126,10 @@ class CallCounters {
   Activity* local_activity();
   // The threads that are inside a recorded call now.
   std::vector<ActivitySnapshot> busy() const;
+  // Queues a collective instance on this thread's ring (made on first use).
+  void record(const InstanceRecord& record);
+  // Writer side: takes every queued record; returns the total dropped so far.
+  std::uint64_t drain(std::vector<InstanceRecord>& out);
   // Sum over live and exited threads. Safe to call while other threads record.
   std::vector<CallTotals> totals() const;
   std::size_t functions() const { return functions_; }
@@ -136,6 +183,8 @@ extern const char* const kCommtapVersion;
 // What the writer records at every window, collected from the interposer on the writer thread.
 struct Snapshot {
   std::vector<FunctionRow> functions;
+  std::vector<InstanceRecord> instances;
+  std::uint64_t instances_dropped = 0;  // since start
   std::vector<CommunicatorRow> communicators;
   std::vector<ActivitySnapshot> busy;       // threads inside a recorded call
   std::vector<std::string> function_names;  // to name ActivitySnapshot::function (index + 1)

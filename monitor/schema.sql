@@ -70,7 +70,23 @@ CREATE TABLE IF NOT EXISTS heartbeats (
   state    TEXT    NOT NULL,  -- 'computing', 'in_call', or how it ended ('finalize', ...)
   function TEXT,              -- in_call: the longest-running call on any of the rank's threads
   comm_id  INTEGER,           -- in_call: its communicator (NULL if it has none)
+  seq      INTEGER,           -- in_call: the collective's sequence number on that communicator
   since_ns INTEGER,           -- in_call: CLOCK_REALTIME when that call was entered
   threads_in_calls INTEGER NOT NULL,
+  instances_dropped INTEGER NOT NULL,  -- collective records lost to full buffers, since start
   PRIMARY KEY (rank, wall_ns)
+);
+
+-- Sampled collective instances (COMMTAP_SAMPLE): (comm_id, seq) names the same instance on every
+-- member rank, and every rank samples the same sequence numbers.
+CREATE TABLE IF NOT EXISTS collectives (
+  rank     INTEGER NOT NULL,
+  comm_id  INTEGER NOT NULL,
+  seq      INTEGER NOT NULL,  -- 1 for the first collective on the communicator
+  function TEXT    NOT NULL,  -- 'MPI_Allreduce', 'MPI_Iallreduce', 'MPI_Allreduce_init', ...
+  bytes    INTEGER NOT NULL,  -- as call_totals.bytes, for this instance
+  root     INTEGER,           -- rooted collectives (rank in the communicator); NULL otherwise
+  enter_ns INTEGER NOT NULL,  -- this host's monotonic ns: entry, post, or MPI_Start
+  exit_ns  INTEGER NOT NULL,  -- return of the blocking call, or of the call that completed it
+  PRIMARY KEY (rank, comm_id, seq)
 );

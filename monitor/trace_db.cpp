@@ -169,6 +169,29 @@ class RankDatabase {
             bind_text(stmt, 8, row.members);
           return true;
         });
+    next = 0;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO collectives(rank, comm_id, seq, function, bytes, root, enter_ns, "
+        "exit_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [&](sqlite3_stmt* stmt) {
+          if (next == snapshot.instances.size()) return false;
+          const InstanceRecord& r = snapshot.instances[next++];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          sqlite3_bind_int64(stmt, 2, r.comm_id);
+          bind_u64(stmt, 3, r.seq);
+          if (r.function < snapshot.function_names.size())
+            bind_text(stmt, 4, snapshot.function_names[r.function]);
+          else
+            bind_text(stmt, 4, "?");
+          bind_u64(stmt, 5, r.bytes);
+          if (r.root >= 0)
+            sqlite3_bind_int(stmt, 6, r.root);
+          else
+            sqlite3_bind_null(stmt, 6);
+          bind_u64(stmt, 7, r.enter_ns);
+          bind_u64(stmt, 8, r.exit_ns);
+          return true;
+        });
     write_heartbeat(snapshot, wall, ended_by);
     db_.exec("COMMIT");
     return db_.ok();
@@ -213,8 +236,9 @@ class RankDatabase {
       if (oldest == nullptr || a.since_ns < oldest->since_ns) oldest = &a;
     bool done = false;
     db_.insert_rows(
-        "INSERT OR REPLACE INTO heartbeats(rank, wall_ns, state, function, comm_id, since_ns, "
-        "threads_in_calls) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT OR REPLACE INTO heartbeats(rank, wall_ns, state, function, comm_id, seq, "
+        "since_ns, threads_in_calls, instances_dropped) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+        "?9)",
         [&](sqlite3_stmt* stmt) {
           if (done) return false;
           sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -226,9 +250,11 @@ class RankDatabase {
             if (index < snapshot.function_names.size())
               bind_text(stmt, 4, snapshot.function_names[index]);
             if (oldest->comm_id != 0) sqlite3_bind_int64(stmt, 5, oldest->comm_id);
-            bind_u64(stmt, 6, oldest->since_ns + wall_minus_monotonic_);
+            if (oldest->seq != 0) bind_u64(stmt, 6, oldest->seq);
+            bind_u64(stmt, 7, oldest->since_ns + wall_minus_monotonic_);
           }
-          sqlite3_bind_int(stmt, 7, static_cast<int>(snapshot.busy.size()));
+          sqlite3_bind_int(stmt, 8, static_cast<int>(snapshot.busy.size()));
+          bind_u64(stmt, 9, snapshot.instances_dropped);
           done = true;
           return true;
         });
@@ -319,7 +345,9 @@ std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<FunctionRow>& functions,
                                 const std::vector<CommunicatorRow>& communicators) {
   RankDatabase database(path, facts);
-  Snapshot snapshot{functions, communicators, {}, {}};
+  Snapshot snapshot;
+  snapshot.functions = functions;
+  snapshot.communicators = communicators;
   if (database.write_start(settings)) database.write_window(snapshot, facts.ended_by);
   return database.error();
 }

@@ -26,7 +26,7 @@ TEST(RequestTable, PersistentRequestsCompleteOncePerStart) {
   table.track(9, Fn::Allreduce_init, 10, true);
   EXPECT_FALSE(table.complete(9, table.epoch())) << "inactive until started";
   for (std::uint64_t start : {20u, 30u, 40u}) {
-    table.started(9, start);
+    table.started(9, start, 1);
     auto done = table.complete(9, table.epoch());
     ASSERT_TRUE(done);
     EXPECT_EQ(done->fn, Fn::Allreduce_init);
@@ -35,8 +35,30 @@ TEST(RequestTable, PersistentRequestsCompleteOncePerStart) {
   }
   table.forget(9, table.epoch());
   EXPECT_TRUE(table.empty());
-  table.started(9, 50);
+  table.started(9, 50, 1);
   EXPECT_FALSE(table.complete(9, table.epoch()));
+}
+
+TEST(RequestTable, PersistentCollectivesTakeASequenceNumberAtEachStart) {
+  RequestTable table;
+  CommState comm;
+  comm.id = 42;
+  comm.next_seq();  // one blocking collective came before
+  table.track(4, Fn::Allreduce_init, 0, true, Instance{&comm, 0, 8, -1, false});
+  std::vector<std::uint64_t> seqs;
+  std::vector<bool> sampled;
+  for (int start = 0; start < 4; ++start) {
+    table.started(4, 100 + start, 2);
+    auto done = table.complete(4, table.epoch());
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->instance.comm, &comm);
+    EXPECT_EQ(done->instance.bytes, 8u);
+    seqs.push_back(done->instance.seq);
+    sampled.push_back(done->instance.sampled);
+  }
+  EXPECT_EQ(seqs, (std::vector<std::uint64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(sampled, (std::vector<bool>{true, false, true, false})) << "every 2nd, by seq";
+  EXPECT_EQ(comm.started.load(), 5u);
 }
 
 TEST(RequestTable, UnknownAndNullRequestsAreIgnored) {
@@ -92,7 +114,7 @@ TEST(RequestTable, ConcurrentThreadsEachCompleteTheirOwnRequests) {
       for (int i = 0; i < kPerThread; ++i) {
         const MPI_Request handle = t * kPerThread + i + 1;
         table.track(handle, Fn::Iallreduce, i, false);
-        if (random() % 2) table.started(handle, i);
+        if (random() % 2) table.started(handle, i, 1);
         if (table.complete(handle, table.epoch())) ++completed[t];
       }
     });

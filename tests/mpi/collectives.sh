@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Collective instances line up across ranks: every blocking, nonblocking and persistent
+# collective of call_families gets the next sequence number of its communicator, every member
+# records the same (communicator, sequence) with the same function, the number of instances per
+# rank equals the program's own tally, nonblocking ones span post to completion, and
+# COMMTAP_SAMPLE keeps exactly every Nth sequence number on every rank.
+source "$(dirname "$0")/common.sh"
+
+reps=2
+mkdir tallies
+COMMTAP_DIR=trace run_preloaded 4 "$PROGRAMS/call_families" tallies $reps >/dev/null
+
+# Instances per rank = calls of blocking and nonblocking collectives + completed persistent starts.
+for rank in 0 1 2 3; do
+  expected=$(awk '{ f = tolower($1) }
+    f ~ /^mpi_i?(allreduce|reduce|bcast|barrier|allgatherv?|gatherv?|scatterv?|alltoall[vw]?|reduce_scatter(_block)?|scan|exscan)(_c)?$/ { n += $2 }
+    f ~ /_init$/ && f !~ /^mpi_[a-z]*(send|recv)_init$/ { n += $3 }
+    END { print n }' "tallies/expected-rank-$rank.txt")
+  got=$(db_query trace "SELECT count(*) FROM collectives WHERE rank = $rank")
+  expect_equal "$expected" "$got" "collective instances of rank $rank"
+done
+pass "one instance per collective call and per persistent start"
+
+# Alignment: each (comm, seq) is recorded by every member, as the same function.
+bad=$(db_query trace "SELECT c.comm_id, c.seq, count(*), count(DISTINCT c.function), m.size
+        FROM collectives c JOIN (SELECT comm_id, max(size) AS size, max(inter) AS inter
+        FROM communicators GROUP BY comm_id) m ON m.comm_id = c.comm_id
+        GROUP BY c.comm_id, c.seq
+        HAVING count(DISTINCT c.function) != 1 OR (m.inter = 0 AND count(*) != m.size)")
+expect_equal "" "$bad" "instances not recorded alike by all members"
+gaps=$(db_query trace "SELECT rank, comm_id FROM collectives GROUP BY rank, comm_id
+         HAVING max(seq) != count(*) OR min(seq) != 1")
+expect_equal "" "$gaps" "sequence numbers with gaps (sampling is off)"
+world=$(db_query trace "SELECT count(*) FROM collectives WHERE rank = 0 AND comm_id = 1")
+[ "$world" -gt 50 ] || fail "too few instances on MPI_COMM_WORLD: $world"
+pass "every (communicator, seq) recorded by all members as the same collective"
+
+# Nonblocking instances run from the post to the completing call; blocking ones are positive.
+bad=$(db_query trace "SELECT count(*) FROM collectives WHERE exit_ns < enter_ns")
+expect_equal 0 "$bad" "instances ending before they start"
+got=$(db_query trace "SELECT count(*) FROM collectives WHERE function = 'MPI_Iallreduce'")
+expect_equal $((reps * 4)) "$got" "MPI_Iallreduce instances"
+pass "nonblocking and persistent instances recorded at completion"
+
+# Sampling: every 3rd sequence number, the same ones on every rank.
+COMMTAP_DIR=sampled COMMTAP_SAMPLE=3 run_preloaded 4 "$PROGRAMS/call_families" tallies $reps \
+  >/dev/null
+bad=$(db_query sampled "SELECT count(*) FROM collectives WHERE seq % 3 != 0")
+expect_equal 0 "$bad" "unsampled sequence numbers recorded"
+full=$(db_query trace "SELECT count(*) FROM collectives WHERE seq % 3 = 0")
+got=$(db_query sampled "SELECT count(*) FROM collectives")
+expect_equal "$full" "$got" "sampled instances (the same as the full run's multiples of 3)"
+got=$(db_query sampled "SELECT sum(calls) FROM call_totals WHERE function = 'MPI_Allreduce'")
+expect_equal "$(db_query trace "SELECT sum(calls) FROM call_totals WHERE function = 'MPI_Allreduce'")" \
+  "$got" "calls counted whatever the sampling"
+pass "COMMTAP_SAMPLE=3 keeps the same instances on every rank"
