@@ -1,5 +1,7 @@
 #include "interpose/runtime.hpp"
 
+#include "interpose/yield.hpp"
+
 #include <mpi.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -188,6 +190,45 @@ void finish_recording(const char* ended_by) {
   finish_recording("exit");
 }
 
+// Each rank's offset to rank 0's monotonic clock: rank 0 answers a dozen timed requests from
+// every other rank in turn on the private communicator, and each keeps the exchange with the
+// shortest round trip. Nonblocking calls with sched_yield polling, so that oversubscribed ranks
+// waiting for their turn do not starve rank 0.
+monitor::ClockOffset estimate_clock_offset(MPI_Comm comm, int rank, int size) {
+  constexpr int kExchanges = 12;
+  constexpr int kTag = 7;
+  auto exchange = [&](void* out, int peer, void* in) {
+    MPI_Request requests[2];
+    PMPI_Irecv(in, 1, MPI_UINT64_T, peer, kTag, comm, &requests[0]);
+    PMPI_Isend(out, 1, MPI_UINT64_T, peer, kTag, comm, &requests[1]);
+    wait_yielding(&requests[1], MPI_STATUS_IGNORE);
+    wait_yielding(&requests[0], MPI_STATUS_IGNORE);
+  };
+  if (rank == 0) {
+    for (int peer = 1; peer < size; ++peer) {
+      for (int i = 0; i < kExchanges; ++i) {
+        std::uint64_t request = 0;
+        MPI_Request pending;
+        PMPI_Irecv(&request, 1, MPI_UINT64_T, peer, kTag, comm, &pending);
+        wait_yielding(&pending, MPI_STATUS_IGNORE);
+        std::uint64_t now = monitor::now_ns();
+        PMPI_Isend(&now, 1, MPI_UINT64_T, peer, kTag, comm, &pending);
+        wait_yielding(&pending, MPI_STATUS_IGNORE);
+      }
+    }
+    return {0, 0};
+  }
+  std::vector<monitor::ClockSample> samples;
+  for (int i = 0; i < kExchanges; ++i) {
+    monitor::ClockSample sample;
+    sample.sent_ns = monitor::now_ns();
+    exchange(&sample.sent_ns, 0, &sample.reference_ns);
+    sample.received_ns = monitor::now_ns();
+    samples.push_back(sample);
+  }
+  return monitor::estimate_offset(samples);
+}
+
 void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
   monitor::CallStats& stats = runtime().counters->local()[index_of(fn)];
   monitor::bump(stats.calls, 1);
@@ -230,6 +271,8 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   facts.mpi_library = mpi_library_version();
   facts.command_line = read_command_line();
   facts.start_ns = monitor::wall_ns();
+  if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
+  facts.clock = estimate_clock_offset(session.comm, rank, size);
 
   // All ranks must agree on whether to record, so one unwritable node turns recording off
   // everywhere with a single message instead of leaving a job directory with holes.

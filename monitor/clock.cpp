@@ -52,13 +52,38 @@ bool invariant_tsc() {
 
 }  // namespace
 
+// Added to every reading; 0 except in tests that simulate hosts whose clocks disagree.
+std::atomic<std::int64_t> skew_ns{0};
+
 std::uint64_t now_ns() noexcept {
+  const std::uint64_t skew = static_cast<std::uint64_t>(skew_ns.load(std::memory_order_relaxed));
   if (tsc.enabled.load(std::memory_order_relaxed)) {
     const std::uint64_t ticks = __rdtsc();
-    return tsc.base_ns + static_cast<std::uint64_t>(static_cast<double>(ticks - tsc.base_ticks) *
-                                                    tsc.ns_per_tick);
+    return skew + tsc.base_ns +
+           static_cast<std::uint64_t>(static_cast<double>(ticks - tsc.base_ticks) *
+                                      tsc.ns_per_tick);
   }
-  return read(CLOCK_MONOTONIC);
+  return skew + read(CLOCK_MONOTONIC);
+}
+
+void skew_clock_for_tests(std::int64_t ns) noexcept {
+  skew_ns.store(ns, std::memory_order_relaxed);
+}
+
+ClockOffset estimate_offset(const std::vector<ClockSample>& samples) {
+  // Cristian's method: the reference read its clock somewhere inside [sent, received]; the
+  // exchange with the shortest round trip bounds that best.
+  ClockOffset best;
+  for (const ClockSample& s : samples) {
+    if (s.received_ns < s.sent_ns) continue;
+    const std::uint64_t half_round_trip = (s.received_ns - s.sent_ns) / 2;
+    if (best.error_ns >= 0 && half_round_trip >= static_cast<std::uint64_t>(best.error_ns))
+      continue;
+    const std::int64_t midpoint = static_cast<std::int64_t>(s.sent_ns + half_round_trip);
+    best.offset_ns = static_cast<std::int64_t>(s.reference_ns) - midpoint;
+    best.error_ns = static_cast<std::int64_t>(half_round_trip);
+  }
+  return best;
 }
 
 std::uint64_t wall_ns() noexcept {

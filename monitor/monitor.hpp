@@ -23,6 +23,24 @@ std::uint64_t now_ns() noexcept;
 // Calibrates the time-stamp counter against CLOCK_MONOTONIC over `calibration_ns` and switches
 // now_ns() to it, if the CPU has an invariant TSC. Returns whether it did. Call once, at init.
 bool use_fast_clock(std::uint64_t calibration_ns = 5'000'000) noexcept;
+// Shifts now_ns() by `ns`: lets a test make the ranks of one host disagree like hosts do.
+void skew_clock_for_tests(std::int64_t ns) noexcept;
+
+// One clock exchange with the reference rank: this rank's now_ns() when it sent the request and
+// when the reply arrived, and the reference's now_ns() when it answered.
+struct ClockSample {
+  std::uint64_t sent_ns = 0;
+  std::uint64_t reference_ns = 0;
+  std::uint64_t received_ns = 0;
+};
+// reference time = local now_ns() + offset_ns, within +-error_ns (error_ns < 0: no estimate).
+struct ClockOffset {
+  std::int64_t offset_ns = 0;
+  std::int64_t error_ns = -1;
+};
+// The estimate from the exchange with the shortest round trip (Cristian's method).
+ClockOffset estimate_offset(const std::vector<ClockSample>& samples);
+
 // Wall-clock nanoseconds since the epoch, for the database's start/end stamps.
 std::uint64_t wall_ns() noexcept;
 
@@ -155,6 +173,7 @@ struct RankFacts {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
   std::string ended_by;  // "finalize", "abort", "exit"
+  ClockOffset clock;     // this rank's monotonic clock -> rank 0's, estimated at MPI_Init
 };
 
 // A communicator this rank belonged to. `id` is equal on every member rank (see

@@ -19,8 +19,10 @@ CREATE TABLE IF NOT EXISTS ranks (
   start_ns     INTEGER NOT NULL,  -- CLOCK_REALTIME at MPI_Init, nanoseconds since the epoch
   end_ns       INTEGER NOT NULL,  -- CLOCK_REALTIME of the last window written (the end, once
                                   -- ended_by is set)
-  ended_by     TEXT    NOT NULL   -- 'running' while the rank runs, then 'finalize', 'abort' or
+  ended_by     TEXT    NOT NULL,  -- 'running' while the rank runs, then 'finalize', 'abort' or
                                   -- 'exit' (the process exited without MPI_Finalize)
+  clock_offset_ns INTEGER,        -- rank 0's monotonic clock = this rank's + offset (NULL: none)
+  clock_error_ns  INTEGER         -- the offset is right within +- this many ns
 );
 
 -- The commtap settings each rank ran with (after validation: the values actually used).

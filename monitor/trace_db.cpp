@@ -212,7 +212,8 @@ class RankDatabase {
     bool done = false;
     db_.insert_rows(
         "INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, mpi_library, command_line, "
-        "start_ns, end_ns, ended_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "start_ns, end_ns, ended_by, clock_offset_ns, clock_error_ns) VALUES (?1, ?2, ?3, ?4, "
+        "?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         [&](sqlite3_stmt* stmt) {
           if (done) return false;
           sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -224,6 +225,10 @@ class RankDatabase {
           bind_u64(stmt, 7, facts_.start_ns);
           bind_u64(stmt, 8, end_ns);
           bind_text(stmt, 9, ended_by);
+          if (facts_.clock.error_ns >= 0) {
+            sqlite3_bind_int64(stmt, 10, facts_.clock.offset_ns);
+            sqlite3_bind_int64(stmt, 11, facts_.clock.error_ns);
+          }
           done = true;
           return true;
         });

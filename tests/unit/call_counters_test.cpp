@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -73,4 +74,24 @@ TEST(Clock, IsMonotonic) {
   const auto b = commtap::monitor::now_ns();
   EXPECT_LE(a, b);
   EXPECT_GT(commtap::monitor::wall_ns(), 1'600'000'000ull * 1'000'000'000ull);
+}
+
+TEST(ClockOffset, TheShortestRoundTripWins) {
+  using commtap::monitor::ClockSample;
+  // The reference is 1,000,000 ns ahead. Round trips of 800, 200 and 5000 ns; in the 200 ns one
+  // the reference answered 30 ns after the midpoint, so the estimate is off by 30, within 100.
+  const std::vector<ClockSample> samples = {
+      {10'000, 1'010'300, 10'800},
+      {20'000, 1'020'130, 20'200},
+      {30'000, 1'032'000, 35'000},
+  };
+  const auto offset = commtap::monitor::estimate_offset(samples);
+  EXPECT_EQ(offset.error_ns, 100);
+  EXPECT_EQ(offset.offset_ns, 1'000'030);
+  EXPECT_LE(std::abs(offset.offset_ns - 1'000'000), offset.error_ns);
+}
+
+TEST(ClockOffset, NoUsableSampleMeansNoEstimate) {
+  EXPECT_LT(commtap::monitor::estimate_offset({}).error_ns, 0);
+  EXPECT_LT(commtap::monitor::estimate_offset({{100, 50, 90}}).error_ns, 0) << "time ran backwards";
 }
