@@ -106,6 +106,8 @@ std::string choose_job_id(std::map<std::string, std::string>& variables) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == kSettingsJsonCommand)
+    return print_preloaded_settings_json();
   CLI::App app{"commtap: preload MPI/NCCL jobs, record what they do, and query the trace"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "commtap 0.1.0");

@@ -48,9 +48,10 @@ int call_yielding(Twin twin, A... a) {
 // ---- Requests made, started, completed and freed --------------------------------------------
 
 inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std::uint64_t bytes,
-                            std::int32_t root, std::uint64_t enter_ns, std::uint64_t exit_ns) {
-  runtime().counters->record(
-      {comm_id, seq, bytes, enter_ns, exit_ns, static_cast<std::uint32_t>(index_of(fn)), root});
+                            std::int32_t root, std::uint32_t site, std::uint64_t enter_ns,
+                            std::uint64_t exit_ns) {
+  runtime().counters->record({comm_id, seq, bytes, enter_ns, exit_ns,
+                              static_cast<std::uint32_t>(index_of(fn)), root, site});
 }
 
 constexpr bool is_collective(Family family) {
@@ -82,7 +83,7 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
       const Instance& instance = done->instance;
       if (instance.sampled)
         record_instance(done->fn, instance.comm->id, instance.seq, instance.bytes, instance.root,
-                        done->started_ns, now);
+                        instance.site, done->started_ns, now);
     }
   };
   if constexpr (id == Fn::Wait) {
@@ -212,9 +213,12 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     const std::uint64_t bytes = info.count > 0 ? payload_bytes(info) : 0;
     monitor::bump(own.bytes, bytes);
     [[maybe_unused]] const std::int32_t root = info.peer >= 0 ? info.peer : -1;
+    // The call site is looked up only for sampled instances (and the wrapper is always inlined
+    // into the exported MPI_ function, so this is the application's return address).
     if constexpr (family == Family::collective) {
       if (rc == MPI_SUCCESS && is_sampled(seq, runtime().sample))
-        record_instance(id, comm_state->id, seq, bytes, root, t0, t1);
+        record_instance(id, comm_state->id, seq, bytes, root,
+                        runtime().call_sites.site_of(__builtin_return_address(0)), t0, t1);
     }
     if constexpr (consumes_requests) {
       if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, t1, stats, a...);
@@ -230,10 +234,16 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       if (info.request != nullptr && rc == MPI_SUCCESS)
         runtime().requests.track(*info.request, id, t0, false);
     } else if constexpr (is_collective(family)) {
-      if (info.request != nullptr && rc == MPI_SUCCESS)
-        runtime().requests.track(
-            *info.request, id, t0, is_persistent(family),
-            Instance{comm_state, seq, bytes, root, seq != 0 && is_sampled(seq, runtime().sample)});
+      if (info.request != nullptr && rc == MPI_SUCCESS) {
+        // Persistent operations take their sequence numbers (and sampling) at each MPI_Start,
+        // and their call site here, at the _init call.
+        const bool sampled = seq != 0 && is_sampled(seq, runtime().sample);
+        const std::uint32_t site = sampled || family == Family::collective_init
+                                       ? runtime().call_sites.site_of(__builtin_return_address(0))
+                                       : 0;
+        runtime().requests.track(*info.request, id, t0, is_persistent(family),
+                                 Instance{comm_state, seq, bytes, root, sampled, site});
+      }
     } else {
       if (info.request != nullptr && rc == MPI_SUCCESS)
         runtime().requests.track(*info.request, id, t0, is_persistent(family));

@@ -22,6 +22,7 @@ struct Instance {
   std::uint64_t bytes = 0;
   std::int32_t root = -1;
   bool sampled = false;
+  std::uint32_t site = 0;
 };
 
 inline bool is_sampled(std::uint64_t seq, std::uint64_t sample) {

@@ -77,6 +77,7 @@ struct Session {
   monitor::RankFacts facts;
   std::string database_path;
   std::unique_ptr<monitor::TraceWriter> writer;
+  std::size_t sites_written = 0;  // touched by the writer thread only
 };
 
 struct Lifecycle {
@@ -161,6 +162,8 @@ monitor::Snapshot collect_snapshot() {
   }
   snapshot.communicators = runtime().communicators.rows();
   snapshot.instances_dropped = runtime().counters->drain(snapshot.instances);
+  // After the instances: every site they name is written in the same window or before.
+  snapshot.new_sites = runtime().call_sites.since(session.sites_written);
   snapshot.busy = runtime().counters->busy();
   for (monitor::ActivitySnapshot& busy : snapshot.busy)
     busy.comm_id = runtime().communicators.id_of(static_cast<MPI_Comm>(busy.comm_handle));

@@ -23,6 +23,7 @@ struct Runtime {
   std::uint64_t sample = 1;
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;
+  monitor::CallSites call_sites;
   RequestTable requests;
   CommunicatorRegistry communicators;
 };

@@ -82,6 +82,37 @@ struct ActivitySnapshot {
   std::uint64_t since_ns = 0;
 };
 
+// Where the application called MPI: the frames above the MPI (or NCCL) library, innermost first.
+struct CallSite {
+  struct Frame {
+    std::uint64_t address = 0;
+    std::string module;  // the executable or shared object
+    std::string symbol;  // the enclosing function ("" if unknown)
+    std::uint64_t symbol_offset = 0;
+  };
+  std::uint32_t id = 0;  // rank-local: compare ranks by frames, not by id
+  std::vector<Frame> frames;
+};
+
+// Call-site capture: the hot path looks a return address up in a per-thread cache; the stack is
+// unwound (libunwind) once per distinct call site. Calls that reach MPI through a binding inside
+// the MPI library (Fortran) are keyed by the first return address outside it.
+class CallSites {
+ public:
+  static constexpr std::size_t kDepth = 8;
+  CallSites();
+  ~CallSites();
+  // The site id (1, 2, ...) of a call whose wrapper returns to `return_address`.
+  std::uint32_t site_of(const void* return_address);
+  // The sites found since `cursor` (a count the caller keeps), for the writer.
+  std::vector<CallSite> since(std::size_t& cursor) const;
+
+ private:
+  struct Shared;
+  static CallSite unwind(std::uint32_t id);
+  std::unique_ptr<Shared> shared_;
+};
+
 // One recorded collective instance. Times are now_ns() of this host (CLOCK_MONOTONIC scale).
 struct InstanceRecord {
   std::int64_t comm_id = 0;
@@ -91,6 +122,7 @@ struct InstanceRecord {
   std::uint64_t exit_ns = 0;   // return of the blocking call, or the completing call's return
   std::uint32_t function = 0;  // index into the function table
   std::int32_t root = -1;      // rooted collectives; -1 when none
+  std::uint32_t site = 0;      // CallSites id; 0 if unknown
 };
 
 // A bounded single-producer (the thread) single-consumer (the writer) queue of records. When
@@ -202,6 +234,7 @@ extern const char* const kCommtapVersion;
 // What the writer records at every window, collected from the interposer on the writer thread.
 struct Snapshot {
   std::vector<FunctionRow> functions;
+  std::vector<CallSite> new_sites;  // found since the last window
   std::vector<InstanceRecord> instances;
   std::uint64_t instances_dropped = 0;  // since start
   std::vector<CommunicatorRow> communicators;

@@ -88,7 +88,21 @@ CREATE TABLE IF NOT EXISTS collectives (
   function TEXT    NOT NULL,  -- 'MPI_Allreduce', 'MPI_Iallreduce', 'MPI_Allreduce_init', ...
   bytes    INTEGER NOT NULL,  -- as call_totals.bytes, for this instance
   root     INTEGER,           -- rooted collectives (rank in the communicator); NULL otherwise
+  site     INTEGER,           -- call_sites.site of the calling code (rank-local); NULL: unknown
   enter_ns INTEGER NOT NULL,  -- this host's monotonic ns: entry, post, or MPI_Start
   exit_ns  INTEGER NOT NULL,  -- return of the blocking call, or of the call that completed it
   PRIMARY KEY (rank, comm_id, seq)
+);
+
+-- Where the application called MPI: for each call site (rank-local id), the stack frames above
+-- the MPI library, innermost (frame 0, the function that made the call) first.
+CREATE TABLE IF NOT EXISTS call_sites (
+  rank          INTEGER NOT NULL,
+  site          INTEGER NOT NULL,
+  frame         INTEGER NOT NULL,
+  address       INTEGER NOT NULL,  -- return address in this process
+  module        TEXT    NOT NULL,  -- executable or shared object
+  symbol        TEXT,              -- enclosing function, if its symbol is known
+  symbol_offset INTEGER,
+  PRIMARY KEY (rank, site, frame)
 );

@@ -171,8 +171,8 @@ class RankDatabase {
         });
     next = 0;
     db_.insert_rows(
-        "INSERT OR REPLACE INTO collectives(rank, comm_id, seq, function, bytes, root, enter_ns, "
-        "exit_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT OR REPLACE INTO collectives(rank, comm_id, seq, function, bytes, root, site, "
+        "enter_ns, exit_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [&](sqlite3_stmt* stmt) {
           if (next == snapshot.instances.size()) return false;
           const InstanceRecord& r = snapshot.instances[next++];
@@ -188,8 +188,37 @@ class RankDatabase {
             sqlite3_bind_int(stmt, 6, r.root);
           else
             sqlite3_bind_null(stmt, 6);
-          bind_u64(stmt, 7, r.enter_ns);
-          bind_u64(stmt, 8, r.exit_ns);
+          if (r.site != 0)
+            sqlite3_bind_int64(stmt, 7, r.site);
+          else
+            sqlite3_bind_null(stmt, 7);
+          bind_u64(stmt, 8, r.enter_ns);
+          bind_u64(stmt, 9, r.exit_ns);
+          return true;
+        });
+    std::size_t site = 0, frame = 0;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO call_sites(rank, site, frame, address, module, symbol, "
+        "symbol_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        [&](sqlite3_stmt* stmt) {
+          while (site < snapshot.new_sites.size() &&
+                 frame >= snapshot.new_sites[site].frames.size()) {
+            ++site;
+            frame = 0;
+          }
+          if (site == snapshot.new_sites.size()) return false;
+          const CallSite& s = snapshot.new_sites[site];
+          const CallSite::Frame& f = s.frames[frame];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          sqlite3_bind_int64(stmt, 2, s.id);
+          sqlite3_bind_int64(stmt, 3, static_cast<sqlite3_int64>(frame));
+          bind_u64(stmt, 4, f.address);
+          bind_text(stmt, 5, f.module);
+          if (!f.symbol.empty()) {
+            bind_text(stmt, 6, f.symbol);
+            bind_u64(stmt, 7, f.symbol_offset);
+          }
+          ++frame;
           return true;
         });
     write_heartbeat(snapshot, wall, ended_by);
