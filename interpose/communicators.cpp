@@ -161,7 +161,7 @@ CommState* CommunicatorRegistry::state_of(MPI_Comm comm) {
     std::array<CommState*, 4> states{};
     unsigned next = 0;
   };
-  thread_local Cache cache;
+  thread_local Cache cache __attribute__((tls_model("initial-exec")));
   const std::uint64_t generation = generation_.load(std::memory_order_acquire);
   if (cache.generation != generation) cache = Cache{generation};
   for (unsigned i = 0; i < cache.comms.size(); ++i)

@@ -36,10 +36,13 @@ namespace {
 // Each CallCounters gets its own number, so a thread's cached slots can never be mistaken for
 // those of a later object that happens to reuse the same address.
 std::atomic<std::uint64_t> next_serial{1};
-thread_local std::uint64_t cached_serial = 0;
-thread_local CallStats* cached_slots = nullptr;
-thread_local Activity* cached_activity = nullptr;
-thread_local std::atomic<RecordRing*>* cached_ring = nullptr;
+// Initial-exec TLS (one %fs-relative access instead of a __tls_get_addr call): this code runs in
+// a preloaded library, which always gets static TLS.
+#define COMMTAP_FAST_TLS __attribute__((tls_model("initial-exec")))
+thread_local std::uint64_t cached_serial COMMTAP_FAST_TLS = 0;
+thread_local CallStats* cached_slots COMMTAP_FAST_TLS = nullptr;
+thread_local Activity* cached_activity COMMTAP_FAST_TLS = nullptr;
+thread_local std::atomic<RecordRing*>* cached_ring COMMTAP_FAST_TLS = nullptr;
 }  // namespace
 
 CallCounters::CallCounters(std::size_t functions)
