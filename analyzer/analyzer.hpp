@@ -19,15 +19,19 @@ struct QueryResult {
 
 class JobDatabase {
  public:
-  // Loads `path` (a job directory or a .db file). On failure returns nullptr and sets `error`
-  // to a message that names the offending file.
-  static std::unique_ptr<JobDatabase> open(const std::string& path, std::string& error);
+  // Loads `path` (a job directory or a .db file). A directory's merged job.db is used when
+  // present and `prefer_merged`, else its rank-<N>.db files. On failure returns nullptr and
+  // sets `error` to a message that names the offending file.
+  static std::unique_ptr<JobDatabase> open(const std::string& path, std::string& error,
+                                           bool prefer_merged = true);
   ~JobDatabase();
   JobDatabase(const JobDatabase&) = delete;
   JobDatabase& operator=(const JobDatabase&) = delete;
 
   // Runs one read-only statement. Statements that would modify the database are refused.
   std::optional<QueryResult> query(const std::string& sql, std::string& error) const;
+  // Writes everything loaded to `path` as one database (replacing it only once complete).
+  bool save(const std::string& path, std::string& error) const;
   // The rank files (or the one file) that were loaded.
   const std::vector<std::string>& sources() const { return sources_; }
 
@@ -40,6 +44,8 @@ class JobDatabase {
 // Canned queries by name ("calls", "ranks", "communicators", "settings", "tables"); nullptr if
 // unknown.
 const char* canned_query(const std::string& name);
+// What a canned query shows, for `commtap query --list`.
+const char* canned_query_description(const std::string& name);
 std::vector<std::string> canned_query_names();
 
 // Renders a result as aligned text columns, as a JSON array of objects, or raw for scripts

@@ -158,8 +158,9 @@ int main(int argc, char** argv) {
       "query", "Run a canned or a read-only SQL query over a job's trace databases");
   std::string job_path, query_name = "calls", sql;
   bool query_as_json = false, query_raw = false;
-  query->add_option("job", job_path, "Job directory (rank-<N>.db files) or a database file")
-      ->required();
+  bool list_queries = false;
+  query->add_flag("--list", list_queries, "List the canned queries and exit");
+  query->add_option("job", job_path, "Job directory (rank-<N>.db files) or a database file");
   std::string names;
   for (const std::string& name : canned_query_names()) names += (names.empty() ? "" : ", ") + name;
   query->add_option("query", query_name, "Canned query: " + names)->capture_default_str();
@@ -178,6 +179,13 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  // ---- merge ----
+  CLI::App* merge = app.add_subcommand(
+      "merge", "Combine a job directory's rank-<N>.db files into one database (job.db)");
+  std::string merge_dir, merge_output;
+  merge->add_option("job", merge_dir, "Job directory")->required();
+  merge->add_option("-o,--output", merge_output, "Output file (default: <job>/job.db)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -229,7 +237,35 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (*merge) {
+    std::string error;
+    auto job = JobDatabase::open(merge_dir, error, /*prefer_merged=*/false);
+    if (!job) {
+      std::fprintf(stderr, "commtap: %s\n", error.c_str());
+      return kExitError;
+    }
+    const std::string output =
+        merge_output.empty() ? (fs::path(merge_dir) / "job.db").string() : merge_output;
+    if (!job->save(output, error)) {
+      std::fprintf(stderr, "commtap: cannot write %s: %s\n", output.c_str(), error.c_str());
+      return kExitError;
+    }
+    std::fprintf(stderr, "commtap: merged %zu rank files into %s\n", job->sources().size(),
+                 output.c_str());
+    return 0;
+  }
+
   if (*query) {
+    if (list_queries) {
+      for (const std::string& name : canned_query_names())
+        std::cout << name << std::string(name.size() < 15 ? 15 - name.size() : 1, ' ')
+                  << canned_query_description(name) << "\n";
+      return 0;
+    }
+    if (job_path.empty()) {
+      std::fprintf(stderr, "commtap query: give a job directory or database (or --list)\n");
+      return kExitError;
+    }
     std::string error;
     auto job = JobDatabase::open(job_path, error);
     if (!job) {

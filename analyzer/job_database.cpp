@@ -46,12 +46,13 @@ std::vector<fs::path> rank_files(const fs::path& directory) {
 
 }  // namespace
 
-std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::string& error) {
+std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::string& error,
+                                               bool prefer_merged) {
   std::error_code ec;
   std::vector<fs::path> files;
   if (fs::is_directory(path, ec)) {
     files = rank_files(path);
-    if (fs::exists(fs::path(path) / "job.db")) files = {fs::path(path) / "job.db"};
+    if (prefer_merged && fs::exists(fs::path(path) / "job.db")) files = {fs::path(path) / "job.db"};
     if (files.empty()) {
       error = path + ": no rank-<N>.db or job.db files in this directory";
       return nullptr;
@@ -67,7 +68,8 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
   if (sqlite3_open_v2(":memory:", &job->db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI,
                       nullptr) != SQLITE_OK ||
-      !exec(job->db_, monitor::schema_sql(), error)) {
+      !exec(job->db_, monitor::schema_sql(), error) ||
+      !exec(job->db_, "PRAGMA user_version=" + std::to_string(monitor::kSchemaVersion), error)) {
     error = "cannot create an in-memory database: " + error;
     return nullptr;
   }
@@ -127,6 +129,20 @@ JobDatabase::~JobDatabase() {
   sqlite3_close(db_);
 }
 
+bool JobDatabase::save(const std::string& path, std::string& error) const {
+  const std::string temporary = path + ".tmp";
+  std::error_code ec;
+  fs::remove(temporary, ec);
+  if (!exec(db_, "VACUUM INTO " + quoted(temporary), error)) return false;
+  fs::rename(temporary, path, ec);
+  if (ec) {
+    error = "cannot rename " + temporary + " to " + path + ": " + ec.message();
+    fs::remove(temporary, ec);
+    return false;
+  }
+  return true;
+}
+
 std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::string& error) const {
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
@@ -170,31 +186,51 @@ std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::strin
 namespace {
 struct Canned {
   const char* name;
+  const char* description;
   const char* sql;
 };
 constexpr Canned kCanned[] = {
-    {"calls",
+    {"calls", "time, calls, bytes and completions per MPI/NCCL function, summed over ranks",
      "SELECT function, family, count(*) AS ranks, sum(calls) AS calls,"
      " printf('%.3f', sum(time_ns) / 1e6) AS total_ms,"
      " printf('%.2f', sum(time_ns) / 1e3 / max(sum(calls), 1)) AS mean_us,"
      " sum(bytes) AS bytes, sum(completions) AS completions"
      " FROM call_totals GROUP BY function, family ORDER BY sum(time_ns) DESC, function"},
-    {"ranks",
+    {"ranks", "one line per rank: host, pid, how it ended, duration, clock offset to rank 0",
      "SELECT rank, host, pid, ended_by, printf('%.3f', (end_ns - start_ns) / 1e9) AS seconds,"
-     " mpi_library FROM ranks ORDER BY rank"},
-    {"communicators",
+     " clock_offset_ns, clock_error_ns, mpi_library FROM ranks ORDER BY rank"},
+    {"collectives",
+     "per communicator and function: instances, mean and max time, mean arrival spread",
+     "SELECT comm_id, function, count(*) AS instances,"
+     " printf('%.2f', avg(span) / 1e3) AS mean_us, printf('%.2f', max(span) / 1e3) AS max_us,"
+     " printf('%.2f', avg(spread) / 1e3) AS mean_arrival_spread_us FROM ("
+     "SELECT comm_id, seq, function, max(exit_ns) - min(enter_ns) AS span,"
+     " max(enter_ns) - min(enter_ns) AS spread FROM collectives_aligned GROUP BY comm_id, seq)"
+     " GROUP BY comm_id, function ORDER BY sum(span) DESC"},
+    {"heartbeats", "the latest heartbeat of each rank",
+     "SELECT rank, state, function, comm_id, seq, printf('%.3f', (wall_ns - since_ns) / 1e9)"
+     " AS in_call_s, instances_dropped FROM heartbeats h WHERE wall_ns = (SELECT max(wall_ns)"
+     " FROM heartbeats WHERE rank = h.rank) ORDER BY rank"},
+    {"communicators", "every communicator: id (equal on all members), how it was made, size",
      "SELECT comm_id, created_by, parent_id, size, count(*) AS ranks_recorded,"
      " max(members) AS members FROM communicators GROUP BY comm_id, created_by, parent_id, size"
      " ORDER BY min(rowid)"},
-    {"settings",
+    {"settings", "the COMMTAP_* settings in force, and on how many ranks",
      "SELECT name, value, count(*) AS ranks FROM settings GROUP BY name, value ORDER BY name"},
-    {"tables", "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"},
+    {"tables", "the tables of the trace database",
+     "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"},
 };
 }  // namespace
 
 const char* canned_query(const std::string& name) {
   for (const Canned& c : kCanned)
     if (name == c.name) return c.sql;
+  return nullptr;
+}
+
+const char* canned_query_description(const std::string& name) {
+  for (const Canned& c : kCanned)
+    if (name == c.name) return c.description;
   return nullptr;
 }
 

@@ -106,3 +106,13 @@ CREATE TABLE IF NOT EXISTS call_sites (
   symbol_offset INTEGER,
   PRIMARY KEY (rank, site, frame)
 );
+
+-- Lining up one collective across ranks goes by (comm_id, seq).
+CREATE INDEX IF NOT EXISTS collectives_by_instance ON collectives (comm_id, seq);
+
+-- Collective instances on rank 0's clock (enter/exit plus the rank's clock offset).
+CREATE VIEW IF NOT EXISTS collectives_aligned AS
+  SELECT c.rank, c.comm_id, c.seq, c.function, c.bytes, c.root, c.site,
+         c.enter_ns + coalesce(r.clock_offset_ns, 0) AS enter_ns,
+         c.exit_ns + coalesce(r.clock_offset_ns, 0) AS exit_ns
+  FROM collectives c JOIN ranks r ON r.rank = c.rank;

@@ -60,6 +60,25 @@ grep -q "^MPI_Allreduce  *collective  *2  *10 " calls.txt || fail "calls query: 
 "$CLI" query traced ranks --json | grep -q '"ended_by": "finalize"' || fail "ranks query"
 pass "query: canned queries across ranks"
 
+# query --list, and every canned query runs on a real job.
+"$CLI" query --list >list.txt
+for name in $(awk '{print $1}' list.txt); do
+  "$CLI" query traced "$name" >/dev/null || fail "canned query $name failed"
+done
+[ "$(wc -l <list.txt)" -ge 7 ] || fail "too few canned queries: $(cat list.txt)"
+pass "query --list and every canned query"
+
+# merge: one job.db with every rank's rows, which query then prefers.
+"$CLI" merge traced 2>merge.err
+grep -q "merged 2 rank files into traced/job.db" merge.err || fail "$(cat merge.err)"
+for table in ranks call_totals collectives communicators heartbeats call_sites; do
+  expect_equal "$(db_query traced/rank-0.db "SELECT count(*) FROM $table") + $(db_query traced/rank-1.db "SELECT count(*) FROM $table")" \
+    "$(db_query traced/job.db "SELECT count(*) FROM $table WHERE rank = 0") + $(db_query traced/job.db "SELECT count(*) FROM $table WHERE rank = 1")" \
+    "rows of $table in job.db"
+done
+"$CLI" query traced ranks --raw | grep -c . | grep -qx 2 || fail "query of the merged job"
+pass "merge"
+
 # settings: the documentation lists exactly what the library declares.
 "$CLI" settings --markdown >settings.md
 awk '/<!-- settings:begin -->/{on=1;next}/<!-- settings:end -->/{on=0}on' \

@@ -260,7 +260,8 @@ TEST(JobDatabase, EveryCannedQueryRuns) {
   for (const std::string& name : analyzer::canned_query_names()) {
     auto result = job->query(analyzer::canned_query(name), error);
     ASSERT_TRUE(result) << name << ": " << error;
-    EXPECT_FALSE(result->rows.empty()) << name;
+    // The synthetic job has no collective instances; every other query has rows.
+    if (name != "collectives") EXPECT_FALSE(result->rows.empty()) << name;
   }
   EXPECT_EQ(analyzer::canned_query("no-such-query"), nullptr);
 }
