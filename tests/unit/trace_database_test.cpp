@@ -261,7 +261,9 @@ TEST(JobDatabase, EveryCannedQueryRuns) {
     auto result = job->query(analyzer::canned_query(name), error);
     ASSERT_TRUE(result) << name << ": " << error;
     // The synthetic job has no collective instances; every other query has rows.
-    if (name != "collectives") EXPECT_FALSE(result->rows.empty()) << name;
+    if (name != "collectives") {
+      EXPECT_FALSE(result->rows.empty()) << name;
+    }
   }
   EXPECT_EQ(analyzer::canned_query("no-such-query"), nullptr);
 }
