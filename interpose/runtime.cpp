@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -232,6 +233,28 @@ monitor::ClockOffset estimate_clock_offset(MPI_Comm comm, int rank, int size) {
   return monitor::estimate_offset(samples);
 }
 
+// SIGTERM and SIGINT (what batch systems and Ctrl-C send) end the process before MPI_Finalize:
+// the writer is asked for a last window first, then the signal's default action proceeds.
+void on_fatal_signal(int number) {
+  if (!session.forked_child && session.writer != nullptr)
+    session.writer->flush_for_signal(number, 3000);
+  ::signal(number, SIG_DFL);
+  ::raise(number);
+}
+
+// Only where the application left the default action: its own handlers are not replaced.
+void install_signal_flush() {
+  for (int number : {SIGTERM, SIGINT}) {
+    struct sigaction current {};
+    if (sigaction(number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
+    struct sigaction flush {};
+    flush.sa_handler = on_fatal_signal;
+    sigemptyset(&flush.sa_mask);
+    flush.sa_flags = SA_RESETHAND;
+    sigaction(number, &flush, nullptr);
+  }
+}
+
 void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
   monitor::CallStats& stats = runtime().counters->local()[index_of(fn)];
   monitor::bump(stats.calls, 1);
@@ -297,6 +320,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
     session.writer = monitor::TraceWriter::start(
         session.database_path, facts, describe(settings),
         static_cast<std::uint64_t>(settings.interval) * 1'000'000, collect_snapshot, error);
+    if (session.writer != nullptr) install_signal_flush();
     if (session.writer == nullptr)
       std::fprintf(stderr,
                    "commtap: rank %d cannot create %s (%s); it records nothing, the job goes on\n",

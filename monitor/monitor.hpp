@@ -265,6 +265,11 @@ class TraceWriter {
   // had stopped writing). Idempotent.
   std::string stop(const RankFacts& facts);
 
+  // For a fatal-signal handler (async-signal-safe): asks the writer thread to write a last
+  // window, ended by the signal's name, and close the file; waits up to `timeout_ms` for it.
+  // Returns whether it finished in time.
+  bool flush_for_signal(int signal_number, int timeout_ms) noexcept;
+
   struct State;
 
  private:

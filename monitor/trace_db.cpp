@@ -1,4 +1,6 @@
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -6,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -306,15 +310,22 @@ struct TraceWriter::State {
   RankDatabase database;
   Collect collect;
   std::uint64_t interval_ns;
-  std::mutex mutex;
-  std::condition_variable wake;
-  bool stopping = false;
-  bool stopped = false;
+  // The writer thread sleeps in poll() on `wake`, so that a signal handler can wake it with an
+  // async-signal-safe write(): 'S' from stop(), 'K' from flush_for_signal(), which then waits
+  // for the byte the writer puts on `done` once the file is closed.
+  int wake[2] = {-1, -1};
+  int done[2] = {-1, -1};
+  std::atomic<int> signal{0};
+  std::atomic<bool> stopped{false};
   bool failed = false;
   std::thread thread;
 
   State(const std::string& path, const RankFacts& facts, Collect c, std::uint64_t interval)
       : database(path, facts), collect(std::move(c)), interval_ns(interval) {}
+  ~State() {
+    for (int fd : {wake[0], wake[1], done[0], done[1]})
+      if (fd >= 0) ::close(fd);
+  }
 
   void window(const std::string& ended_by) {
     if (failed) return;
@@ -322,13 +333,28 @@ struct TraceWriter::State {
   }
 
   void run() {
-    std::unique_lock lock(mutex);
-    while (!stopping) {
-      wake.wait_for(lock, std::chrono::nanoseconds(interval_ns), [this] { return stopping; });
-      if (stopping) break;
-      lock.unlock();
-      window("running");
-      lock.lock();
+    const int timeout_ms = static_cast<int>(std::max<std::uint64_t>(1, interval_ns / 1'000'000));
+    for (;;) {
+      pollfd readable{wake[0], POLLIN, 0};
+      const int ready = ::poll(&readable, 1, timeout_ms);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        window("running");
+        continue;
+      }
+      char command = 0;
+      if (::read(wake[0], &command, 1) != 1) continue;
+      if (command == 'S') return;  // stop() finishes on its own thread
+      if (command == 'K') {
+        // A fatal signal: last window, close, tell the handler; the process is about to die.
+        const int number = signal.load();
+        window(number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal");
+        database.close();
+        stopped.store(true);
+        const char byte = 'D';
+        [[maybe_unused]] auto ignored = ::write(done[1], &byte, 1);
+        return;
+      }
     }
   }
 };
@@ -344,34 +370,49 @@ std::unique_ptr<TraceWriter> TraceWriter::start(
     error = state->database.error();
     return nullptr;
   }
+  if (::pipe2(state->wake, O_CLOEXEC) != 0 || ::pipe2(state->done, O_CLOEXEC) != 0) {
+    error = std::string("cannot create the writer's pipes: ") + std::strerror(errno);
+    return nullptr;
+  }
+  // The writer thread takes no signals: they go to the application's threads, whose handlers
+  // (commtap's flush included) may then wait for the writer.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   State* raw = state.get();
   raw->thread = std::thread([raw] { raw->run(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(state)));
 }
 
 std::string TraceWriter::stop(const RankFacts& facts) {
   State& s = *state_;
-  {
-    std::lock_guard lock(s.mutex);
-    if (s.stopped) return s.database.error();
-    s.stopping = true;
-    s.stopped = true;
-  }
-  s.wake.notify_all();
+  if (s.stopped.exchange(true)) return s.database.error();
+  const char byte = 'S';
+  [[maybe_unused]] auto ignored = ::write(s.wake[1], &byte, 1);
   if (s.thread.joinable()) s.thread.join();
   s.window(facts.ended_by);
   s.database.close();
   return s.database.error();
 }
 
+bool TraceWriter::flush_for_signal(int signal_number, int timeout_ms) noexcept {
+  State& s = *state_;
+  if (s.stopped.load()) return false;
+  s.signal.store(signal_number);
+  const char byte = 'K';
+  if (::write(s.wake[1], &byte, 1) != 1) return false;
+  pollfd readable{s.done[0], POLLIN, 0};
+  return ::poll(&readable, 1, timeout_ms) == 1;
+}
+
 TraceWriter::~TraceWriter() {
   if (!state_) return;
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->stopping = true;
+  if (state_->thread.joinable()) {
+    const char byte = 'S';
+    [[maybe_unused]] auto ignored = ::write(state_->wake[1], &byte, 1);
+    state_->thread.join();
   }
-  state_->wake.notify_all();
-  if (state_->thread.joinable()) state_->thread.join();
 }
 
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
