@@ -270,7 +270,6 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   ParsedSettings parsed = parse_settings([](const char* name) { return std::getenv(name); });
   if (parsed.settings.disable) return;  // pure pass-through: no communicator, no file, no output
   session.started = true;
-  monitor::use_fast_clock();
   runtime().settings = parsed.settings;
   runtime().yield = parsed.settings.yield;
   runtime().sample = static_cast<std::uint64_t>(parsed.settings.sample);
@@ -293,6 +292,19 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   facts.host = host;
+  facts.group_readable = settings.group_read;
+  // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement); the
+  // node leaders, ordered by world rank, number the nodes.
+  MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+  PMPI_Comm_split_type(session.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  PMPI_Comm_rank(node, &facts.local_rank);
+  PMPI_Comm_split(session.comm, facts.local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders);
+  if (leaders != MPI_COMM_NULL) {
+    PMPI_Comm_rank(leaders, &facts.node);
+    PMPI_Comm_free(&leaders);
+  }
+  PMPI_Bcast(&facts.node, 1, MPI_INT, 0, node);
+  PMPI_Comm_free(&node);
   facts.pid = ::getpid();
   facts.mpi_library = mpi_library_version();
   facts.command_line = read_command_line();

@@ -17,12 +17,10 @@
 
 namespace commtap::monitor {
 
-// Monotonic nanoseconds on CLOCK_MONOTONIC's scale: clock_gettime, or after use_fast_clock()
-// succeeded, the invariant time-stamp counter scaled to it (a few ns instead of ~20).
+// CLOCK_MONOTONIC in nanoseconds (through the vDSO, about 20 ns here). Not the raw time-stamp
+// counter: each process would have to calibrate its rate, and two ranks' calibrations disagree
+// by parts in 1e5, which over an hour of running is tens of milliseconds between ranks.
 std::uint64_t now_ns() noexcept;
-// Calibrates the time-stamp counter against CLOCK_MONOTONIC over `calibration_ns` and switches
-// now_ns() to it, if the CPU has an invariant TSC. Returns whether it did. Call once, at init.
-bool use_fast_clock(std::uint64_t calibration_ns = 5'000'000) noexcept;
 // Shifts now_ns() by `ns`: lets a test make the ranks of one host disagree like hosts do.
 void skew_clock_for_tests(std::int64_t ns) noexcept;
 
@@ -199,6 +197,9 @@ struct RankFacts {
   int rank = 0;
   int world_size = 1;
   std::string host;
+  int node = 0;                 // index of the rank's node (shared-memory domain), 0..nodes-1
+  int local_rank = 0;           // rank within the node
+  bool group_readable = false;  // create the file 0640 instead of 0600
   long pid = 0;
   std::string mpi_library;
   std::string command_line;

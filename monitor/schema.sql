@@ -22,7 +22,9 @@ CREATE TABLE IF NOT EXISTS ranks (
   ended_by     TEXT    NOT NULL,  -- 'running' while the rank runs, then 'finalize', 'abort' or
                                   -- 'exit' (the process exited without MPI_Finalize)
   clock_offset_ns INTEGER,        -- rank 0's monotonic clock = this rank's + offset (NULL: none)
-  clock_error_ns  INTEGER         -- the offset is right within +- this many ns
+  clock_error_ns  INTEGER,        -- the offset is right within +- this many ns
+  node         INTEGER NOT NULL,  -- index of the rank's node (MPI_COMM_TYPE_SHARED domain)
+  local_rank   INTEGER NOT NULL   -- rank within the node
 );
 
 -- The commtap settings each rank ran with (after validation: the values actually used).

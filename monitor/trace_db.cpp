@@ -86,7 +86,7 @@ void bind_u64(sqlite3_stmt* stmt, int index, std::uint64_t value) {
 class RankDatabase {
  public:
   RankDatabase(const std::string& path, const RankFacts& facts)
-      : db_(prepare(path)), facts_(facts) {
+      : db_(prepare(path, facts.group_readable ? 0640 : 0600)), facts_(facts) {
     db_.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     db_.exec(schema_sql());
     db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
@@ -234,10 +234,13 @@ class RankDatabase {
   // A stale file (same job id and rank, an earlier attempt) is replaced, with its WAL. The new
   // file is made readable by the user only (traces name hosts, command lines and call
   // patterns); SQLite gives the -wal and -shm files the database file's permissions.
-  static std::string prepare(const std::string& path) {
+  static std::string prepare(const std::string& path, mode_t mode) {
     for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
-    const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0) ::close(fd);
+    const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, mode);
+    if (fd >= 0) {
+      ::fchmod(fd, mode);  // whatever the umask
+      ::close(fd);
+    }
     return path;
   }
 
@@ -245,8 +248,8 @@ class RankDatabase {
     bool done = false;
     db_.insert_rows(
         "INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, mpi_library, command_line, "
-        "start_ns, end_ns, ended_by, clock_offset_ns, clock_error_ns) VALUES (?1, ?2, ?3, ?4, "
-        "?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "start_ns, end_ns, ended_by, clock_offset_ns, clock_error_ns, node, local_rank) VALUES "
+        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         [&](sqlite3_stmt* stmt) {
           if (done) return false;
           sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -262,6 +265,8 @@ class RankDatabase {
             sqlite3_bind_int64(stmt, 10, facts_.clock.offset_ns);
             sqlite3_bind_int64(stmt, 11, facts_.clock.error_ns);
           }
+          sqlite3_bind_int(stmt, 12, facts_.node);
+          sqlite3_bind_int(stmt, 13, facts_.local_rank);
           done = true;
           return true;
         });

@@ -40,3 +40,9 @@ expect_equal "finalize,finalize" "$(db_query trace "SELECT group_concat(ended_by
 [ "$(ls trace)" == "$(printf 'rank-0.db\nrank-1.db')" ] || fail "leftover files: $(ls trace)"
 [ "$(stat -c %a trace/rank-0.db)" == 600 ] || fail "rank-0.db is not private to the user"
 pass "after the release: ended by finalize, one private file per rank"
+
+COMMTAP_DIR=shared COMMTAP_GROUP_READ=1 run_preloaded 2 "$PROGRAMS/toy_train" 2 64 >/dev/null
+[ "$(stat -c %a shared/rank-1.db)" == 640 ] || fail "COMMTAP_GROUP_READ=1 file mode"
+got=$(db_query shared "SELECT group_concat(node || ':' || local_rank) FROM ranks")
+expect_equal "0:0,0:1" "$got" "node index and local rank on one machine"
+pass "COMMTAP_GROUP_READ and node facts"
