@@ -122,6 +122,10 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
     }
     job->sources_.push_back(where);
   }
+  // Built once here rather than by every rank's writer (where it cost 0.6 us per instance).
+  std::string ignored;
+  exec(job->db_, "CREATE INDEX IF NOT EXISTS collectives_by_instance ON collectives (comm_id, seq)",
+       ignored);
   return job;
 }
 

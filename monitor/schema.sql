@@ -109,8 +109,6 @@ CREATE TABLE IF NOT EXISTS call_sites (
   PRIMARY KEY (rank, site, frame)
 );
 
--- Lining up one collective across ranks goes by (comm_id, seq).
-CREATE INDEX IF NOT EXISTS collectives_by_instance ON collectives (comm_id, seq);
 
 -- Collective instances on rank 0's clock (enter/exit plus the rank's clock offset).
 CREATE VIEW IF NOT EXISTS collectives_aligned AS

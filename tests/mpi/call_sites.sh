@@ -3,7 +3,7 @@
 # binding and through Fortran's binding inside the MPI library; one site per calling location.
 source "$(dirname "$0")/common.sh"
 
-COMMTAP_DIR=trace run_preloaded 2 "$PROGRAMS/call_sites" >/dev/null
+COMMTAP_DIR=trace COMMTAP_SAMPLE=1 run_preloaded 2 "$PROGRAMS/call_sites" >/dev/null
 got=$(db_query trace "SELECT DISTINCT c.function, s.symbol FROM collectives c JOIN call_sites s
         ON s.rank = c.rank AND s.site = c.site AND s.frame = 0 ORDER BY c.function")
 expect_equal "$(printf 'MPI_Allreduce|exchange_gradients\nMPI_Barrier|synchronize_step\nMPI_Iallreduce|overlap_gradients')" \
@@ -15,7 +15,7 @@ got=$(db_query trace "SELECT s.symbol FROM call_sites s WHERE rank = 0 AND frame
 expect_equal main "$got" "the callers' caller"
 pass "C call sites"
 
-COMMTAP_DIR=fortran run_preloaded 2 "$PROGRAMS/fortran_use_mpi" >/dev/null
+COMMTAP_DIR=fortran COMMTAP_SAMPLE=1 run_preloaded 2 "$PROGRAMS/fortran_use_mpi" >/dev/null
 got=$(db_query fortran "SELECT c.function, count(DISTINCT c.site), group_concat(DISTINCT s.symbol)
         FROM collectives c JOIN call_sites s ON s.rank = c.rank AND s.site = c.site AND s.frame = 0
         WHERE c.rank = 0 GROUP BY c.function ORDER BY c.function" | tr '\n' ' ')

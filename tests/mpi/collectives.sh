@@ -8,7 +8,8 @@ source "$(dirname "$0")/common.sh"
 
 reps=2
 mkdir tallies
-COMMTAP_DIR=trace run_preloaded 4 "$PROGRAMS/call_families" tallies $reps >/dev/null
+COMMTAP_DIR=trace COMMTAP_SAMPLE=1 run_preloaded 4 "$PROGRAMS/call_families" tallies $reps \
+  >/dev/null
 
 # Instances per rank = calls of blocking and nonblocking collectives + completed persistent starts.
 for rank in 0 1 2 3; do

@@ -25,6 +25,7 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(parsed.settings.yield);
   EXPECT_EQ(parsed.settings.verbose, 0);
   EXPECT_EQ(parsed.settings.interval, 1000);
+  EXPECT_EQ(parsed.settings.sample, 16);
   EXPECT_EQ(parsed.settings.dir, "");
   EXPECT_EQ(parsed.settings.job_id, "");
 }
