@@ -135,6 +135,11 @@ void CommunicatorRegistry::created(Fn fn, MPI_Comm parent, MPI_Comm created) {
   add(created, pending ? parent : created, id, parent_id, kFunctionName[index_of(fn)]);
 }
 
+void CommunicatorRegistry::add_row(const monitor::CommunicatorRow& row) {
+  std::lock_guard lock(mutex_);
+  rows_.push_back(row);
+}
+
 void CommunicatorRegistry::freed(MPI_Comm comm) {
   std::lock_guard lock(mutex_);
   live_.erase(comm);

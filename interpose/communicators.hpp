@@ -56,6 +56,8 @@ class CommunicatorRegistry {
   // MPI_COMM_NULL (a rank left out by MPI_Comm_split or MPI_Comm_create). Collective: must be
   // called on every rank that made the call.
   void created(Fn fn, MPI_Comm parent, MPI_Comm created);
+  // A communicator of another library (NCCL), identified by its caller.
+  void add_row(const monitor::CommunicatorRow& row);
   // After MPI_Comm_free of `comm` (the handle as it was before the call).
   void freed(MPI_Comm comm);
   // The id of a live communicator, or 0 if commtap has not seen it being made.

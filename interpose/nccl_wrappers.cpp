@@ -4,7 +4,15 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
 
 #include "interpose/export.hpp"
 #include "interpose/runtime.hpp"
@@ -43,20 +51,110 @@ Function resolve(std::atomic<void*>& cache, const char* strong, const char* weak
   return reinterpret_cast<Function>(found);
 }
 
+// NCCL communicators: ids equal on all ranks (made from the ncclUniqueId every rank passes) and
+// per-communicator sequence numbers for the collectives, as for MPI communicators.
+class NcclCommunicators {
+ public:
+  void add(ncclComm_t comm, std::int64_t id, Fn fn, int size, int rank) {
+    std::lock_guard lock(mutex_);
+    states_.push_back(std::make_unique<CommState>());
+    states_.back()->id = id;
+    live_[comm] = states_.back().get();
+    monitor::CommunicatorRow row;
+    row.id = id;
+    row.created_by = kFunctionName[index_of(fn)];
+    row.size = size;
+    row.comm_rank = rank;
+    runtime().communicators.add_row(row);
+  }
+  void remove(ncclComm_t comm) {
+    std::lock_guard lock(mutex_);
+    live_.erase(comm);
+  }
+  CommState* find(ncclComm_t comm) {
+    std::lock_guard lock(mutex_);
+    auto found = live_.find(comm);
+    return found == live_.end() ? nullptr : found->second;
+  }
+  std::uint64_t next_clique() { return ++cliques_; }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<ncclComm_t, CommState*> live_;
+  std::vector<std::unique_ptr<CommState>> states_;
+  std::uint64_t cliques_ = 0;
+};
+Immortal<NcclCommunicators> nccl_communicators;
+
+std::int64_t id_from_unique_id(const ncclUniqueId& unique) {
+  std::uint64_t hash = 0x6e63636cull;  // "nccl"
+  for (char byte : unique.internal)
+    hash = static_cast<std::uint64_t>(mix_id(hash, static_cast<unsigned char>(byte)));
+  return mix_id(hash, 0x1d);
+}
+
+template <typename... A>
+ncclComm_t comm_argument(A... a) {
+  ncclComm_t found = nullptr;
+  ((found = found != nullptr ? found : [&] {
+     if constexpr (std::is_same_v<A, ncclComm_t>) return a;
+     else return ncclComm_t{nullptr};
+   }()),
+   ...);
+  return found;
+}
+
+// After a successful communicator call: register or forget the communicator.
+template <Fn id, typename... A>
+void on_communicator(A... a) {
+  auto& registry = nccl_communicators.value;
+  if constexpr (id == Fn::ncclCommInitRank || id == Fn::ncclCommInitRankConfig) {
+    const auto args = std::make_tuple(a...);
+    registry.add(*std::get<0>(args), id_from_unique_id(std::get<2>(args)), id, std::get<1>(args),
+                 std::get<3>(args));
+  } else if constexpr (id == Fn::ncclCommInitAll) {
+    // One process drives every device: its communicators form one clique.
+    const auto [comms, devices, list] = std::make_tuple(a...);
+    const std::int64_t clique =
+        mix_id(0xa11, registry.next_clique() +
+                          (std::uint64_t{1} << 40) * static_cast<std::uint64_t>(::getpid()));
+    for (int i = 0; i < devices; ++i) registry.add(comms[i], clique, id, devices, i);
+  } else if constexpr (id == Fn::ncclCommDestroy || id == Fn::ncclCommAbort) {
+    registry.remove(comm_argument(a...));
+  }
+}
+
 template <Fn id, typename Real, typename... A>
 ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type, A... a) {
   if (real == nullptr) return ncclSystemError;
   if (!runtime().active.load(std::memory_order_acquire) || t_depth != 0) return real(a...);
   ++t_depth;
+  constexpr Family family = family_of(id);
+  // Collectives take their communicator's next sequence number at the call.
+  CommState* state = nullptr;
+  std::uint64_t seq = 0;
+  if constexpr (family == Family::nccl_collective) {
+    state = nccl_communicators.value.find(comm_argument(a...));
+    if (state != nullptr) seq = state->next_seq();
+  }
   // An NCCL call returns once the work is enqueued: this is the enqueue time. Completion on the
-  // stream is the monitor's business (CUDA events), not the wrapper's.
+  // stream needs CUDA events (not recorded yet), so instances have no exit time.
   const std::uint64_t t0 = monitor::now_ns();
   const ncclResult_t result = real(a...);
   const std::uint64_t t1 = monitor::now_ns();
   monitor::CallStats& stats = runtime().counters->local()[index_of(id)];
   monitor::bump(stats.calls, 1);
   monitor::bump(stats.time_ns, t1 - t0);
-  if (type != ncclNumTypes) monitor::bump(stats.bytes, count * nccl_type_size(type));
+  const std::uint64_t bytes = type != ncclNumTypes ? count * nccl_type_size(type) : 0;
+  monitor::bump(stats.bytes, bytes);
+  if (result == ncclSuccess) {
+    if constexpr (family == Family::nccl_communicator) on_communicator<id>(a...);
+    if (state != nullptr && is_sampled(seq, runtime().sample)) {
+      runtime().counters->record({state->id, seq, bytes, t0, /*exit unknown*/ 0,
+                                  static_cast<std::uint32_t>(index_of(id)), -1,
+                                  runtime().call_sites.site_of(__builtin_return_address(0))});
+    }
+  }
   --t_depth;
   return result;
 }

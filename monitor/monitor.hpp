@@ -117,7 +117,8 @@ struct InstanceRecord {
   std::uint64_t seq = 0;
   std::uint64_t bytes = 0;
   std::uint64_t enter_ns = 0;  // entry of the blocking call, or the post of a nonblocking one
-  std::uint64_t exit_ns = 0;   // return of the blocking call, or the completing call's return
+  std::uint64_t exit_ns = 0;   // return of the blocking call, or the completing call's return;
+                               // 0: not known (NCCL: completion happens later on the stream)
   std::uint32_t function = 0;  // index into the function table
   std::int32_t root = -1;      // rooted collectives; -1 when none
   std::uint32_t site = 0;      // CallSites id; 0 if unknown

@@ -92,7 +92,8 @@ CREATE TABLE IF NOT EXISTS collectives (
   root     INTEGER,           -- rooted collectives (rank in the communicator); NULL otherwise
   site     INTEGER,           -- call_sites.site of the calling code (rank-local); NULL: unknown
   enter_ns INTEGER NOT NULL,  -- this host's monotonic ns: entry, post, or MPI_Start
-  exit_ns  INTEGER NOT NULL,  -- return of the blocking call, or of the call that completed it
+  exit_ns  INTEGER,           -- return of the blocking call, or of the call that completed it;
+                              -- NULL for NCCL collectives (completion on the stream not recorded)
   PRIMARY KEY (rank, comm_id, seq)
 );
 

@@ -197,7 +197,10 @@ class RankDatabase {
           else
             sqlite3_bind_null(stmt, 7);
           bind_u64(stmt, 8, r.enter_ns);
-          bind_u64(stmt, 9, r.exit_ns);
+          if (r.exit_ns != 0)
+            bind_u64(stmt, 9, r.exit_ns);
+          else
+            sqlite3_bind_null(stmt, 9);
           return true;
         });
     std::size_t site = 0, frame = 0;

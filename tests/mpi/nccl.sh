@@ -17,3 +17,19 @@ got=$(db_query trace "SELECT function, calls, bytes FROM call_totals WHERE funct
 expect_equal "ncclAllReduce|5|5120 ncclBroadcast|1|1024 ncclCommDestroy|1|0 ncclCommInitRank|1|0 ncclGroupEnd|5|0 ncclGroupStart|5|0 ncclRecv|5|320 ncclSend|5|320 " \
   "$got" "recorded NCCL calls"
 pass "NCCL calls intercepted and forwarded to pnccl*"
+
+# NCCL communicators and collective instances: the id comes from the ncclUniqueId, so both
+# ranks agree; collectives take sequence numbers (point-to-point and group calls do not); the
+# completion time is unknown without CUDA events.
+COMMTAP_DIR=trace2 COMMTAP_SAMPLE=1 run_preloaded 2 "$PROGRAMS/nccl_user" 5 >/dev/null
+got=$(db_query trace2 "SELECT count(DISTINCT comm_id), count(*), min(size), max(size)
+        FROM communicators WHERE created_by = 'ncclCommInitRank'")
+expect_equal "1|2|2|2" "$got" "the NCCL communicator on both ranks"
+got=$(db_query trace2 "SELECT rank, group_concat(instance, ' ') FROM (
+        SELECT c.rank, c.function || '#' || c.seq AS instance FROM collectives c
+        JOIN communicators m ON m.rank = c.rank AND m.comm_id = c.comm_id
+        WHERE m.created_by = 'ncclCommInitRank' AND c.exit_ns IS NULL ORDER BY c.rank, c.seq)
+        GROUP BY rank ORDER BY rank" | tr '\n' ';')
+instances="ncclAllReduce#1 ncclAllReduce#2 ncclAllReduce#3 ncclAllReduce#4 ncclAllReduce#5 ncclBroadcast#6"
+expect_equal "0|$instances;1|$instances;" "$got" "NCCL collective instances"
+pass "NCCL communicator ids and collective sequence numbers agree across ranks"
