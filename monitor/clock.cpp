@@ -4,8 +4,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "monitor/monitor.hpp"
@@ -21,10 +19,10 @@ std::uint64_t read(clockid_t id) noexcept {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-}  // namespace
-
 // Added to every reading; 0 except in tests that simulate hosts whose clocks disagree.
 std::atomic<std::int64_t> skew_ns{0};
+
+}  // namespace
 
 std::uint64_t now_ns() noexcept {
   return static_cast<std::uint64_t>(skew_ns.load(std::memory_order_relaxed)) +
