@@ -24,6 +24,20 @@ constexpr std::uint64_t kUnseen = 0x756e7365656e2121ull;
 constexpr std::uint64_t kSelf = 0x73656c6621212121ull;
 }  // namespace
 
+namespace {
+std::vector<int> world_ranks_of(MPI_Group group) {
+  MPI_Group world = MPI_GROUP_NULL;
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  int size = 0;
+  PMPI_Group_size(group, &size);
+  std::vector<int> local(static_cast<std::size_t>(size)), global(local.size());
+  for (int i = 0; i < size; ++i) local[static_cast<std::size_t>(i)] = i;
+  PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+  PMPI_Group_free(&world);
+  return global;
+}
+}  // namespace
+
 void CommunicatorRegistry::start(int world_rank) {
   std::lock_guard lock(mutex_);
   world_rank_ = world_rank;
@@ -43,23 +57,36 @@ void CommunicatorRegistry::add(MPI_Comm comm, MPI_Comm describe, std::int64_t id
   row.inter = inter != 0;
   PMPI_Comm_size(describe, &row.size);
   PMPI_Comm_rank(describe, &row.comm_rank);
+  CommState* state = new_state(id);
+  // Point-to-point peers are recorded as world ranks, so every member keeps the translation
+  // (of the remote group for an intercommunicator).
+  if (comm != MPI_COMM_WORLD) {
+    MPI_Group group = MPI_GROUP_NULL;
+    if (row.inter)
+      PMPI_Comm_remote_group(describe, &group);
+    else
+      PMPI_Comm_group(describe, &group);
+    state->world_ranks = world_ranks_of(group);
+    PMPI_Group_free(&group);
+  }
   // The member list is stored once per communicator, by its rank 0: stored by every member it
   // would grow with the square of the job size.
   if (row.comm_rank == 0) {
-    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-    PMPI_Comm_group(describe, &group);
-    PMPI_Comm_group(MPI_COMM_WORLD, &world);
-    std::vector<int> local(static_cast<std::size_t>(row.size)), global(local.size());
-    for (int i = 0; i < row.size; ++i) local[static_cast<std::size_t>(i)] = i;
-    PMPI_Group_translate_ranks(group, row.size, local.data(), world, global.data());
+    std::vector<int> global;
+    if (row.inter || comm == MPI_COMM_WORLD) {
+      MPI_Group group = MPI_GROUP_NULL;
+      PMPI_Comm_group(describe, &group);
+      global = world_ranks_of(group);
+      PMPI_Group_free(&group);
+    } else {
+      global = state->world_ranks;
+    }
     for (std::size_t i = 0; i < global.size(); ++i) {
       if (i > 0) row.members += ',';
       row.members += global[i] == MPI_UNDEFINED ? std::string("?") : std::to_string(global[i]);
     }
-    PMPI_Group_free(&group);
-    PMPI_Group_free(&world);
   }
-  live_[comm] = Live{new_state(id), 0};
+  live_[comm] = Live{state, 0};
   rows_.push_back(std::move(row));
 }
 
@@ -186,6 +213,16 @@ CommState* CommunicatorRegistry::state_of(MPI_Comm comm) {
   cache.comms[slot] = comm;
   cache.states[slot] = state;
   return state;
+}
+
+std::vector<monitor::CommProgress> CommunicatorRegistry::progress() const {
+  std::lock_guard lock(mutex_);
+  std::vector<monitor::CommProgress> out;
+  out.reserve(states_.size());
+  for (const auto& state : states_)
+    out.push_back({state->id, state->started.load(std::memory_order_relaxed),
+                   state->completed.load(std::memory_order_relaxed)});
+  return out;
 }
 
 std::vector<monitor::CommunicatorRow> CommunicatorRegistry::rows() const {

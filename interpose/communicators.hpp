@@ -42,6 +42,22 @@ struct CommState {
     started.store(seq, std::memory_order_relaxed);
     return seq;
   }
+  // The highest sequence number completed (nonblocking collectives may complete out of order).
+  std::atomic<std::uint64_t> completed{0};
+  void completed_seq(std::uint64_t seq) {
+    std::uint64_t seen = completed.load(std::memory_order_relaxed);
+    while (seen < seq && !completed.compare_exchange_weak(seen, seq, std::memory_order_relaxed)) {
+    }
+  }
+  // World rank of each rank of the communicator (of the remote group, for an
+  // intercommunicator: the ranks point-to-point calls name). Empty for MPI_COMM_WORLD.
+  std::vector<int> world_ranks;
+  int world_rank_of(int rank) const {
+    if (world_ranks.empty()) return rank;
+    return rank >= 0 && static_cast<std::size_t>(rank) < world_ranks.size()
+               ? world_ranks[static_cast<std::size_t>(rank)]
+               : -1;
+  }
 };
 
 class CommunicatorRegistry {
@@ -64,6 +80,8 @@ class CommunicatorRegistry {
   std::int64_t id_of(MPI_Comm comm) const;
   // Every communicator this rank belonged to since MPI_Init, live or freed.
   std::vector<monitor::CommunicatorRow> rows() const;
+  // Collectives entered and completed on each of them.
+  std::vector<monitor::CommProgress> progress() const;
 
  private:
   struct Live {

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
@@ -54,6 +55,77 @@ inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std:
                               static_cast<std::uint32_t>(index_of(fn)), root, site});
 }
 
+inline void aggregate(Fn fn, const CommState* comm, std::uint32_t site, std::uint64_t bytes,
+                      std::uint64_t ns) {
+  runtime().counters->aggregate(
+      {comm != nullptr ? comm->id : 0, static_cast<std::uint32_t>(index_of(fn)), site,
+       monitor::size_bucket(bytes)},
+      ns);
+}
+
+// ---- Point-to-point transfers -----------------------------------------------------------------
+
+using Direction = MessageCounters::Direction;
+
+// The pair's number for this message (0: not numbered: no peer, or no room to count the pair).
+inline std::uint64_t number_message(const CommState* comm, int peer_world, int tag,
+                                    Direction direction) {
+  if (peer_world < 0) return 0;
+  return runtime().messages->next(comm->id, peer_world, tag, direction, runtime().thread_multiple);
+}
+
+inline void record_transfer(Fn fn, Direction direction, const CommState* comm, int peer_world,
+                            int tag, std::uint64_t msg, std::uint64_t bytes, std::uint32_t site,
+                            std::uint64_t start_ns, std::uint64_t end_ns) {
+  if (msg == 0 || !is_sampled(msg, runtime().sample)) return;
+  runtime().counters->record(
+      {comm->id, msg, bytes, start_ns, end_ns, static_cast<std::uint32_t>(index_of(fn)), peer_world,
+       site, tag,
+       direction == Direction::send ? monitor::RecordKind::send : monitor::RecordKind::recv});
+}
+
+// Bytes a completed receive delivered (its status knows; the posted count is an upper bound).
+inline std::uint64_t received_bytes(const MPI_Status& status) {
+  MPI_Count bytes = 0;
+  if (PMPI_Get_count_c(&status, MPI_BYTE, &bytes) != MPI_SUCCESS || bytes < 0) return 0;
+  return static_cast<std::uint64_t>(bytes);
+}
+
+// A receive's side of a transfer, once its status is known. A receive posted for a specific
+// source and tag was numbered when posted (`msg`), since MPI matches such receives in the order
+// they are posted; a wildcard one is numbered now, from the source and tag that matched.
+inline void finish_receive(Fn fn, const CommState* comm, std::uint64_t msg, int posted_peer,
+                           int posted_tag, const MPI_Status* status, std::uint64_t posted_bytes,
+                           std::uint32_t site, std::uint64_t start_ns, std::uint64_t end_ns) {
+  int peer_world = posted_peer, tag = posted_tag;
+  if (status != nullptr) {
+    if (status->MPI_SOURCE == MPI_PROC_NULL) return;
+    peer_world = comm->world_rank_of(status->MPI_SOURCE);
+    tag = status->MPI_TAG;
+    if (msg == 0) msg = number_message(comm, peer_world, tag, Direction::recv);
+  }
+  // msg == 0: a wildcard receive in a completion call with too many requests to take statuses.
+  if (msg == 0 || !is_sampled(msg, runtime().sample)) return;
+  const std::uint64_t bytes = status != nullptr ? received_bytes(*status) : posted_bytes;
+  record_transfer(fn, Direction::recv, comm, peer_world, tag, msg, bytes, site, start_ns, end_ns);
+}
+
+template <Fn id>
+constexpr bool is_send_start() {
+  return family_of(id) == Family::p2p_start &&
+         (id == Fn::Isend || id == Fn::Isend_c || id == Fn::Issend || id == Fn::Issend_c ||
+          id == Fn::Ibsend || id == Fn::Ibsend_c || id == Fn::Irsend || id == Fn::Irsend_c);
+}
+template <Fn id>
+constexpr bool is_recv_start() {
+  return id == Fn::Irecv || id == Fn::Irecv_c;
+}
+// Blocking receives that name a communicator and end with a status (MPI_Mrecv names none).
+template <Fn id>
+constexpr bool is_blocking_receive() {
+  return id == Fn::Recv || id == Fn::Recv_c || family_of(id) == Family::sendrecv;
+}
+
 constexpr bool is_collective(Family family) {
   return family == Family::collective || family == Family::collective_start ||
          family == Family::collective_init;
@@ -75,39 +147,73 @@ template <Fn id, typename... A>
 void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
                      monitor::CallStats* stats, A... a) {
   if (rc != MPI_SUCCESS) return;
-  auto complete = [&](MPI_Request request) {
+  // `status`: the completed operation's status, or nullptr if the application ignored it.
+  auto complete = [&](MPI_Request request, const MPI_Status* status) {
     if (auto done = runtime().requests.complete(request, snapshot.epoch())) {
       monitor::CallStats& origin = stats[index_of(done->fn)];
       monitor::bump(origin.completions, 1);
       monitor::bump(origin.completion_ns, now - done->started_ns);
       const Instance& instance = done->instance;
-      if (instance.sampled)
-        record_instance(done->fn, instance.comm->id, instance.seq, instance.bytes, instance.root,
-                        instance.site, done->started_ns, now);
+      if (instance.comm == nullptr) return;
+      aggregate(done->fn, instance.comm, instance.site, instance.bytes, now - done->started_ns);
+      switch (instance.kind) {
+        case monitor::RecordKind::collective:
+          instance.comm->completed_seq(instance.seq);
+          if (instance.sampled)
+            record_instance(done->fn, instance.comm->id, instance.seq, instance.bytes,
+                            instance.root, instance.site, done->started_ns, now);
+          break;
+        case monitor::RecordKind::send:
+          record_transfer(done->fn, Direction::send, instance.comm, instance.root, instance.tag,
+                          instance.seq, instance.bytes, instance.site, done->started_ns, now);
+          break;
+        case monitor::RecordKind::recv:
+          finish_receive(done->fn, instance.comm, instance.seq, instance.root, instance.tag, status,
+                         instance.bytes, instance.site, done->started_ns, now);
+          break;
+      }
     }
   };
+  auto status_at = [](MPI_Status* statuses, int i) -> const MPI_Status* {
+    return statuses == MPI_STATUSES_IGNORE || statuses == MPI_STATUS_IGNORE ? nullptr
+                                                                            : &statuses[i];
+  };
   if constexpr (id == Fn::Wait) {
-    complete(snapshot[0]);
+    complete(snapshot[0], status_at(arg<1>(a...), 0));
   } else if constexpr (id == Fn::Test) {
-    if (*arg<1>(a...)) complete(snapshot[0]);
+    if (*arg<1>(a...)) complete(snapshot[0], status_at(arg<2>(a...), 0));
   } else if constexpr (id == Fn::Waitall) {
-    for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i]);
+    for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i], status_at(arg<2>(a...), i));
   } else if constexpr (id == Fn::Testall) {
     if (*arg<2>(a...))
-      for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i]);
+      for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i], status_at(arg<3>(a...), i));
   } else if constexpr (id == Fn::Waitany) {
-    if (*arg<2>(a...) != MPI_UNDEFINED) complete(snapshot[*arg<2>(a...)]);
+    if (*arg<2>(a...) != MPI_UNDEFINED)
+      complete(snapshot[*arg<2>(a...)], status_at(arg<3>(a...), 0));
   } else if constexpr (id == Fn::Testany) {
-    if (*arg<3>(a...) && *arg<2>(a...) != MPI_UNDEFINED) complete(snapshot[*arg<2>(a...)]);
+    if (*arg<3>(a...) && *arg<2>(a...) != MPI_UNDEFINED)
+      complete(snapshot[*arg<2>(a...)], status_at(arg<4>(a...), 0));
   } else if constexpr (id == Fn::Waitsome || id == Fn::Testsome) {
     const int completed = *arg<2>(a...);
     const int* indices = arg<3>(a...);
     for (int i = 0; completed != MPI_UNDEFINED && i < completed; ++i)
-      complete(snapshot[indices[i]]);
+      complete(snapshot[indices[i]], status_at(arg<4>(a...), i));
   } else if constexpr (id == Fn::Request_free) {
     runtime().requests.forget(snapshot[0], snapshot.epoch());
   }
 }
+
+// Where a completion call takes its status or statuses.
+template <Fn id>
+constexpr std::size_t status_argument() {
+  if constexpr (id == Fn::Wait) return 1;
+  if constexpr (id == Fn::Test || id == Fn::Waitall) return 2;
+  if constexpr (id == Fn::Testall || id == Fn::Waitany) return 3;
+  return 4;  // Testany, Waitsome, Testsome
+}
+// Completion calls with more requests than this keep ignoring statuses (their wildcard receives
+// cannot be numbered).
+inline constexpr std::size_t kOwnStatuses = 64;
 
 template <Fn id, typename... A>
 void start_requests(std::uint64_t now, A... a) {
@@ -180,6 +286,15 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     if constexpr (consumes_requests) {
       if (!runtime().requests.empty()) snapshot_requests<id>(snapshot, a...);
     }
+    // Completions of tracked requests need their statuses (a receive's source, tag and size): if
+    // the application ignores them, commtap passes its own array.
+    [[maybe_unused]] std::array<MPI_Status, kOwnStatuses> own_statuses;
+    if constexpr (consumes_requests && id != Fn::Request_free) {
+      MPI_Status*& statuses = std::get<status_argument<id>()>(std::tie(a...));
+      if (snapshot.size() > 0 && snapshot.size() <= static_cast<int>(kOwnStatuses) &&
+          (statuses == MPI_STATUSES_IGNORE || statuses == MPI_STATUS_IGNORE))
+        statuses = own_statuses.data();
+    }
 
     // Collectives get the next sequence number of their communicator at the call (persistent
     // ones at each MPI_Start instead).
@@ -199,6 +314,15 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     activity->function.store(static_cast<std::uint32_t>(index_of(id)) + 1,
                              std::memory_order_release);
     int rc;
+    // A blocking receive's status names the source and tag a wildcard receive matched: if the
+    // application ignores it, commtap passes its own.
+    [[maybe_unused]] MPI_Status own_status;
+    [[maybe_unused]] MPI_Status* status = nullptr;
+    if constexpr (is_blocking_receive<id>()) {
+      MPI_Status*& last = std::get<sizeof...(A) - 1>(std::tie(a...));
+      if (last == MPI_STATUS_IGNORE) last = &own_status;
+      status = last;
+    }
     if constexpr (yield != Yield::none) {
       rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
     } else {
@@ -213,12 +337,33 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     const std::uint64_t bytes = info.count > 0 ? payload_bytes(info) : 0;
     monitor::bump(own.bytes, bytes);
     [[maybe_unused]] const std::int32_t root = info.peer >= 0 ? info.peer : -1;
-    // The call site is looked up only for sampled instances (and the wrapper is always inlined
-    // into the exported MPI_ function, so this is the application's return address).
-    if constexpr (family == Family::collective) {
-      if (rc == MPI_SUCCESS && is_sampled(seq, runtime().sample))
-        record_instance(id, comm_state->id, seq, bytes, root,
-                        runtime().call_sites.site_of(__builtin_return_address(0)), t0, t1);
+    // Blocking calls: aggregated by call site (the wrapper is always inlined into the exported
+    // MPI_ function, so this is the application's return address); sampled collectives and
+    // messages are recorded one by one.
+    constexpr bool blocking_p2p =
+        family == Family::send || family == Family::recv || family == Family::sendrecv;
+    if constexpr (family == Family::collective || blocking_p2p) {
+      if (rc == MPI_SUCCESS && (family == Family::collective || info.comm != MPI_COMM_NULL)) {
+        const std::uint32_t site = runtime().call_sites.site_of(__builtin_return_address(0));
+        if constexpr (blocking_p2p) comm_state = runtime().communicators.state_of(info.comm);
+        aggregate(id, comm_state, site, bytes, t1 - t0);
+        if constexpr (family == Family::collective) {
+          comm_state->completed_seq(seq);
+          if (is_sampled(seq, runtime().sample))
+            record_instance(id, comm_state->id, seq, bytes, root, site, t0, t1);
+          if (comm_state->id == 1) after_world_collective(seq);
+        }
+        if constexpr (family == Family::send || family == Family::sendrecv) {
+          const int peer = comm_state->world_rank_of(info.peer);
+          record_transfer(id, Direction::send, comm_state, peer, info.tag,
+                          number_message(comm_state, peer, info.tag, Direction::send), bytes, site,
+                          t0, t1);
+        }
+        if constexpr (is_blocking_receive<id>()) {
+          std::uint64_t msg = 0;  // specific or wildcard, the status says what matched
+          finish_receive(id, comm_state, msg, -1, 0, status, bytes, site, t0, t1);
+        }
+      }
     }
     if constexpr (consumes_requests) {
       if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, t1, stats, a...);
@@ -235,14 +380,29 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
         runtime().requests.track(*info.request, id, t0, false);
     } else if constexpr (is_collective(family)) {
       if (info.request != nullptr && rc == MPI_SUCCESS) {
-        // Persistent operations take their sequence numbers (and sampling) at each MPI_Start,
-        // and their call site here, at the _init call.
+        // Persistent operations take their sequence numbers (and sampling) at each MPI_Start.
         const bool sampled = seq != 0 && is_sampled(seq, runtime().sample);
-        const std::uint32_t site = sampled || family == Family::collective_init
-                                       ? runtime().call_sites.site_of(__builtin_return_address(0))
-                                       : 0;
+        const std::uint32_t site = runtime().call_sites.site_of(__builtin_return_address(0));
         runtime().requests.track(*info.request, id, t0, is_persistent(family),
                                  Instance{comm_state, seq, bytes, root, sampled, site});
+      }
+    } else if constexpr (is_send_start<id>() || is_recv_start<id>()) {
+      if (info.request != nullptr && rc == MPI_SUCCESS) {
+        // Sends are numbered when posted (MPI orders a pair's messages by their sends), and so
+        // are receives for a specific source and tag (matched in the order they are posted).
+        CommState* comm = runtime().communicators.state_of(info.comm);
+        const int peer = info.peer >= 0 ? comm->world_rank_of(info.peer) : -1;
+        const bool wildcard = info.peer == MPI_ANY_SOURCE || info.tag == MPI_ANY_TAG;
+        const Direction direction = is_send_start<id>() ? Direction::send : Direction::recv;
+        const std::uint64_t msg = wildcard || info.peer == MPI_PROC_NULL
+                                      ? 0
+                                      : number_message(comm, peer, info.tag, direction);
+        Instance instance{
+            comm,     msg,
+            bytes,    peer,
+            false,    runtime().call_sites.site_of(__builtin_return_address(0)),
+            info.tag, is_send_start<id>() ? monitor::RecordKind::send : monitor::RecordKind::recv};
+        runtime().requests.track(*info.request, id, t0, false, instance);
       }
     } else {
       if (info.request != nullptr && rc == MPI_SUCCESS)

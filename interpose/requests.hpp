@@ -15,14 +15,20 @@
 
 namespace commtap::interpose {
 
-// The collective instance a request stands for, if any (comm == nullptr: none).
+// The collective instance or point-to-point message a request stands for, if any
+// (comm == nullptr: none).
 struct Instance {
   CommState* comm = nullptr;
-  std::uint64_t seq = 0;  // assigned at the post, or at each MPI_Start of a persistent request
+  // Collective: sequence number, assigned at the post or at each MPI_Start of a persistent
+  // request. Transfer: message number of the pair; 0 for a receive from MPI_ANY_SOURCE or with
+  // MPI_ANY_TAG, numbered at completion from its status.
+  std::uint64_t seq = 0;
   std::uint64_t bytes = 0;
-  std::int32_t root = -1;
+  std::int32_t root = -1;  // collective: root; transfer: peer's world rank (-1: any source)
   bool sampled = false;
   std::uint32_t site = 0;
+  std::int32_t tag = 0;  // transfers; MPI_ANY_TAG for a wildcard receive
+  monitor::RecordKind kind = monitor::RecordKind::collective;
 };
 
 inline bool is_sampled(std::uint64_t seq, std::uint64_t sample) {

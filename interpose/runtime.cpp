@@ -79,6 +79,9 @@ struct Session {
   std::string database_path;
   std::unique_ptr<monitor::TraceWriter> writer;
   std::size_t sites_written = 0;  // touched by the writer thread only
+  // Clock estimates not written yet (MPI_Init's, periodic ones, MPI_Finalize's).
+  std::mutex clock_mutex;
+  std::vector<monitor::ClockEstimate> clock_estimates;
 };
 
 struct Lifecycle {
@@ -165,6 +168,12 @@ monitor::Snapshot collect_snapshot() {
   snapshot.instances_dropped = runtime().counters->drain(snapshot.instances);
   // After the instances: every site they name is written in the same window or before.
   snapshot.new_sites = runtime().call_sites.since(session.sites_written);
+  snapshot.aggregates_dropped = runtime().counters->close_window(snapshot.aggregates);
+  snapshot.progress = runtime().communicators.progress();
+  {
+    std::lock_guard lock(session.clock_mutex);
+    snapshot.clock_estimates.swap(session.clock_estimates);
+  }
   snapshot.busy = runtime().counters->busy();
   for (monitor::ActivitySnapshot& busy : snapshot.busy)
     busy.comm_id = runtime().communicators.id_of(static_cast<MPI_Comm>(busy.comm_handle));
@@ -235,6 +244,12 @@ monitor::ClockOffset estimate_clock_offset(MPI_Comm comm, int rank, int size) {
 
 // SIGTERM and SIGINT (what batch systems and Ctrl-C send) end the process before MPI_Finalize:
 // the writer is asked for a last window first, then the signal's default action proceeds.
+void keep_clock_estimate(const monitor::ClockOffset& offset) {
+  if (offset.error_ns < 0) return;
+  std::lock_guard lock(session.clock_mutex);
+  session.clock_estimates.push_back({monitor::now_ns(), offset});
+}
+
 void on_fatal_signal(int number) {
   if (!session.forked_child && session.writer != nullptr)
     session.writer->flush_for_signal(number, 3000);
@@ -274,6 +289,10 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   runtime().yield = parsed.settings.yield;
   runtime().sample = static_cast<std::uint64_t>(parsed.settings.sample);
   runtime().counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
+  runtime().messages = std::make_unique<MessageCounters>();
+  int thread_level = MPI_THREAD_SINGLE;
+  PMPI_Query_thread(&thread_level);
+  runtime().thread_multiple = thread_level == MPI_THREAD_MULTIPLE;
 
   // A private communicator keeps commtap's own messages out of the application's matching.
   PMPI_Comm_dup(MPI_COMM_WORLD, &session.comm);
@@ -311,6 +330,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   facts.start_ns = monitor::wall_ns();
   if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
   facts.clock = estimate_clock_offset(session.comm, rank, size);
+  keep_clock_estimate(facts.clock);
 
   // All ranks must agree on whether to record, so one unwritable node turns recording off
   // everywhere with a single message instead of leaving a job directory with holes.
@@ -357,6 +377,14 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   // The library's finalize has not run yet, so its call is counted with no time.
   const std::uint64_t now = monitor::now_ns();
   count_lifecycle_call(finalize_fn, now, now);
+  // MPI_Finalize is collective: a last clock estimate bounds the drift since the last one.
+  // Not at MPI_Abort, where the other ranks may never come.
+  if (std::strcmp(ended_by, "finalize") == 0 && session.comm != MPI_COMM_NULL) {
+    int rank = 0, size = 1;
+    PMPI_Comm_rank(session.comm, &rank);
+    PMPI_Comm_size(session.comm, &size);
+    keep_clock_estimate(estimate_clock_offset(session.comm, rank, size));
+  }
   // Written before the library's MPI_Finalize: finalize can hang (UCX across hosts), and what
   // was recorded must survive that.
   finish_recording(ended_by);
@@ -366,6 +394,17 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0)
     PMPI_Comm_free(&session.comm);
   runtime().requests.clear();
+}
+
+void after_world_collective(std::uint64_t seq) {
+  const std::uint64_t every = static_cast<std::uint64_t>(runtime().settings.clock_sync);
+  if (every == 0 || seq % every != 0) return;
+  std::lock_guard lock(lifecycle_mutex);
+  if (!session.started || session.stopped || session.forked_child) return;
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(session.comm, &rank);
+  PMPI_Comm_size(session.comm, &size);
+  keep_clock_estimate(estimate_clock_offset(session.comm, rank, size));
 }
 
 }  // namespace commtap::interpose

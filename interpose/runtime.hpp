@@ -8,6 +8,7 @@
 
 #include "interpose/communicators.hpp"
 #include "interpose/function_table.hpp"
+#include "interpose/messages.hpp"
 #include "interpose/requests.hpp"
 #include "interpose/settings.hpp"
 #include "monitor/monitor.hpp"
@@ -20,9 +21,12 @@ struct Runtime {
   std::atomic<bool> active{false};
   // COMMTAP_YIELD and COMMTAP_SAMPLE, fixed at init.
   bool yield = false;
+  // MPI_THREAD_MULTIPLE was provided: threads may be inside MPI calls at the same time.
+  bool thread_multiple = false;
   std::uint64_t sample = 1;
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;
+  std::unique_ptr<MessageCounters> messages;
   monitor::CallSites call_sites;
   RequestTable requests;
   CommunicatorRegistry communicators;
@@ -50,5 +54,8 @@ extern thread_local int t_depth __attribute__((tls_model("initial-exec")));
 // Fortran mpi_f08 wrappers. `start` and `stop` are idempotent.
 void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn);
 void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by);
+// After the blocking collective `seq` on MPI_COMM_WORLD: every COMMTAP_CLOCK_SYNC-th of them
+// re-estimates the clock offsets (all ranks reach the same seq, so all take part).
+void after_world_collective(std::uint64_t seq);
 
 }  // namespace commtap::interpose

@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <mutex>
+#include <tuple>
+#include <unordered_map>
 
 #include "monitor/monitor.hpp"
 
@@ -9,11 +12,72 @@ namespace commtap::monitor {
 // a late call memory-safe: at exit() the main thread's thread_local destructors run before
 // atexit handlers and static destructors, which may still call MPI (MPI_Finalize from a global
 // object's destructor); such a call keeps counting into the array its thread cached.
+namespace {
+
+// One thread's aggregates: open addressing with a short probe, written by its thread only.
+// Counts and totals are cumulative (the writer subtracts what it saw last window); the minimum
+// and maximum are kept per window, in two slots by window parity, so that the thread can start
+// the next window's while the writer still reads the one it closed.
+struct AggregateTable {
+  static constexpr std::size_t kSlots = 1024;
+  static constexpr std::size_t kProbes = 16;
+  struct Slot {
+    std::atomic<std::uint64_t> hash{0};  // 0: empty; stored last, with release
+    AggregateKey key;
+    std::atomic<std::uint64_t> calls{0}, total_ns{0};
+    std::atomic<std::uint64_t> window[2] = {}, min_ns[2] = {}, max_ns[2] = {};
+    // The writer's view at the last window (touched by the writer only).
+    std::uint64_t seen_calls = 0, seen_total_ns = 0;
+  };
+  std::array<Slot, kSlots> slots;
+  std::atomic<std::uint64_t> dropped{0};
+
+  static std::uint64_t hash_of(const AggregateKey& k) {
+    std::uint64_t h = static_cast<std::uint64_t>(k.comm_id) * 0x9E3779B97F4A7C15ull;
+    h ^= (std::uint64_t{k.function} << 32 | k.site) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+    h ^= k.bucket * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    return h | 1;  // never 0, which marks an empty slot
+  }
+
+  void add(const AggregateKey& key, std::uint64_t ns, std::uint64_t window) {
+    const std::uint64_t hash = hash_of(key);
+    for (std::size_t probe = 0; probe < kProbes; ++probe) {
+      Slot& slot = slots[(hash + probe) % kSlots];
+      const std::uint64_t found = slot.hash.load(std::memory_order_relaxed);
+      if (found == 0) {
+        slot.key = key;
+        slot.hash.store(hash, std::memory_order_release);
+      } else if (found != hash || !(slot.key == key)) {
+        continue;
+      }
+      bump(slot.calls, 1);
+      bump(slot.total_ns, ns);
+      const std::size_t parity = window & 1;
+      if (slot.window[parity].load(std::memory_order_relaxed) != window) {
+        slot.min_ns[parity].store(ns, std::memory_order_relaxed);
+        slot.max_ns[parity].store(ns, std::memory_order_relaxed);
+        slot.window[parity].store(window, std::memory_order_release);
+      } else {
+        if (ns < slot.min_ns[parity].load(std::memory_order_relaxed))
+          slot.min_ns[parity].store(ns, std::memory_order_relaxed);
+        if (ns > slot.max_ns[parity].load(std::memory_order_relaxed))
+          slot.max_ns[parity].store(ns, std::memory_order_relaxed);
+      }
+      return;
+    }
+    bump(dropped, 1);
+  }
+};
+
+}  // namespace
+
 struct CallCounters::Registry {
   struct Thread {
     std::unique_ptr<CallStats[]> stats;
     Activity activity;
-    std::atomic<RecordRing*> ring{nullptr};  // made by the thread on its first record
+    std::atomic<RecordRing*> ring{nullptr};            // made by the thread on its first record
+    std::atomic<AggregateTable*> aggregates{nullptr};  // made on its first aggregated call
   };
   std::size_t functions;
   mutable std::mutex mutex;
@@ -22,7 +86,10 @@ struct CallCounters::Registry {
 
   explicit Registry(std::size_t n) : functions(n) {}
   ~Registry() {
-    for (auto& thread : threads) delete thread->ring.load(std::memory_order_acquire);
+    for (auto& thread : threads) {
+      delete thread->ring.load(std::memory_order_acquire);
+      delete thread->aggregates.load(std::memory_order_acquire);
+    }
   }
 
   void release(Thread* thread) {
@@ -43,6 +110,7 @@ thread_local std::uint64_t cached_serial COMMTAP_FAST_TLS = 0;
 thread_local CallStats* cached_slots COMMTAP_FAST_TLS = nullptr;
 thread_local Activity* cached_activity COMMTAP_FAST_TLS = nullptr;
 thread_local std::atomic<RecordRing*>* cached_ring COMMTAP_FAST_TLS = nullptr;
+thread_local std::atomic<AggregateTable*>* cached_aggregates COMMTAP_FAST_TLS = nullptr;
 }  // namespace
 
 CallCounters::CallCounters(std::size_t functions)
@@ -90,6 +158,7 @@ void CallCounters::attach_thread() {
   cached_slots = thread->stats.get();
   cached_activity = &thread->activity;
   cached_ring = &thread->ring;
+  cached_aggregates = &thread->aggregates;
 }
 
 void CallCounters::record(const InstanceRecord& record) {
@@ -110,6 +179,59 @@ std::uint64_t CallCounters::drain(std::vector<InstanceRecord>& out) {
     if (ring == nullptr) continue;
     ring->drain(out);
     dropped += ring->dropped();
+  }
+  return dropped;
+}
+
+void CallCounters::aggregate(const AggregateKey& key, std::uint64_t ns) {
+  if (cached_serial != serial_) attach_thread();
+  AggregateTable* table = cached_aggregates->load(std::memory_order_relaxed);
+  if (table == nullptr) {
+    table = new AggregateTable();  // owned by the registry's thread entry
+    cached_aggregates->store(table, std::memory_order_release);
+  }
+  table->add(key, ns, window_.load(std::memory_order_relaxed));
+}
+
+std::uint64_t CallCounters::close_window(std::vector<AggregateRow>& out) {
+  const std::uint64_t closing = window_.fetch_add(1, std::memory_order_acq_rel);
+  std::lock_guard lock(registry_->mutex);
+  std::uint64_t dropped = 0;
+  std::unordered_map<std::uint64_t, std::size_t> row_of_key;
+  for (const auto& thread : registry_->threads) {
+    AggregateTable* table = thread->aggregates.load(std::memory_order_acquire);
+    if (table == nullptr) continue;
+    dropped += table->dropped.load(std::memory_order_relaxed);
+    for (AggregateTable::Slot& slot : table->slots) {
+      if (slot.hash.load(std::memory_order_acquire) == 0) continue;
+      const std::uint64_t calls = slot.calls.load(std::memory_order_relaxed);
+      const std::uint64_t total = slot.total_ns.load(std::memory_order_relaxed);
+      if (calls == slot.seen_calls) continue;
+      AggregateRow row{slot.key, calls - slot.seen_calls, total - slot.seen_total_ns, 0, 0};
+      slot.seen_calls = calls;
+      slot.seen_total_ns = total;
+      // The closed window's extremes; a call that read the old window number but landed after
+      // this read shows up in the next window, with the extremes kept in the other parity.
+      std::size_t parity = closing & 1;
+      if (slot.window[parity].load(std::memory_order_acquire) != closing) parity ^= 1;
+      row.min_ns = slot.min_ns[parity].load(std::memory_order_relaxed);
+      row.max_ns = slot.max_ns[parity].load(std::memory_order_relaxed);
+      // Threads share keys: merge into the row of an earlier thread.
+      auto [position, fresh] =
+          row_of_key.try_emplace(slot.hash.load(std::memory_order_relaxed), out.size());
+      while (!fresh && !(out[position->second].key == row.key)) {  // a hash collision
+        std::tie(position, fresh) = row_of_key.try_emplace(position->first + 1, out.size());
+      }
+      if (fresh) {
+        out.push_back(row);
+      } else {
+        AggregateRow& same = out[position->second];
+        same.calls += row.calls;
+        same.total_ns += row.total_ns;
+        same.min_ns = std::min(same.min_ns, row.min_ns);
+        same.max_ns = std::max(same.max_ns, row.max_ns);
+      }
+    }
   }
   return dropped;
 }

@@ -111,17 +111,52 @@ class CallSites {
   std::unique_ptr<Shared> shared_;
 };
 
-// One recorded collective instance. Times are now_ns() of this host (CLOCK_MONOTONIC scale).
+// What a record stands for.
+enum class RecordKind : std::uint8_t {
+  collective,  // one sampled collective instance
+  send,        // one sampled point-to-point message, as its sender saw it
+  recv,        // ... and as its receiver saw it
+};
+
+// One recorded collective instance or point-to-point transfer. Times are now_ns() of this host
+// (CLOCK_MONOTONIC scale).
 struct InstanceRecord {
   std::int64_t comm_id = 0;
-  std::uint64_t seq = 0;
+  std::uint64_t seq = 0;  // collective: sequence number on the communicator; transfer: message
+                          // number of the (communicator, sender, receiver, tag) pair
   std::uint64_t bytes = 0;
   std::uint64_t enter_ns = 0;  // entry of the blocking call, or the post of a nonblocking one
   std::uint64_t exit_ns = 0;   // return of the blocking call, or the completing call's return;
                                // 0: not known (NCCL: completion happens later on the stream)
   std::uint32_t function = 0;  // index into the function table
-  std::int32_t root = -1;      // rooted collectives; -1 when none
+  std::int32_t root = -1;      // collective: root (-1 when none); transfer: peer's world rank
   std::uint32_t site = 0;      // CallSites id; 0 if unknown
+  std::int32_t tag = 0;        // transfers only
+  RecordKind kind = RecordKind::collective;
+};
+
+// Size classes for the per-window aggregates: the byte count rounded down to three significant
+// bits (0..7 exactly, then 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ...), so that a class spans at
+// most 25% and calls of one size always share a class.
+constexpr std::uint64_t size_bucket(std::uint64_t bytes) noexcept {
+  if (bytes < 8) return bytes;
+  const int shift = 63 - __builtin_clzll(bytes) - 2;
+  return (bytes >> shift) << shift;
+}
+
+// What the aggregates are keyed by (besides the window).
+struct AggregateKey {
+  std::int64_t comm_id = 0;
+  std::uint32_t function = 0;  // index into the function table
+  std::uint32_t site = 0;      // CallSites id; 0 if unknown
+  std::uint64_t bucket = 0;    // size_bucket(bytes)
+  bool operator==(const AggregateKey&) const = default;
+};
+
+// One window's aggregate of the calls with one key.
+struct AggregateRow {
+  AggregateKey key;
+  std::uint64_t calls = 0, total_ns = 0, min_ns = 0, max_ns = 0;
 };
 
 // A bounded single-producer (the thread) single-consumer (the writer) queue of records. When
@@ -175,10 +210,16 @@ class CallCounters {
   Activity* local_activity();
   // The threads that are inside a recorded call now.
   std::vector<ActivitySnapshot> busy() const;
-  // Queues a collective instance on this thread's ring (made on first use).
+  // Queues a collective instance or transfer on this thread's ring (made on first use).
   void record(const InstanceRecord& record);
   // Writer side: takes every queued record; returns the total dropped so far.
   std::uint64_t drain(std::vector<InstanceRecord>& out);
+  // Adds one call of `ns` nanoseconds to this thread's aggregate for `key` (a per-thread hash
+  // table, made on first use; keys beyond its capacity are counted as dropped).
+  void aggregate(const AggregateKey& key, std::uint64_t ns);
+  // Writer side: closes the current window and appends its aggregates (summed per key over
+  // threads); returns the calls dropped so far for lack of room.
+  std::uint64_t close_window(std::vector<AggregateRow>& out);
   // Sum over live and exited threads. Safe to call while other threads record.
   std::vector<CallTotals> totals() const;
   std::size_t functions() const { return functions_; }
@@ -187,6 +228,8 @@ class CallCounters {
 
  private:
   void attach_thread();
+  // The window calls are aggregated into now; close_window() advances it.
+  std::atomic<std::uint64_t> window_{1};
   std::size_t functions_;
   std::uint64_t serial_;
   std::shared_ptr<Registry> registry_;
@@ -230,18 +273,42 @@ struct FunctionRow {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 extern const char* const kCommtapVersion;
+
+// How far a rank got on one communicator: collectives entered and completed (sequence numbers).
+struct CommProgress {
+  std::int64_t comm_id = 0;
+  std::uint64_t entered = 0;
+  std::uint64_t completed = 0;
+  bool operator==(const CommProgress&) const = default;
+};
+
+// One estimate of the offset to rank 0's clock, made when this rank's now_ns() read `at_ns`.
+struct ClockEstimate {
+  std::uint64_t at_ns = 0;
+  ClockOffset offset;
+};
 
 // What the writer records at every window, collected from the interposer on the writer thread.
 struct Snapshot {
   std::vector<FunctionRow> functions;
-  std::vector<CallSite> new_sites;  // found since the last window
-  std::vector<InstanceRecord> instances;
-  std::uint64_t instances_dropped = 0;  // since start
+  std::vector<CallSite> new_sites;        // found since the last window
+  std::vector<InstanceRecord> instances;  // collective instances and transfers
+  std::uint64_t instances_dropped = 0;    // since start
+  std::vector<AggregateRow> aggregates;   // of the window that closes now
+  std::uint64_t aggregates_dropped = 0;   // since start
   std::vector<CommunicatorRow> communicators;
-  std::vector<ActivitySnapshot> busy;       // threads inside a recorded call
-  std::vector<std::string> function_names;  // to name ActivitySnapshot::function (index + 1)
+  std::vector<CommProgress> progress;  // every communicator's (rows that did not change since
+                                       // the last window are not written again)
+  std::vector<ClockEstimate> clock_estimates;  // made since the last window
+  std::vector<ActivitySnapshot> busy;          // threads inside a recorded call
+  std::vector<std::string> function_names;     // to name function indexes
+  std::uint64_t writer_ns = 0;                 // the writer thread's CPU time so far
+  // For synthetic databases: the window's CLOCK_REALTIME stamp and how this rank's now_ns()
+  // maps to it. 0: now, and the writer's own mapping.
+  std::uint64_t wall_ns = 0;
+  std::int64_t wall_minus_monotonic_ns = 0;
 };
 
 // One rank's trace database, written by a background thread: created at start (WAL mode,
@@ -263,8 +330,8 @@ class TraceWriter {
   TraceWriter& operator=(const TraceWriter&) = delete;
 
   // Writes a last window and the end facts (end_ns, ended_by), stops the thread and closes the
-  // file. Returns an empty string or the first error met since start (after which the writer
-  // had stopped writing). Idempotent.
+  // file. Returns an empty string or an error not reported yet (the writer thread reports the
+  // error that stops it on stderr when it happens). Idempotent.
   std::string stop(const RankFacts& facts);
 
   // For a fatal-signal handler (async-signal-safe): asks the writer thread to write a last
@@ -279,11 +346,10 @@ class TraceWriter {
   std::unique_ptr<State> state_;
 };
 
-// Writes a complete rank database in one go (start, one window, end): for tests and tools that
-// make synthetic databases through the same code as the library.
+// Writes a complete rank database in one go (start, one transaction per snapshot, end): for
+// tests and tools that make synthetic databases through the same code as the library.
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
-                                const std::vector<FunctionRow>& functions,
-                                const std::vector<CommunicatorRow>& communicators);
+                                const std::vector<Snapshot>& windows);
 
 }  // namespace commtap::monitor

@@ -1,4 +1,4 @@
--- commtap trace database, schema version 1 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 2 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -77,8 +77,70 @@ CREATE TABLE IF NOT EXISTS heartbeats (
   seq      INTEGER,           -- in_call: the collective's sequence number on that communicator
   since_ns INTEGER,           -- in_call: CLOCK_REALTIME when that call was entered
   threads_in_calls INTEGER NOT NULL,
-  instances_dropped INTEGER NOT NULL,  -- collective records lost to full buffers, since start
+  instances_dropped INTEGER NOT NULL,  -- collective and transfer records lost to full buffers,
+                                       -- since start
+  aggregates_dropped INTEGER NOT NULL, -- calls left out of `aggregates` (a thread's table was
+                                       -- full), since start
+  writer_cpu_ns INTEGER NOT NULL,      -- CPU time of commtap's writer thread, since start
   PRIMARY KEY (rank, wall_ns)
+);
+
+-- How far each rank got on each communicator: the sequence number of the last collective it
+-- entered and of the last it completed. Written when they change (so the newest row per
+-- (rank, comm_id) is the current state). Members whose `entered` is below a seq that others are
+-- stuck in never arrived.
+CREATE TABLE IF NOT EXISTS comm_progress (
+  rank      INTEGER NOT NULL,
+  wall_ns   INTEGER NOT NULL,  -- the heartbeat row written with it
+  comm_id   INTEGER NOT NULL,
+  entered   INTEGER NOT NULL,
+  completed INTEGER NOT NULL,
+  PRIMARY KEY (rank, comm_id, wall_ns)
+);
+
+-- Per window and per (communicator, function, call site, size class): every call, sampled or
+-- not. Blocking calls count their call time; nonblocking and persistent operations their time
+-- from post (or MPI_Start) to completion, in the window of the completion.
+CREATE TABLE IF NOT EXISTS aggregates (
+  rank       INTEGER NOT NULL,
+  wall_ns    INTEGER NOT NULL,  -- CLOCK_REALTIME at the end of the window
+  comm_id    INTEGER NOT NULL,  -- 0: none
+  function   TEXT    NOT NULL,
+  site       INTEGER NOT NULL,  -- call_sites.site; 0: unknown
+  size_class INTEGER NOT NULL,  -- bytes rounded down to three significant bits
+  calls      INTEGER NOT NULL,
+  total_ns   INTEGER NOT NULL,
+  min_ns     INTEGER NOT NULL,
+  max_ns     INTEGER NOT NULL,
+  PRIMARY KEY (rank, wall_ns, comm_id, function, site, size_class)
+);
+
+-- Sampled point-to-point messages (every COMMTAP_SAMPLE-th message of each (communicator,
+-- sender, receiver, tag) pair), one row on each side. The sender's and the receiver's rows of one
+-- message have the same (comm_id, tag, msg) with rank and peer swapped: see transfers_joined.
+CREATE TABLE IF NOT EXISTS transfers (
+  rank      INTEGER NOT NULL,
+  direction TEXT    NOT NULL,  -- 'send' or 'recv'
+  peer      INTEGER NOT NULL,  -- world rank of the other side
+  comm_id   INTEGER NOT NULL,
+  tag       INTEGER NOT NULL,
+  msg       INTEGER NOT NULL,  -- 1 for the pair's first message with this tag on this comm
+  function  TEXT    NOT NULL,
+  bytes     INTEGER NOT NULL,  -- as sent, or as received
+  site      INTEGER,           -- call_sites.site; NULL: unknown
+  start_ns  INTEGER NOT NULL,  -- send: the send call's entry; recv: the receive's post
+  end_ns    INTEGER NOT NULL,  -- send: local completion; recv: the message is in the buffer
+  PRIMARY KEY (rank, direction, comm_id, peer, tag, msg)
+);
+
+-- Estimates of each rank's offset to rank 0's monotonic clock: at MPI_Init, every
+-- COMMTAP_CLOCK_SYNC collectives on MPI_COMM_WORLD, and at MPI_Finalize.
+CREATE TABLE IF NOT EXISTS clock_offsets (
+  rank      INTEGER NOT NULL,
+  at_ns     INTEGER NOT NULL,  -- this rank's monotonic ns when it was made
+  offset_ns INTEGER NOT NULL,  -- rank 0's clock = this rank's + offset
+  error_ns  INTEGER NOT NULL,
+  PRIMARY KEY (rank, at_ns)
 );
 
 -- Sampled collective instances (COMMTAP_SAMPLE): (comm_id, seq) names the same instance on every
@@ -117,3 +179,27 @@ CREATE VIEW IF NOT EXISTS collectives_aligned AS
          c.enter_ns + coalesce(r.clock_offset_ns, 0) AS enter_ns,
          c.exit_ns + coalesce(r.clock_offset_ns, 0) AS exit_ns
   FROM collectives c JOIN ranks r ON r.rank = c.rank;
+
+-- Both sides of each sampled message, on rank 0's clock (each rank's offset at MPI_Init).
+-- latency_ns: from the later of send start and receive post to the receive's completion.
+CREATE VIEW IF NOT EXISTS transfers_joined AS
+  SELECT s.rank AS sender, r.rank AS receiver, s.comm_id, s.tag, s.msg, s.bytes,
+         s.start_ns + coalesce(rs.clock_offset_ns, 0) AS send_start_ns,
+         s.end_ns + coalesce(rs.clock_offset_ns, 0) AS send_end_ns,
+         r.start_ns + coalesce(rr.clock_offset_ns, 0) AS recv_posted_ns,
+         r.end_ns + coalesce(rr.clock_offset_ns, 0) AS recv_end_ns,
+         r.end_ns + coalesce(rr.clock_offset_ns, 0)
+           - max(s.start_ns + coalesce(rs.clock_offset_ns, 0),
+                 r.start_ns + coalesce(rr.clock_offset_ns, 0)) AS latency_ns
+  FROM transfers s
+  JOIN transfers r ON r.direction = 'recv' AND r.rank = s.peer AND r.peer = s.rank
+                  AND r.comm_id = s.comm_id AND r.tag = s.tag AND r.msg = s.msg
+  JOIN ranks rs ON rs.rank = s.rank
+  JOIN ranks rr ON rr.rank = r.rank
+  WHERE s.direction = 'send';
+
+-- Time per function per rank, for the common question "where does each rank spend its MPI time".
+CREATE VIEW IF NOT EXISTS time_per_function AS
+  SELECT rank, function, calls, time_ns, bytes,
+         CAST(time_ns AS REAL) / max(calls, 1) AS mean_ns
+  FROM call_totals;

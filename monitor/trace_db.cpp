@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "monitor/monitor.hpp"
 
@@ -47,7 +48,7 @@ class Db {
     if (!ok() || db_ == nullptr) return;
     char* message = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-      error_ = message ? message : sqlite3_errmsg(db_);
+      error_ = with_cause(message ? message : sqlite3_errmsg(db_));
       sqlite3_free(message);
     }
   }
@@ -58,11 +59,11 @@ class Db {
     if (!ok() || db_ == nullptr) return;
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
-      error_ = sqlite3_errmsg(db_);
+      error_ = with_cause(sqlite3_errmsg(db_));
       return;
     }
     while (ok() && bind_row(stmt)) {
-      if (sqlite3_step(stmt) != SQLITE_DONE) error_ = sqlite3_errmsg(db_);
+      if (sqlite3_step(stmt) != SQLITE_DONE) error_ = with_cause(sqlite3_errmsg(db_));
       sqlite3_reset(stmt);
       sqlite3_clear_bindings(stmt);
     }
@@ -70,6 +71,15 @@ class Db {
   }
 
  private:
+  // SQLite's message plus the system's reason when there is one ("disk I/O error (File too
+  // large)" says more than the first half).
+  std::string with_cause(const char* message) const {
+    std::string text = message;
+    const int code = db_ != nullptr ? sqlite3_system_errno(db_) : 0;
+    if (code != 0) text += std::string(" (") + std::strerror(code) + ")";
+    return text;
+  }
+
   sqlite3* db_ = nullptr;
   std::string error_;
 };
@@ -132,7 +142,7 @@ class RankDatabase {
   // One window: totals, communicators, a heartbeat, the end time so far. `ended_by` is
   // "running" until the last window.
   bool write_window(const Snapshot& snapshot, const std::string& ended_by) {
-    const std::uint64_t wall = wall_ns();
+    const std::uint64_t wall = snapshot.wall_ns != 0 ? snapshot.wall_ns : wall_ns();
     db_.exec("BEGIN");
     write_rank_row(wall, ended_by);
     db_.exec(("DELETE FROM call_totals WHERE rank = " + std::to_string(facts_.rank)).c_str());
@@ -173,20 +183,30 @@ class RankDatabase {
             bind_text(stmt, 8, row.members);
           return true;
         });
+    auto function_name = [&](std::uint32_t index) -> const std::string& {
+      static const std::string unknown = "?";
+      return index < snapshot.function_names.size() ? snapshot.function_names[index] : unknown;
+    };
+    // Records of one kind at a time, in the order they were drained.
+    auto next_of_kind = [&](std::size_t& position, bool transfer) -> const InstanceRecord* {
+      while (position < snapshot.instances.size()) {
+        const InstanceRecord& r = snapshot.instances[position++];
+        if ((r.kind != RecordKind::collective) == transfer) return &r;
+      }
+      return nullptr;
+    };
     next = 0;
     db_.insert_rows(
         "INSERT OR REPLACE INTO collectives(rank, comm_id, seq, function, bytes, root, site, "
         "enter_ns, exit_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [&](sqlite3_stmt* stmt) {
-          if (next == snapshot.instances.size()) return false;
-          const InstanceRecord& r = snapshot.instances[next++];
+          const InstanceRecord* found = next_of_kind(next, false);
+          if (found == nullptr) return false;
+          const InstanceRecord& r = *found;
           sqlite3_bind_int(stmt, 1, facts_.rank);
           sqlite3_bind_int64(stmt, 2, r.comm_id);
           bind_u64(stmt, 3, r.seq);
-          if (r.function < snapshot.function_names.size())
-            bind_text(stmt, 4, snapshot.function_names[r.function]);
-          else
-            bind_text(stmt, 4, "?");
+          bind_text(stmt, 4, function_name(r.function));
           bind_u64(stmt, 5, r.bytes);
           if (r.root >= 0)
             sqlite3_bind_int(stmt, 6, r.root);
@@ -201,6 +221,78 @@ class RankDatabase {
             bind_u64(stmt, 9, r.exit_ns);
           else
             sqlite3_bind_null(stmt, 9);
+          return true;
+        });
+    next = 0;
+    db_.insert_rows(
+        "INSERT OR IGNORE INTO transfers(rank, direction, peer, comm_id, tag, msg, function, "
+        "bytes, site, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        [&](sqlite3_stmt* stmt) {
+          const InstanceRecord* found = next_of_kind(next, true);
+          if (found == nullptr) return false;
+          const InstanceRecord& r = *found;
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          bind_text(stmt, 2, r.kind == RecordKind::send ? "send" : "recv");
+          sqlite3_bind_int(stmt, 3, r.root);
+          sqlite3_bind_int64(stmt, 4, r.comm_id);
+          sqlite3_bind_int(stmt, 5, r.tag);
+          bind_u64(stmt, 6, r.seq);
+          bind_text(stmt, 7, function_name(r.function));
+          bind_u64(stmt, 8, r.bytes);
+          if (r.site != 0) sqlite3_bind_int64(stmt, 9, r.site);
+          bind_u64(stmt, 10, r.enter_ns);
+          bind_u64(stmt, 11, r.exit_ns);
+          return true;
+        });
+    next = 0;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO aggregates(rank, wall_ns, comm_id, function, site, size_class, "
+        "calls, total_ns, min_ns, max_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        [&](sqlite3_stmt* stmt) {
+          if (next == snapshot.aggregates.size()) return false;
+          const AggregateRow& row = snapshot.aggregates[next++];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          bind_u64(stmt, 2, wall);
+          sqlite3_bind_int64(stmt, 3, row.key.comm_id);
+          bind_text(stmt, 4, function_name(row.key.function));
+          sqlite3_bind_int64(stmt, 5, row.key.site);
+          bind_u64(stmt, 6, row.key.bucket);
+          bind_u64(stmt, 7, row.calls);
+          bind_u64(stmt, 8, row.total_ns);
+          bind_u64(stmt, 9, row.min_ns);
+          bind_u64(stmt, 10, row.max_ns);
+          return true;
+        });
+    next = 0;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO comm_progress(rank, wall_ns, comm_id, entered, completed) "
+        "VALUES (?1, ?2, ?3, ?4, ?5)",
+        [&](sqlite3_stmt* stmt) {
+          while (next < snapshot.progress.size()) {
+            const CommProgress& p = snapshot.progress[next++];
+            auto [seen, fresh] = progress_written_.try_emplace(p.comm_id, p);
+            if (!fresh && seen->second == p) continue;
+            seen->second = p;
+            sqlite3_bind_int(stmt, 1, facts_.rank);
+            bind_u64(stmt, 2, wall);
+            sqlite3_bind_int64(stmt, 3, p.comm_id);
+            bind_u64(stmt, 4, p.entered);
+            bind_u64(stmt, 5, p.completed);
+            return true;
+          }
+          return false;
+        });
+    next = 0;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO clock_offsets(rank, at_ns, offset_ns, error_ns) VALUES (?1, ?2, "
+        "?3, ?4)",
+        [&](sqlite3_stmt* stmt) {
+          if (next == snapshot.clock_estimates.size()) return false;
+          const ClockEstimate& e = snapshot.clock_estimates[next++];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          bind_u64(stmt, 2, e.at_ns);
+          sqlite3_bind_int64(stmt, 3, e.offset.offset_ns);
+          sqlite3_bind_int64(stmt, 4, e.offset.error_ns);
           return true;
         });
     std::size_t site = 0, frame = 0;
@@ -283,8 +375,8 @@ class RankDatabase {
     bool done = false;
     db_.insert_rows(
         "INSERT OR REPLACE INTO heartbeats(rank, wall_ns, state, function, comm_id, seq, "
-        "since_ns, threads_in_calls, instances_dropped) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-        "?9)",
+        "since_ns, threads_in_calls, instances_dropped, aggregates_dropped, writer_cpu_ns) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         [&](sqlite3_stmt* stmt) {
           if (done) return false;
           sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -297,10 +389,15 @@ class RankDatabase {
               bind_text(stmt, 4, snapshot.function_names[index]);
             if (oldest->comm_id != 0) sqlite3_bind_int64(stmt, 5, oldest->comm_id);
             if (oldest->seq != 0) bind_u64(stmt, 6, oldest->seq);
-            bind_u64(stmt, 7, oldest->since_ns + wall_minus_monotonic_);
+            const std::int64_t shift = snapshot.wall_minus_monotonic_ns != 0
+                                           ? snapshot.wall_minus_monotonic_ns
+                                           : static_cast<std::int64_t>(wall_minus_monotonic_);
+            sqlite3_bind_int64(stmt, 7, static_cast<std::int64_t>(oldest->since_ns) + shift);
           }
           sqlite3_bind_int(stmt, 8, static_cast<int>(snapshot.busy.size()));
           bind_u64(stmt, 9, snapshot.instances_dropped);
+          bind_u64(stmt, 10, snapshot.aggregates_dropped);
+          bind_u64(stmt, 11, snapshot.writer_ns);
           done = true;
           return true;
         });
@@ -308,6 +405,7 @@ class RankDatabase {
 
   Db db_;
   RankFacts facts_;
+  std::unordered_map<std::int64_t, CommProgress> progress_written_;
   // Fixed at start, so that one call's entry time reads the same in every window.
   std::uint64_t wall_minus_monotonic_ = wall_ns() - now_ns();
 };
@@ -325,11 +423,27 @@ struct TraceWriter::State {
   int done[2] = {-1, -1};
   std::atomic<int> signal{0};
   std::atomic<bool> stopped{false};
-  bool failed = false;
+  bool failed = false;  // the error was reported: stop() returns no error for it again
+  std::atomic<std::uint64_t> writer_cpu_ns{0};
+  std::string path;
+  int rank = 0;
+  std::string final_ended_by;  // set by stop() before it wakes the thread
   std::thread thread;
 
-  State(const std::string& path, const RankFacts& facts, Collect c, std::uint64_t interval)
-      : database(path, facts), collect(std::move(c)), interval_ns(interval) {}
+  State(const std::string& p, const RankFacts& facts, Collect c, std::uint64_t interval)
+      : database(p, facts),
+        collect(std::move(c)),
+        interval_ns(interval),
+        path(p),
+        rank(facts.rank) {}
+
+  void measure_writer_cpu() {
+    timespec cpu{};
+    if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+      writer_cpu_ns.store(static_cast<std::uint64_t>(cpu.tv_sec) * 1'000'000'000u +
+                              static_cast<std::uint64_t>(cpu.tv_nsec),
+                          std::memory_order_relaxed);
+  }
   ~State() {
     for (int fd : {wake[0], wake[1], done[0], done[1]})
       if (fd >= 0) ::close(fd);
@@ -337,7 +451,17 @@ struct TraceWriter::State {
 
   void window(const std::string& ended_by) {
     if (failed) return;
-    if (!database.write_window(collect(), ended_by)) failed = true;
+    Snapshot snapshot = collect();
+    snapshot.writer_ns = writer_cpu_ns.load(std::memory_order_relaxed);
+    if (!database.write_window(snapshot, ended_by)) {
+      // A full disk or a vanished directory: say so once, now, and stop writing. The job goes
+      // on; the file keeps the windows committed before.
+      failed = true;
+      std::fprintf(stderr,
+                   "commtap: rank %d stopped writing %s: %s; monitoring is off for this rank, "
+                   "the job goes on\n",
+                   rank, path.c_str(), database.error().c_str());
+    }
   }
 
   void run() {
@@ -348,11 +472,19 @@ struct TraceWriter::State {
       if (ready < 0 && errno == EINTR) continue;
       if (ready == 0) {
         window("running");
+        measure_writer_cpu();
         continue;
       }
       char command = 0;
       if (::read(wake[0], &command, 1) != 1) continue;
-      if (command == 'S') return;  // stop() finishes on its own thread
+      if (command == 'S') {
+        // stop(): the last window and the close happen here too, so that every write of the
+        // database is made by this thread, which blocks all signals: a file size limit then
+        // fails the write (EFBIG) instead of killing the process with SIGXFSZ.
+        window(final_ended_by);
+        database.close();
+        return;
+      }
       if (command == 'K') {
         // A fatal signal: last window, close, tell the handler; the process is about to die.
         const int number = signal.load();
@@ -395,13 +527,13 @@ std::unique_ptr<TraceWriter> TraceWriter::start(
 
 std::string TraceWriter::stop(const RankFacts& facts) {
   State& s = *state_;
-  if (s.stopped.exchange(true)) return s.database.error();
+  if (s.stopped.exchange(true)) return "";
+  s.final_ended_by = facts.ended_by;
   const char byte = 'S';
-  [[maybe_unused]] auto ignored = ::write(s.wake[1], &byte, 1);
-  if (s.thread.joinable()) s.thread.join();
-  s.window(facts.ended_by);
-  s.database.close();
-  return s.database.error();
+  if (::write(s.wake[1], &byte, 1) != 1 || !s.thread.joinable()) return "the writer is gone";
+  s.thread.join();
+  // Errors are reported by the writer thread when they happen.
+  return "";
 }
 
 bool TraceWriter::flush_for_signal(int signal_number, int timeout_ms) noexcept {
@@ -417,6 +549,7 @@ bool TraceWriter::flush_for_signal(int signal_number, int timeout_ms) noexcept {
 TraceWriter::~TraceWriter() {
   if (!state_) return;
   if (state_->thread.joinable()) {
+    if (!state_->stopped.exchange(true)) state_->final_ended_by = "exit";
     const char byte = 'S';
     [[maybe_unused]] auto ignored = ::write(state_->wake[1], &byte, 1);
     state_->thread.join();
@@ -425,13 +558,13 @@ TraceWriter::~TraceWriter() {
 
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
-                                const std::vector<FunctionRow>& functions,
-                                const std::vector<CommunicatorRow>& communicators) {
+                                const std::vector<Snapshot>& windows) {
   RankDatabase database(path, facts);
-  Snapshot snapshot;
-  snapshot.functions = functions;
-  snapshot.communicators = communicators;
-  if (database.write_start(settings)) database.write_window(snapshot, facts.ended_by);
+  if (!database.write_start(settings)) return database.error();
+  for (std::size_t i = 0; i < windows.size(); ++i)
+    if (!database.write_window(windows[i], i + 1 == windows.size() ? facts.ended_by : "running"))
+      break;
+  database.close();
   return database.error();
 }
 

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <cstdlib>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 using commtap::monitor::bump;
 using commtap::monitor::CallCounters;
+namespace monitor = commtap::monitor;
 
 TEST(CallCounters, SumsLiveAndExitedThreads) {
   CallCounters counters(3);
@@ -87,4 +89,72 @@ TEST(ClockOffset, TheShortestRoundTripWins) {
 TEST(ClockOffset, NoUsableSampleMeansNoEstimate) {
   EXPECT_LT(commtap::monitor::estimate_offset({}).error_ns, 0);
   EXPECT_LT(commtap::monitor::estimate_offset({{100, 50, 90}}).error_ns, 0) << "time ran backwards";
+}
+
+TEST(SizeBucket, KeepsThreeSignificantBits) {
+  for (std::uint64_t b = 0; b < 8; ++b) EXPECT_EQ(monitor::size_bucket(b), b);
+  EXPECT_EQ(monitor::size_bucket(8), 8u);
+  EXPECT_EQ(monitor::size_bucket(9), 8u);
+  EXPECT_EQ(monitor::size_bucket(10), 10u);
+  EXPECT_EQ(monitor::size_bucket(15), 14u);
+  EXPECT_EQ(monitor::size_bucket(1023), 896u);
+  EXPECT_EQ(monitor::size_bucket(1024), 1024u);
+  EXPECT_EQ(monitor::size_bucket(~std::uint64_t{0}), std::uint64_t{7} << 61);
+  // Randomized: a class never spans more than 25% and never exceeds its members.
+  std::mt19937_64 random(42);
+  for (int i = 0; i < 100000; ++i) {
+    const std::uint64_t bytes = random() >> (random() % 64);
+    const std::uint64_t bucket = monitor::size_bucket(bytes);
+    ASSERT_LE(bucket, bytes);
+    ASSERT_LE(bytes - bucket, bucket / 4) << bytes;
+  }
+}
+
+TEST(Aggregates, WindowsSplitCountsAndKeepExtremesPerWindow) {
+  monitor::CallCounters counters(4);
+  const monitor::AggregateKey a{.comm_id = 1, .function = 2, .site = 3, .bucket = 8};
+  const monitor::AggregateKey b{.comm_id = 1, .function = 2, .site = 4, .bucket = 8};
+  counters.aggregate(a, 100);
+  counters.aggregate(a, 300);
+  counters.aggregate(b, 50);
+  std::thread other([&] { counters.aggregate(a, 7); });  // another thread, same key: merged
+  other.join();
+  std::vector<monitor::AggregateRow> first;
+  EXPECT_EQ(counters.close_window(first), 0u);
+  ASSERT_EQ(first.size(), 2u);
+  auto row_of = [](const std::vector<monitor::AggregateRow>& rows, const monitor::AggregateKey& k) {
+    for (const auto& r : rows)
+      if (r.key == k) return r;
+    return monitor::AggregateRow{};
+  };
+  const monitor::AggregateRow ra = row_of(first, a);
+  EXPECT_EQ(ra.calls, 3u);
+  EXPECT_EQ(ra.total_ns, 407u);
+  EXPECT_EQ(ra.min_ns, 7u);
+  EXPECT_EQ(ra.max_ns, 300u);
+  EXPECT_EQ(row_of(first, b).calls, 1u);
+
+  // The next window holds only what came after; keys without calls are left out.
+  counters.aggregate(a, 1000);
+  std::vector<monitor::AggregateRow> second;
+  counters.close_window(second);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].calls, 1u);
+  EXPECT_EQ(second[0].min_ns, 1000u);
+  EXPECT_EQ(second[0].max_ns, 1000u);
+  std::vector<monitor::AggregateRow> third;
+  counters.close_window(third);
+  EXPECT_TRUE(third.empty());
+}
+
+TEST(Aggregates, AFullTableCountsDroppedCallsInsteadOfGrowing) {
+  monitor::CallCounters counters(1);
+  for (std::uint32_t site = 1; site <= 5000; ++site)
+    counters.aggregate({.comm_id = 1, .function = 0, .site = site, .bucket = 0}, 1);
+  std::vector<monitor::AggregateRow> rows;
+  const std::uint64_t dropped = counters.close_window(rows);
+  EXPECT_GT(dropped, 0u);
+  std::uint64_t calls = 0;
+  for (const auto& r : rows) calls += r.calls;
+  EXPECT_EQ(calls + dropped, 5000u);
 }

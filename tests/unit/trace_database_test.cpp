@@ -59,11 +59,18 @@ std::vector<monitor::CommunicatorRow> communicators(int rank) {
   return {world};
 }
 
+monitor::Snapshot window(int rank) {
+  monitor::Snapshot snapshot;
+  snapshot.functions = rows(rank);
+  snapshot.communicators = communicators(rank);
+  return snapshot;
+}
+
 void write_job(const fs::path& directory, int ranks) {
   for (int r = 0; r < ranks; ++r) {
     const std::string error =
         monitor::write_rank_database((directory / ("rank-" + std::to_string(r) + ".db")).string(),
-                                     facts(r), {{"COMMTAP_YIELD", "0"}}, rows(r), communicators(r));
+                                     facts(r), {{"COMMTAP_YIELD", "0"}}, {window(r)});
     ASSERT_EQ(error, "") << "rank " << r;
   }
 }
@@ -142,7 +149,7 @@ TEST(TraceDatabase, RewritingAFileReplacesItWhole) {
 
 TEST(TraceDatabase, UnwritableDirectoryIsAnErrorNotACrash) {
   const std::string error = monitor::write_rank_database("/proc/commtap-no-such-dir/rank-0.db",
-                                                         facts(0), {}, rows(0), {});
+                                                         facts(0), {}, {window(0)});
   EXPECT_NE(error, "");
 }
 

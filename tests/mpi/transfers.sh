@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Per-peer transfers, per-window aggregates, communicator progress and clock re-estimation,
+# checked against what the program itself knows it did: the transfers program writes every
+# message it sent and received (peer, tag, number of the pair's message, bytes).
+source "$(dirname "$0")/common.sh"
+
+ROUNDS=6
+mkdir truth3 truth-sampled truth-native
+COMMTAP_DIR=trace3 COMMTAP_SAMPLE=1 COMMTAP_CLOCK_SYNC=2 \
+  run_preloaded 3 "$PROGRAMS/transfers" truth3 $ROUNDS >preloaded.txt
+run_native 3 "$PROGRAMS/transfers" truth-native $ROUNDS >native.txt
+expect_same_files native.txt preloaded.txt "native and preloaded results"
+
+# 1. Every numbered message, on both sides, with the program's own numbering and sizes.
+for r in 0 1 2; do
+  sort truth3/truth-rank-$r.txt >expected
+  db_query trace3 "SELECT direction, peer, tag, msg, bytes FROM transfers WHERE rank = $r" |
+    tr '|' ' ' | sort >recorded
+  expect_same_files expected recorded "rank $r: transfers and the program's truth"
+done
+pass "every message recorded on both sides with the program's numbering (3 ranks, sample 1)"
+
+# 2. The two sides join: each message received by its number was sent with the same bytes.
+messages=$(cat truth3/truth-rank-*.txt | grep -c '^send')
+joined=$(db_query trace3 "SELECT count(*) FROM transfers_joined")
+expect_equal "$messages" "$joined" "messages joined sender to receiver"
+mismatched=$(db_query trace3 "SELECT count(*) FROM transfers s JOIN transfers r
+  ON s.direction = 'send' AND r.direction = 'recv' AND r.rank = s.peer AND r.peer = s.rank
+  AND r.comm_id = s.comm_id AND r.tag = s.tag AND r.msg = s.msg WHERE s.bytes != r.bytes")
+expect_equal 0 "$mismatched" "joined messages whose sizes differ"
+pass "$joined messages joined sender to receiver, sizes equal"
+
+# 3. Sampling picks the same messages on both sides.
+COMMTAP_DIR=trace-sampled COMMTAP_SAMPLE=4 \
+  run_preloaded 3 "$PROGRAMS/transfers" truth-sampled $ROUNDS >/dev/null
+db_query trace-sampled "SELECT direction, rank, peer, tag, msg FROM transfers" |
+  awk -F'|' '{ if ($5 % 4 != 0) bad = 1
+               print ($1 == "send" ? $2 "|" $3 : $3 "|" $2) "|" $4 "|" $5 }
+             END { exit bad }' | sort | uniq -c | awk '{print $1}' | sort -u >counts ||
+  fail "a sampled message number is not a multiple of 4"
+expect_equal 2 "$(cat counts)" "sides recording each sampled message (send and recv)"
+sampled=$(db_query trace-sampled "SELECT count(*) FROM transfers_joined")
+[ "$sampled" -gt 0 ] || fail "sample 4 recorded no message"
+pass "sample 4: $sampled messages, each recorded by both sides, numbers multiples of 4"
+
+# 4. Aggregates count every call: blocking ones per call, nonblocking ones per completion.
+for function in MPI_Send MPI_Recv MPI_Sendrecv MPI_Sendrecv_replace MPI_Allreduce; do
+  got=$(db_query trace3 "SELECT (SELECT sum(calls) FROM aggregates WHERE function = '$function')
+                               || ' ' || (SELECT sum(calls) FROM call_totals
+                                          WHERE function = '$function')")
+  read -r aggregated counted <<<"$got"
+  expect_equal "$counted" "$aggregated" "$function in aggregates and call_totals"
+done
+for function in MPI_Isend MPI_Irecv; do
+  got=$(db_query trace3 "SELECT (SELECT sum(calls) FROM aggregates WHERE function = '$function')
+                               || ' ' || (SELECT sum(completions) FROM call_totals
+                                          WHERE function = '$function')")
+  read -r aggregated completed <<<"$got"
+  expect_equal "$completed" "$aggregated" "$function in aggregates and completions"
+done
+bad=$(db_query trace3 "SELECT count(*) FROM aggregates WHERE min_ns > max_ns OR calls < 1
+                       OR total_ns < min_ns OR site = 0")
+expect_equal 0 "$bad" "aggregate rows with impossible extremes or no call site"
+pass "aggregates: every call counted once, with call sites"
+
+# 5. Progress on MPI_COMM_WORLD: the last row of each rank says all collectives entered and
+# completed (ROUNDS allreduces + the final reduce).
+progress=$(db_query trace3 "SELECT group_concat(entered || '/' || completed, ' ') FROM
+  (SELECT rank, entered, completed FROM comm_progress WHERE comm_id = 1
+   AND wall_ns = (SELECT max(wall_ns) FROM comm_progress p WHERE p.rank = comm_progress.rank
+                  AND p.comm_id = 1) ORDER BY rank)")
+expect_equal "7/7 7/7 7/7" "$progress" "entered/completed on MPI_COMM_WORLD"
+pass "comm_progress: every rank entered and completed 7 collectives on MPI_COMM_WORLD"
+
+# 6. Clock offsets: at MPI_Init, after world collectives 2, 4, 6 (COMMTAP_CLOCK_SYNC=2), and at
+# MPI_Finalize: five estimates per rank.
+estimates=$(db_query trace3 "SELECT group_concat(n, ' ') FROM
+  (SELECT count(*) AS n FROM clock_offsets GROUP BY rank ORDER BY rank)")
+expect_equal "5 5 5" "$estimates" "clock estimates per rank"
+pass "clock offsets re-estimated periodically and at MPI_Finalize"
