@@ -1,4 +1,5 @@
-// The `commtap` command: run a job preloaded, list the settings, query trace databases.
+// The `commtap` command: run a job preloaded, list the settings, query trace databases, analyze
+// their health and report it.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyzer/analyzer.hpp"
+#include "analyzer/health.hpp"
 #include "analyzer/launch.hpp"
 #include "monitor/monitor.hpp"
 
@@ -186,6 +188,88 @@ int main(int argc, char** argv) {
   merge->add_option("job", merge_dir, "Job directory")->required();
   merge->add_option("-o,--output", merge_output, "Output file (default: <job>/job.db)");
 
+  // ---- analyze and report ----
+  HealthOptions health_options;
+  std::vector<std::string> analyze_paths;
+  bool analyze_json = false;
+  std::string store, fail_on = "error";
+  CLI::App* analyze = app.add_subcommand(
+      "analyze", "Find hung ranks, lost ranks, slow hosts and ranks, slow links and degradation");
+  CLI::App* report = app.add_subcommand(
+      "report", "Write one self-contained HTML page with the link matrix, lateness and findings");
+  std::string report_path, report_output = "report.html";
+  for (CLI::App* command : {analyze, report}) {
+    command
+        ->add_option("--hang-after", health_options.hang_after_s,
+                     "Seconds in one collective before ranks count as stuck")
+        ->capture_default_str();
+    command
+        ->add_option("--stale-after", health_options.stale_after_s,
+                     "Seconds without a heartbeat before a rank counts as lost (0: three "
+                     "COMMTAP_INTERVALs + 1 s)")
+        ->capture_default_str();
+    command
+        ->add_option("--since", health_options.since_s,
+                     "Look only at the last this many seconds of data (0: all)")
+        ->capture_default_str();
+    command->add_option("--window", health_options.window_s, "Persistence window, seconds")
+        ->capture_default_str();
+    command
+        ->add_option("--persistence", health_options.persistence,
+                     "Fraction of windows a slow rank must be flagged in")
+        ->capture_default_str();
+    command
+        ->add_option("--min-instances", health_options.min_instances,
+                     "Aligned instances a window needs to count")
+        ->capture_default_str();
+    command
+        ->add_option("--min-lateness-ms", health_options.min_lateness_ms,
+                     "Slow rank: least median lateness")
+        ->capture_default_str();
+    command
+        ->add_option("--lateness-factor", health_options.lateness_factor,
+                     "Slow rank: median lateness over the ranks' lower quartile")
+        ->capture_default_str();
+    command
+        ->add_option("--last-fraction", health_options.last_fraction,
+                     "Slow rank: how often its host must be last to arrive")
+        ->capture_default_str();
+    command
+        ->add_option("--link-factor", health_options.link_factor,
+                     "Slow link: median latency over the baseline")
+        ->capture_default_str();
+    command
+        ->add_option("--min-link-delay-us", health_options.min_link_delay_us,
+                     "Slow link: least excess latency")
+        ->capture_default_str();
+    command
+        ->add_option("--degradation-factor", health_options.degradation_factor,
+                     "Degradation: recent time per call over the job's baseline")
+        ->capture_default_str();
+    command
+        ->add_option("--min-degradation-us", health_options.min_degradation_us,
+                     "Degradation: least excess per call")
+        ->capture_default_str();
+    command
+        ->add_option("--degradation-windows", health_options.degradation_windows,
+                     "Degradation: latest windows that must all be slow")
+        ->capture_default_str();
+  }
+  analyze
+      ->add_option("jobs", analyze_paths,
+                   "Job directories, database files, or directories of job directories")
+      ->required();
+  analyze->add_flag("--json", analyze_json, "JSON output (schema in docs/analyzer.md)");
+  analyze->add_option("--store", store,
+                      "Record findings in this SQLite database (first/last seen, active)");
+  analyze
+      ->add_option("--fail-on", fail_on,
+                   "Exit 1 when a finding is at least this severe (info, warning, error, "
+                   "critical)")
+      ->capture_default_str();
+  report->add_option("job", report_path, "Job directory or database file")->required();
+  report->add_option("-o,--output", report_output, "HTML file to write")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -252,6 +336,91 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "commtap: merged %zu rank files into %s\n", job->sources().size(),
                  output.c_str());
+    return 0;
+  }
+
+  if (*analyze) {
+    Severity threshold = Severity::error;
+    if (!parse_severity(fail_on, threshold)) {
+      std::fprintf(stderr,
+                   "commtap analyze: --fail-on %s: expected info, warning, error or "
+                   "critical\n",
+                   fail_on.c_str());
+      return kExitError;
+    }
+    std::vector<std::string> errors;
+    const std::vector<std::string> jobs = find_jobs(analyze_paths, errors);
+    std::vector<JobHealth> results;
+    for (const std::string& path : jobs) {
+      JobHealth health;
+      std::string error;
+      if (analyze_job(path, health_options, health, error))
+        results.push_back(std::move(health));
+      else
+        errors.push_back(error);
+    }
+    for (const std::string& error : errors) std::fprintf(stderr, "commtap: %s\n", error.c_str());
+    std::cout << (analyze_json ? health_json(results).dump(2) + "\n" : health_text(results));
+    if (!store.empty()) {
+      std::string error;
+      if (!store_findings(store, results, error)) {
+        std::fprintf(stderr, "commtap: cannot store findings: %s\n", error.c_str());
+        return kExitError;
+      }
+    }
+    if (!errors.empty()) return kExitError;
+    for (const JobHealth& job : results)
+      for (const Finding& f : job.findings)
+        if (f.severity >= threshold) return 1;
+    return 0;
+  }
+
+  if (*report) {
+    JobHealth health;
+    std::string error;
+    if (!analyze_job(report_path, health_options, health, error)) {
+      std::fprintf(stderr, "commtap: %s\n", error.c_str());
+      return kExitError;
+    }
+    // The slowest call sites over the whole job, from the aggregates.
+    std::string sites = "<p>No aggregates.</p>";
+    if (auto job = JobDatabase::open(report_path, error)) {
+      auto result = job->query(
+          "SELECT a.function, coalesce(s.symbol, '?') AS caller, a.size_class AS bytes_class, "
+          "sum(a.calls) AS calls, round(sum(a.total_ns) / 1e6, 3) AS total_ms, "
+          "round(sum(a.total_ns) / 1e3 / sum(a.calls), 1) AS mean_us, "
+          "round(max(a.max_ns) / 1e3, 1) AS worst_us FROM aggregates a LEFT JOIN call_sites s "
+          "ON s.rank = a.rank AND s.site = a.site AND s.frame = 0 "
+          "GROUP BY 1, 2, 3 ORDER BY sum(a.total_ns) DESC LIMIT 15",
+          error);
+      if (result && !result->rows.empty()) {
+        sites = "<table><tr>";
+        for (const std::string& c : result->columns) sites += "<th>" + c + "</th>";
+        sites += "</tr>";
+        for (const auto& row : result->rows) {
+          sites += "<tr>";
+          for (const auto& cell : row) {
+            std::string text = cell.value_or("");
+            std::string escaped;
+            for (char c : text)
+              escaped += c == '<' ? "&lt;" : c == '&' ? "&amp;" : std::string(1, c);
+            sites += "<td>" + escaped + "</td>";
+          }
+          sites += "</tr>";
+        }
+        sites += "</table>";
+      }
+    }
+    const std::string temporary = report_output + ".tmp";
+    FILE* out = std::fopen(temporary.c_str(), "w");
+    const std::string html = health_html(health, sites);
+    if (out == nullptr || std::fwrite(html.data(), 1, html.size(), out) != html.size() ||
+        std::fclose(out) != 0 || std::rename(temporary.c_str(), report_output.c_str()) != 0) {
+      std::fprintf(stderr, "commtap: cannot write %s\n", report_output.c_str());
+      return kExitError;
+    }
+    std::fprintf(stderr, "commtap: wrote %s (%zu findings)\n", report_output.c_str(),
+                 health.findings.size());
     return 0;
   }
 

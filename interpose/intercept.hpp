@@ -74,10 +74,32 @@ inline std::uint64_t number_message(const CommState* comm, int peer_world, int t
   return runtime().messages->next(comm->id, peer_world, tag, direction, runtime().thread_multiple);
 }
 
+// Whether both sides record this message: a hash of its whole name rather than the number
+// alone, so that programs that give every message a tag of its own (the step number, say) are
+// sampled too.
+inline bool is_message_sampled(std::int64_t comm_id, int sender, int receiver, int tag,
+                               std::uint64_t msg, std::uint64_t sample) {
+  if (sample <= 1) return true;
+  std::uint64_t x = static_cast<std::uint64_t>(comm_id) ^ msg * 0x9E3779B97F4A7C15ull;
+  x ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(sender)) << 32 |
+        static_cast<std::uint32_t>(receiver)) *
+       0xBF58476D1CE4E5B9ull;
+  x ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 32;
+  return x % sample == 0;
+}
+
 inline void record_transfer(Fn fn, Direction direction, const CommState* comm, int peer_world,
                             int tag, std::uint64_t msg, std::uint64_t bytes, std::uint32_t site,
                             std::uint64_t start_ns, std::uint64_t end_ns) {
-  if (msg == 0 || !is_sampled(msg, runtime().sample)) return;
+  if (msg == 0) return;
+  const int self = runtime().world_rank;
+  if (!is_message_sampled(comm->id, direction == Direction::send ? self : peer_world,
+                          direction == Direction::send ? peer_world : self, tag, msg,
+                          runtime().sample))
+    return;
   runtime().counters->record(
       {comm->id, msg, bytes, start_ns, end_ns, static_cast<std::uint32_t>(index_of(fn)), peer_world,
        site, tag,
@@ -105,7 +127,9 @@ inline void finish_receive(Fn fn, const CommState* comm, std::uint64_t msg, int 
     if (msg == 0) msg = number_message(comm, peer_world, tag, Direction::recv);
   }
   // msg == 0: a wildcard receive in a completion call with too many requests to take statuses.
-  if (msg == 0 || !is_sampled(msg, runtime().sample)) return;
+  if (msg == 0 ||
+      !is_message_sampled(comm->id, peer_world, runtime().world_rank, tag, msg, runtime().sample))
+    return;
   const std::uint64_t bytes = status != nullptr ? received_bytes(*status) : posted_bytes;
   record_transfer(fn, Direction::recv, comm, peer_world, tag, msg, bytes, site, start_ns, end_ns);
 }

@@ -307,6 +307,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   monitor::RankFacts& facts = session.facts;
   facts.job_id = agree_on_job_id(settings, session.comm, rank);
   facts.rank = rank;
+  runtime().world_rank = rank;
   facts.world_size = size;
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);

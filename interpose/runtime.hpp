@@ -23,6 +23,7 @@ struct Runtime {
   bool yield = false;
   // MPI_THREAD_MULTIPLE was provided: threads may be inside MPI calls at the same time.
   bool thread_multiple = false;
+  int world_rank = 0;
   std::uint64_t sample = 1;
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;

@@ -30,18 +30,18 @@ mismatched=$(db_query trace3 "SELECT count(*) FROM transfers s JOIN transfers r
 expect_equal 0 "$mismatched" "joined messages whose sizes differ"
 pass "$joined messages joined sender to receiver, sizes equal"
 
-# 3. Sampling picks the same messages on both sides.
+# 3. Sampling picks the same messages on both sides (by a hash of the message's name, so about
+# one in four here).
 COMMTAP_DIR=trace-sampled COMMTAP_SAMPLE=4 \
   run_preloaded 3 "$PROGRAMS/transfers" truth-sampled $ROUNDS >/dev/null
 db_query trace-sampled "SELECT direction, rank, peer, tag, msg FROM transfers" |
-  awk -F'|' '{ if ($5 % 4 != 0) bad = 1
-               print ($1 == "send" ? $2 "|" $3 : $3 "|" $2) "|" $4 "|" $5 }
-             END { exit bad }' | sort | uniq -c | awk '{print $1}' | sort -u >counts ||
-  fail "a sampled message number is not a multiple of 4"
+  awk -F'|' '{ print ($1 == "send" ? $2 "|" $3 : $3 "|" $2) "|" $4 "|" $5 }' |
+  sort | uniq -c | awk '{print $1}' | sort -u >counts
 expect_equal 2 "$(cat counts)" "sides recording each sampled message (send and recv)"
 sampled=$(db_query trace-sampled "SELECT count(*) FROM transfers_joined")
-[ "$sampled" -gt 0 ] || fail "sample 4 recorded no message"
-pass "sample 4: $sampled messages, each recorded by both sides, numbers multiples of 4"
+[ "$sampled" -gt 0 ] && [ "$sampled" -lt "$messages" ] ||
+  fail "sample 4 recorded $sampled of $messages messages"
+pass "sample 4: $sampled of $messages messages, each recorded by both sides"
 
 # 4. Aggregates count every call: blocking ones per call, nonblocking ones per completion.
 for function in MPI_Send MPI_Recv MPI_Sendrecv MPI_Sendrecv_replace MPI_Allreduce; do

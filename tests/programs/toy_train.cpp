@@ -3,13 +3,17 @@
 // checksum that depends on every exchanged value, so a run under commtap can be compared with
 // a native run byte for byte.
 //
-//   mpiexec -n 4 ./toy_train [steps] [gradient elements]
+//   mpiexec -n 4 ./toy_train [steps] [gradient elements] [slow rank] [its extra compute, us]
+//
+// The slow rank (none by default) sleeps that long before each all-reduce: the analyzer test's
+// straggler.
 #include <mpi.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -19,6 +23,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int steps = argc > 1 ? std::atoi(argv[1]) : 50;
   const int elements = argc > 2 ? std::atoi(argv[2]) : 4096;
+  const int slow_rank = argc > 3 ? std::atoi(argv[3]) : -1;
+  const long slow_us = argc > 4 ? std::atol(argv[4]) : 0;
 
   std::vector<std::int64_t> weights(elements, 1), gradient(elements), sum(elements);
   std::vector<std::int64_t> halo_out(64), halo_in(64);
@@ -29,6 +35,10 @@ int main(int argc, char** argv) {
     // "Compute": a deterministic gradient that depends on rank, step and the weights.
     for (int i = 0; i < elements; ++i)
       gradient[i] = (weights[i] * 31 + rank * 7 + step * 13 + i) % 1009;
+    if (rank == slow_rank && slow_us > 0) {
+      const timespec pause{slow_us / 1000000, (slow_us % 1000000) * 1000};
+      nanosleep(&pause, nullptr);
+    }
     MPI_Allreduce(gradient.data(), sum.data(), elements, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     for (int i = 0; i < elements; ++i) weights[i] = (weights[i] + sum[i]) % 1000003;
 

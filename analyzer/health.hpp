@@ -1,0 +1,83 @@
+// analyzer/health: C4-style health analysis of trace databases (`commtap analyze`, `commtap
+// report`). Each job is read rank by rank, in a few streaming passes, so memory grows with the
+// number of collective instances and ranks, not with instances x ranks.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace commtap::analyzer {
+
+// Thresholds of the detectors; the defaults are documented in docs/analyzer.md.
+struct HealthOptions {
+  double hang_after_s = 3.0;       // in the same collective this long: stuck
+  double stale_after_s = 0.0;      // no heartbeat for this long while others go on: lost (0: three
+                                   // of the job's COMMTAP_INTERVAL plus 1 s)
+  double since_s = 0.0;            // only data of the last this many seconds (0: all)
+  double window_s = 10.0;          // persistence windows
+  double persistence = 0.6;        // flagged in at least this fraction of the eligible windows
+  int min_instances = 8;           // a window needs this many aligned instances to count
+  double min_lateness_ms = 1.0;    // slow rank: median lateness at least this ...
+  double lateness_factor = 5.0;    // ... and this many times the ranks' lower quartile ...
+  double last_fraction = 0.6;      // ... and its host last to arrive this often
+  double link_factor = 3.0;        // slow link: median latency this many times the baseline
+  double min_link_delay_us = 200;  // ... and at least this much more
+  double host_cell_fraction = 0.66;  // slow host (network): this fraction of its links slow
+  double degradation_factor = 2.0;   // degradation: recent windows this much slower ...
+  double min_degradation_us = 50;    // ... by at least this much per call
+  int degradation_windows = 3;       // ... in each of this many latest aggregate windows
+};
+
+enum class Severity { info, warning, error, critical };
+const char* severity_name(Severity severity);
+bool parse_severity(const std::string& text, Severity& severity);
+
+struct Finding {
+  std::string kind;     // hang, communication_hang, rank_lost, slow_host, slow_rank,
+                        // slow_host_network, slow_link, degradation
+  std::string subject;  // "host h2", "rank 3 (h1)", "link h1 -> h2", "comm 1", ...
+  Severity severity = Severity::warning;
+  std::string summary;  // one line with the evidence in numbers
+  nlohmann::json evidence = nlohmann::json::object();
+  std::uint64_t first_seen_ns = 0;  // wall clock, from the data
+  std::uint64_t last_seen_ns = 0;
+};
+
+struct JobHealth {
+  std::string job_id;
+  std::string path;
+  int ranks = 0;
+  int hosts = 0;
+  bool running = false;           // some rank has not ended
+  std::uint64_t now_ns = 0;       // wall clock of the newest heartbeat: "now" for the detectors
+  std::uint64_t instances = 0;    // aligned collective instances looked at
+  std::uint64_t messages = 0;     // joined transfers looked at
+  std::vector<Finding> findings;  // most severe first
+  // For `commtap report`: per-host-pair link latency (median, us) and per-rank lateness.
+  nlohmann::json details = nlohmann::json::object();
+};
+
+// The jobs named by `paths`: a job directory (rank-<N>.db or job.db), a database file, or a
+// directory whose subdirectories are jobs. Unreadable paths go to `errors`.
+std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
+                                   std::vector<std::string>& errors);
+
+// Analyzes one job. False with `error` naming the file for unreadable or corrupt input.
+bool analyze_job(const std::string& path, const HealthOptions& options, JobHealth& health,
+                 std::string& error);
+
+std::string health_text(const std::vector<JobHealth>& jobs);
+nlohmann::json health_json(const std::vector<JobHealth>& jobs);
+// One self-contained HTML page (inline SVG, no network) for one job; `slowest_sites_table` is
+// an HTML table the caller made (from the aggregates).
+std::string health_html(const JobHealth& job, const std::string& slowest_sites_table);
+
+// Records findings in `store` (created if missing) without duplicates across runs: a finding
+// seen again updates last_seen; the job's findings not seen in this run become inactive.
+bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs,
+                    std::string& error);
+
+}  // namespace commtap::analyzer
