@@ -63,8 +63,8 @@ std::string link_matrix(const nlohmann::json& details) {
   const int size = 64, left = 120, top = 40;
   const int width = left + size * static_cast<int>(hosts.size()) + 20;
   const int height = top + size * static_cast<int>(hosts.size()) + 20;
-  std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + std::to_string(width) +
-                    "' height='" + std::to_string(height) + "' font-size='11'>";
+  std::string svg = "<svg width='" + std::to_string(width) + "' height='" + std::to_string(height) +
+                    "' font-size='11'>";
   svg += "<text x='" + std::to_string(left) + "' y='14'>receiver &#8594;</text>";
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     const int x = left + size * static_cast<int>(i), y = top + size * static_cast<int>(i);
@@ -107,9 +107,8 @@ std::string lateness_chart(const nlohmann::json& details) {
     for (const auto& v : values) top_value = std::max(top_value, v.get<double>());
   }
   const int width = 640, height = 220, left = 50, bottom = 30;
-  std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" +
-                    std::to_string(width + 120) + "' height='" + std::to_string(height + bottom) +
-                    "' font-size='11'>";
+  std::string svg = "<svg width='" + std::to_string(width + 120) + "' height='" +
+                    std::to_string(height + bottom) + "' font-size='11'>";
   svg += "<line x1='" + std::to_string(left) + "' y1='" + std::to_string(height) + "' x2='" +
          std::to_string(width) + "' y2='" + std::to_string(height) + "' stroke='#333'/>";
   svg += "<text x='2' y='12'>" + number(top_value, 2) + " ms</text>";

@@ -1,0 +1,373 @@
+// The health analyzer on synthetic jobs written through the monitor's own writer: each fault
+// must produce exactly its finding (kind and subject) and nothing else, and clean jobs with
+// jitter none.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "analyzer/health.hpp"
+#include "monitor/monitor.hpp"
+
+namespace fs = std::filesystem;
+namespace monitor = commtap::monitor;
+using commtap::analyzer::analyze_job;
+using commtap::analyzer::Finding;
+using commtap::analyzer::HealthOptions;
+using commtap::analyzer::JobHealth;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("commtap-health-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+constexpr std::uint64_t kStartWall = 1'790'000'000'000'000'000ull;
+constexpr std::uint64_t kMono0 = 1'000'000'000ull;  // every rank's monotonic clock at start
+constexpr std::uint32_t kAllreduce = 0, kIsend = 1, kIrecv = 2;
+
+// A data-parallel job: `ranks` ranks on `hosts` hosts (in blocks), an all-reduce on
+// MPI_COMM_WORLD every `period_ms`, and every 4th step each rank sends one message to each rank
+// on another host. Faults are functions of (rank or host pair, time).
+struct SyntheticJob {
+  int ranks = 8;
+  int hosts = 4;
+  double seconds = 30;
+  double period_ms = 50;
+  std::uint64_t seed = 1;
+  double jitter_us = 40;  // exponential arrival jitter, per rank and step
+  std::function<double(int rank, double t)> late_us = [](int, double) { return 0.0; };
+  std::function<double(int from_host, int to_host, double t)> link_us = [](int, int, double) {
+    return 0.0;
+  };
+  std::function<double(double t)> call_us = [](double) { return 100.0; };  // aggregates
+  // Hang: from `hang_at` s on, every rank but `hang_culprit` waits in the next all-reduce.
+  double hang_at = -1;
+  int hang_culprit = -1;
+  // Crash: `crash_rank` writes nothing after `crash_at` s; the others compute on.
+  double crash_at = -1;
+  int crash_rank = -1;
+
+  int host_of(int rank) const { return rank / (ranks / hosts); }
+
+  void write(const fs::path& directory) const {
+    std::mt19937_64 random(seed);
+    std::exponential_distribution<double> jitter(1.0 / std::max(1e-9, jitter_us));
+    const int windows = static_cast<int>(seconds);
+    std::vector<std::vector<monitor::Snapshot>> per_rank(static_cast<std::size_t>(ranks),
+                                                         std::vector<monitor::Snapshot>(windows));
+    auto window_of = [&](double t) { return std::min(windows - 1, static_cast<int>(t)); };
+    const int steps = static_cast<int>(seconds * 1000 / period_ms);
+    std::uint64_t last_seq = 0;
+    for (int step = 0; step < steps; ++step) {
+      const double t = step * period_ms / 1000;
+      if (hang_at >= 0 && t >= hang_at) break;
+      const std::uint64_t seq = static_cast<std::uint64_t>(step) + 1;
+      std::vector<double> arrival(static_cast<std::size_t>(ranks));
+      double latest = 0;
+      for (int r = 0; r < ranks; ++r) {
+        arrival[static_cast<std::size_t>(r)] = t * 1e9 + jitter(random) * 1e3 + late_us(r, t) * 1e3;
+        latest = std::max(latest, arrival[static_cast<std::size_t>(r)]);
+      }
+      const bool everyone = !(crash_at >= 0 && t >= crash_at);
+      for (int r = 0; r < ranks; ++r) {
+        if (!everyone && r == crash_rank) continue;
+        if (!everyone) continue;  // without the crashed rank nobody completes an all-reduce
+        monitor::InstanceRecord record;
+        record.comm_id = 1;
+        record.seq = seq;
+        record.bytes = 1024;
+        record.function = kAllreduce;
+        record.site = 1;
+        record.enter_ns = kMono0 + static_cast<std::uint64_t>(arrival[static_cast<std::size_t>(r)]);
+        record.exit_ns = kMono0 + static_cast<std::uint64_t>(latest + 20e3);
+        per_rank[static_cast<std::size_t>(r)][static_cast<std::size_t>(window_of(t))]
+            .instances.push_back(record);
+      }
+      if (everyone) last_seq = seq;
+      if (step % 4 != 0 || !everyone) continue;
+      for (int from = 0; from < ranks; ++from)
+        for (int to = 0; to < ranks; ++to) {
+          if (host_of(from) == host_of(to)) continue;
+          const double send = latest + 30e3 + jitter(random) * 1e3;
+          const double posted = latest + 25e3;
+          const double latency =
+              40e3 + jitter(random) * 1e3 + link_us(host_of(from), host_of(to), t) * 1e3;
+          monitor::InstanceRecord s;
+          s.comm_id = 1;
+          s.seq = static_cast<std::uint64_t>(step / 4 + 1);
+          s.bytes = 65536;
+          s.tag = 7;
+          s.site = 1;
+          s.function = kIsend;
+          s.kind = monitor::RecordKind::send;
+          s.root = to;
+          s.enter_ns = kMono0 + static_cast<std::uint64_t>(send);
+          s.exit_ns = kMono0 + static_cast<std::uint64_t>(send + latency);
+          monitor::InstanceRecord r = s;
+          r.kind = monitor::RecordKind::recv;
+          r.function = kIrecv;
+          r.root = from;
+          r.enter_ns = kMono0 + static_cast<std::uint64_t>(posted);
+          r.exit_ns = kMono0 + static_cast<std::uint64_t>(send + latency);
+          per_rank[static_cast<std::size_t>(from)][static_cast<std::size_t>(window_of(t))]
+              .instances.push_back(s);
+          per_rank[static_cast<std::size_t>(to)][static_cast<std::size_t>(window_of(t))]
+              .instances.push_back(r);
+        }
+    }
+    for (int r = 0; r < ranks; ++r) {
+      monitor::RankFacts facts;
+      facts.job_id = "synthetic";
+      facts.rank = r;
+      facts.world_size = ranks;
+      facts.host = "h" + std::to_string(host_of(r));
+      facts.node = host_of(r);
+      facts.start_ns = kStartWall;
+      const bool crashed = r == crash_rank && crash_at >= 0;
+      facts.ended_by = crashed || hang_at >= 0 ? "running" : "finalize";
+      auto& windows_of_rank = per_rank[static_cast<std::size_t>(r)];
+      const int last_window = crashed ? static_cast<int>(crash_at) : windows - 1;
+      windows_of_rank.resize(static_cast<std::size_t>(last_window + 1));
+      for (int w = 0; w <= last_window; ++w) {
+        monitor::Snapshot& s = windows_of_rank[static_cast<std::size_t>(w)];
+        s.wall_ns = kStartWall + static_cast<std::uint64_t>(w + 1) * 1'000'000'000ull;
+        s.wall_minus_monotonic_ns = static_cast<std::int64_t>(kStartWall - kMono0);
+        s.function_names = {"MPI_Allreduce", "MPI_Isend", "MPI_Irecv"};
+        if (w == 0) {
+          s.clock_estimates = {{kMono0, {0, 0}}};
+          monitor::CommunicatorRow world;
+          world.id = 1;
+          world.created_by = "MPI_COMM_WORLD";
+          world.size = ranks;
+          world.comm_rank = r;
+          if (r == 0)
+            for (int m = 0; m < ranks; ++m) world.members += (m ? "," : "") + std::to_string(m);
+          s.communicators = {world};
+          monitor::CallSite site;
+          site.id = 1;
+          site.frames = {{0x401000, "/opt/app/train", "train_step", 16}};
+          s.new_sites = {site};
+        }
+        const double calls = 1000.0 / period_ms;
+        s.aggregates = {{{1, kAllreduce, 1, 1024},
+                         static_cast<std::uint64_t>(calls),
+                         static_cast<std::uint64_t>(calls * call_us(w) * 1e3),
+                         static_cast<std::uint64_t>(call_us(w) * 900),
+                         static_cast<std::uint64_t>(call_us(w) * 1100)}};
+        std::uint64_t entered = last_seq;
+        const bool hanging = hang_at >= 0 && w + 1 > hang_at;
+        if (hanging && r != hang_culprit) {
+          entered = last_seq + 1;
+          monitor::ActivitySnapshot busy;
+          busy.function = kAllreduce + 1;
+          busy.comm_id = 1;
+          busy.seq = last_seq + 1;
+          busy.since_ns = kMono0 + static_cast<std::uint64_t>(hang_at * 1e9);
+          s.busy = {busy};
+        }
+        s.progress = {{1, entered, last_seq}};
+      }
+      const std::string error =
+          monitor::write_rank_database((directory / ("rank-" + std::to_string(r) + ".db")).string(),
+                                       facts, {{"COMMTAP_INTERVAL", "1000"}}, windows_of_rank);
+      ASSERT_EQ(error, "") << "rank " << r;
+    }
+  }
+};
+
+HealthOptions test_options() {
+  HealthOptions options;
+  options.window_s = 5;
+  options.degradation_windows = 2;
+  return options;
+}
+
+JobHealth analyze(const SyntheticJob& job, HealthOptions options = test_options()) {
+  TempDir dir;
+  job.write(dir.path());
+  JobHealth health;
+  std::string error;
+  EXPECT_TRUE(analyze_job(dir.path().string(), options, health, error)) << error;
+  return health;
+}
+
+std::string describe(const JobHealth& health) {
+  std::string out;
+  for (const Finding& f : health.findings)
+    out += "\n  " + f.kind + " | " + f.subject + " | " + f.summary;
+  return out.empty() ? " none" : out;
+}
+
+void expect_exactly(const JobHealth& health,
+                    const std::vector<std::pair<std::string, std::string>>& expected) {
+  std::vector<std::pair<std::string, std::string>> got;
+  for (const Finding& f : health.findings) got.emplace_back(f.kind, f.subject);
+  EXPECT_EQ(got, expected) << "findings:" << describe(health);
+}
+
+}  // namespace
+
+TEST(Health, CleanJobsWithJitterHaveNoFindings) {
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    SyntheticJob job;
+    job.seed = seed;
+    job.jitter_us = 60;
+    const JobHealth health = analyze(job);
+    EXPECT_GT(health.instances, 500u);
+    EXPECT_GT(health.messages, 1000u);
+    expect_exactly(health, {});
+  }
+}
+
+TEST(Health, OneSlowRankIsNamedNotItsHost) {
+  SyntheticJob job;
+  job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
+  EXPECT_NE(health.findings.at(0).summary.find("3."), std::string::npos) << describe(health);
+}
+
+TEST(Health, ASlowHostIsNamedAsTheHost) {
+  SyntheticJob job;
+  job.late_us = [&](int rank, double) { return rank / 2 == 1 ? 3000.0 : 0.0; };
+  expect_exactly(analyze(job), {{"slow_host", "host h1"}});
+}
+
+TEST(Health, ASlowDirectedLinkIsNamedWithItsDirection) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double) { return from == 0 && to == 2 ? 2000.0 : 0.0; };
+  expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
+}
+
+TEST(Health, AHostWithSlowLinksBothWaysIsTheHostsNetwork) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double) { return from == 3 || to == 3 ? 2000.0 : 0.0; };
+  expect_exactly(analyze(job), {{"slow_host_network", "host h3"}});
+}
+
+TEST(Health, AHangNamesTheRankThatNeverArrived) {
+  SyntheticJob job;
+  job.hang_at = 20;
+  job.hang_culprit = 6;
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"hang", "rank 6 (h3)"}});
+  EXPECT_EQ(health.findings.at(0).evidence["stuck_ranks"].size(), 7u);
+  // Not yet a hang when the wait is shorter than --hang-after.
+  HealthOptions patient = test_options();
+  patient.hang_after_s = 60;
+  expect_exactly(analyze(job, patient), {});
+}
+
+TEST(Health, ACrashedRankIsLost) {
+  SyntheticJob job;
+  job.crash_at = 18;
+  job.crash_rank = 3;
+  expect_exactly(analyze(job), {{"rank_lost", "rank 3 (h1)"}});
+}
+
+TEST(Health, GradualDegradationOfEveryRankIsFlagged) {
+  SyntheticJob job;
+  job.call_us = [](double t) { return t < 20 ? 100.0 : 100.0 + (t - 19) * 150.0; };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"degradation", "MPI_Allreduce from train_step (1024 B class)"}});
+}
+
+TEST(Health, CorruptAndEmptyInputsAreErrorsNamingTheFile) {
+  TempDir dir;
+  JobHealth health;
+  std::string error;
+  EXPECT_FALSE(analyze_job(dir.path().string(), HealthOptions{}, health, error));
+  EXPECT_NE(error.find(dir.path().string()), std::string::npos) << error;
+
+  const fs::path garbage = dir.path() / "rank-0.db";
+  std::ofstream(garbage) << "this is not a database, just some bytes\n";
+  error.clear();
+  EXPECT_FALSE(analyze_job(dir.path().string(), HealthOptions{}, health, error));
+  EXPECT_NE(error.find("rank-0.db"), std::string::npos) << error;
+
+  fs::remove(garbage);
+  sqlite3* db = nullptr;
+  sqlite3_open(garbage.c_str(), &db);
+  sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  error.clear();
+  EXPECT_FALSE(analyze_job(dir.path().string(), HealthOptions{}, health, error));
+  EXPECT_NE(error.find("schema version"), std::string::npos) << error;
+}
+
+TEST(Health, FindJobsScansAParentDirectory) {
+  TempDir parent;
+  SyntheticJob job;
+  job.ranks = 2;
+  job.hosts = 1;
+  job.seconds = 3;
+  fs::create_directories(parent.path() / "a");
+  fs::create_directories(parent.path() / "b");
+  fs::create_directories(parent.path() / "not-a-job");
+  job.write(parent.path() / "a");
+  job.write(parent.path() / "b");
+  std::vector<std::string> errors;
+  const auto jobs = commtap::analyzer::find_jobs({parent.path().string()}, errors);
+  EXPECT_TRUE(errors.empty());
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(fs::path(jobs[0]).filename(), "a");
+  commtap::analyzer::find_jobs({(parent.path() / "missing").string()}, errors);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
+TEST(Health, StoredFindingsAreNotDuplicatedAndGoInactive) {
+  TempDir dir;
+  SyntheticJob job;
+  job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  const JobHealth health = analyze(job);
+  ASSERT_EQ(health.findings.size(), 1u);
+  const std::string store = (dir.path() / "findings.db").string();
+  std::string error;
+  JobHealth later = health;
+  later.findings[0].first_seen_ns += 5'000'000'000ull;
+  later.findings[0].last_seen_ns += 5'000'000'000ull;
+  ASSERT_TRUE(commtap::analyzer::store_findings(store, {health}, error)) << error;
+  ASSERT_TRUE(commtap::analyzer::store_findings(store, {later}, error)) << error;
+  auto rows = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    sqlite3_open(store.c_str(), &db);
+    std::string out;
+    sqlite3_exec(
+        db, sql,
+        [](void* o, int n, char** values, char**) {
+          for (int i = 0; i < n; ++i)
+            *static_cast<std::string*>(o) += std::string(values[i] ? values[i] : "NULL") + " ";
+          return 0;
+        },
+        &out, nullptr);
+    sqlite3_close(db);
+    return out;
+  };
+  EXPECT_EQ(rows("SELECT count(*), active FROM findings"), "1 1 ");
+  EXPECT_EQ(rows("SELECT first_seen_ns, last_seen_ns FROM findings"),
+            std::to_string(health.findings[0].first_seen_ns) + " " +
+                std::to_string(later.findings[0].last_seen_ns) + " ");
+  JobHealth healed = health;
+  healed.findings.clear();
+  ASSERT_TRUE(commtap::analyzer::store_findings(store, {healed}, error)) << error;
+  EXPECT_EQ(rows("SELECT count(*), active FROM findings"), "1 0 ");
+}
