@@ -72,3 +72,18 @@ status=0
 expect_equal 2 "$status" "exit status on a corrupt file"
 grep -q "broken/rank-0.db" err.txt || fail "the error does not name the file: $(cat err.txt)"
 pass "a corrupt database: exit 2, the file named"
+
+# The cron wrapper: alert with the JSON report, log, and no overlapping runs.
+cron="$SOURCE/scripts/commtap-cron"
+status=0
+"$cron" --jobs jobs --state state --commtap "$CLI" --alert "cat >alerted.json" \
+  -- --min-lateness-ms 5 || status=$?
+expect_equal 1 "$status" "commtap-cron exit status with a finding"
+grep -q '"subject": "rank 2 (' alerted.json || fail "the alert did not get the report"
+grep -q "exit 1, 1 findings" state/commtap-cron.log || fail "log: $(cat state/commtap-cron.log)"
+[ -f state/findings.db ] || fail "commtap-cron kept no findings store"
+flock state/commtap-cron.lock "$cron" --jobs jobs --state state --commtap "$CLI" ||
+  fail "a run that finds the lock taken should exit 0"
+grep -q "skipped: the previous run still holds the lock" state/commtap-cron.log ||
+  fail "overlap not logged"
+pass "commtap-cron: alert, log, findings store, lock"
