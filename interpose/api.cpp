@@ -1,3 +1,7 @@
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "commtap.h"
@@ -18,6 +22,21 @@ COMMTAP_EXPORT const char* commtap_settings_json(void) {
 
 COMMTAP_EXPORT int commtap_active(void) {
   return commtap::interpose::runtime().active.load(std::memory_order_relaxed) ? 1 : 0;
+}
+
+COMMTAP_EXPORT int commtap_datatype_plan(const void* datatype, char* description, int length) {
+  auto& runtime = commtap::interpose::runtime();
+  std::shared_ptr<const commtap::datatypes::PackPlan> plan;
+  if (runtime.active.load(std::memory_order_relaxed) && runtime.settings.datatypes)
+    plan = runtime.plans.find(*static_cast<const MPI_Datatype*>(datatype));
+  if (description != nullptr && length > 0) {
+    const std::string text = plan ? commtap::datatypes::describe(plan->element()) : "";
+    const std::size_t n = std::min(text.size(), static_cast<std::size_t>(length - 1));
+    std::memcpy(description, text.data(), n);
+    description[n] = '\0';
+  }
+  if (!plan) return 0;
+  return plan->strided() ? 1 : 2;
 }
 
 }  // extern "C"

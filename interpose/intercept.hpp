@@ -257,6 +257,49 @@ inline std::uint64_t payload_bytes(const CallInfo& info) {
   return static_cast<std::uint64_t>(info.count) * static_cast<std::uint64_t>(size);
 }
 
+// ---- Packing --------------------------------------------------------------------------------
+
+// MPI_Pack/Unpack (and _c) on host buffers with a datatype commtap has a plan for: packed by
+// commtap, byte for byte what the library would produce. Anything else, including every case
+// that is an error (bad count, no room, MPI_COMM_NULL), goes to the library, which reports it.
+template <Fn id, typename Real, typename... A>
+int pack_call(Real real, A... a) {
+  if (!runtime().settings.datatypes) return real(a...);
+  using datatypes::MemoryKind;
+  if constexpr (id == Fn::Pack || id == Fn::Pack_c) {
+    const auto [in, count, datatype, out, size, position, comm] = std::tuple(a...);
+    if (count < 0 || position == nullptr || comm == MPI_COMM_NULL || *position < 0)
+      return real(a...);
+    auto plan = runtime().plans.find(datatype);
+    if (!plan) return real(a...);
+    const std::int64_t bytes = plan->packed_bytes(count);
+    if (static_cast<std::int64_t>(size) - static_cast<std::int64_t>(*position) < bytes)
+      return real(a...);
+    if (bytes > 0 && (datatypes::memory_kind(in) != MemoryKind::host ||
+                      datatypes::memory_kind(out) != MemoryKind::host))
+      return real(a...);
+    plan->pack(in, count, static_cast<char*>(out) + *position);
+    *position += static_cast<std::remove_reference_t<decltype(*position)>>(bytes);
+    return MPI_SUCCESS;
+  } else {
+    static_assert(id == Fn::Unpack || id == Fn::Unpack_c);
+    const auto [in, size, position, out, count, datatype, comm] = std::tuple(a...);
+    if (count < 0 || position == nullptr || comm == MPI_COMM_NULL || *position < 0)
+      return real(a...);
+    auto plan = runtime().plans.find(datatype);
+    if (!plan) return real(a...);
+    const std::int64_t bytes = plan->packed_bytes(count);
+    if (static_cast<std::int64_t>(size) - static_cast<std::int64_t>(*position) < bytes)
+      return real(a...);
+    if (bytes > 0 && (datatypes::memory_kind(in) != MemoryKind::host ||
+                      datatypes::memory_kind(out) != MemoryKind::host))
+      return real(a...);
+    plan->unpack(static_cast<const char*>(in) + *position, count, out);
+    *position += static_cast<std::remove_reference_t<decltype(*position)>>(bytes);
+    return MPI_SUCCESS;
+  }
+}
+
 // ---- Communicators -----------------------------------------------------------------------------
 
 // The communicator a creation call made: its last argument, but for MPI_Comm_idup the second.
@@ -347,10 +390,21 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       if (last == MPI_STATUS_IGNORE) last = &own_status;
       status = last;
     }
+    [[maybe_unused]] MPI_Datatype freed_datatype = MPI_DATATYPE_NULL;
+    if constexpr (id == Fn::Type_free) freed_datatype = *arg<0>(a...);
     if constexpr (yield != Yield::none) {
       rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
+    } else if constexpr (id == Fn::Pack || id == Fn::Pack_c || id == Fn::Unpack ||
+                         id == Fn::Unpack_c) {
+      rc = pack_call<id>(real, a...);
     } else {
       rc = real(a...);
+    }
+    if constexpr (id == Fn::Type_commit) {
+      if (rc == MPI_SUCCESS && runtime().settings.datatypes)
+        runtime().plans.committed(*arg<0>(a...));
+    } else if constexpr (id == Fn::Type_free) {
+      if (rc == MPI_SUCCESS) runtime().plans.freed(freed_datatype);
     }
     const std::uint64_t t1 = monitor::now_ns();
     activity->function.store(0, std::memory_order_relaxed);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "datatypes/datatypes.hpp"
 #include "interpose/communicators.hpp"
 #include "interpose/function_table.hpp"
 #include "interpose/messages.hpp"
@@ -31,6 +32,7 @@ struct Runtime {
   monitor::CallSites call_sites;
   RequestTable requests;
   CommunicatorRegistry communicators;
+  datatypes::PlanCache plans;
 };
 
 // Never destroyed: MPI calls can still arrive at process exit, from atexit handlers and global

@@ -19,6 +19,13 @@ const char* commtap_settings_json(void);
  * COMMTAP_DISABLE=1). */
 int commtap_active(void);
 
+/* How commtap packs the MPI datatype that `datatype` points to (an MPI_Datatype*, so that this
+ * header needs no mpi.h): 1 with its own N-D strided plan, 2 with its own tree plan, 0 not at
+ * all (the MPI library packs it; also while commtap is inactive or with COMMTAP_DATATYPES=0).
+ * If `description` is not NULL, the canonical layout of one
+ * element is written there, cut to `length` bytes with a terminating NUL. */
+int commtap_datatype_plan(const void* datatype, char* description, int length);
+
 #ifdef __cplusplus
 }
 #endif
