@@ -3,6 +3,9 @@
 
 #include <mpi.h>
 
+#include <string>
+#include <vector>
+
 namespace commtap::collectives {
 
 // Why a call must go to the MPI library untouched, or `eligible`.
@@ -22,5 +25,60 @@ const char* to_string(Eligibility reason) noexcept;
 // only where they are known to give the library's answer: builtin datatypes, commutative
 // builtin operations, intracommunicators of two or more ranks, non-zero counts.
 Eligibility allreduce_eligibility(MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+
+}  // namespace commtap::collectives
+
+namespace commtap::collectives {
+
+// The all-reduce algorithms (COMMTAP_ALLREDUCE).
+enum class Algorithm {
+  native,     // the MPI library's
+  automatic,  // chosen per call by the cost model
+  hier,       // node reduce, leaders' all-reduce, node broadcast
+  hier_rs,    // node reduce-scatter, all-reduce of each slice across nodes, node all-gather
+  star,       // one root gathers, reduces and sends the result back (segmented)
+  ring,       // reduce-scatter then all-gather around a ring
+  rd,         // recursive doubling
+};
+const char* algorithm_name(Algorithm algorithm) noexcept;
+// Accepts the names COMMTAP_ALLREDUCE takes: native, auto, hier, hier-rs, star, ring, rd.
+bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept;
+
+// Where a communicator's ranks live, and commtap's private communicators for it: made by the
+// first commtap all-reduce on the communicator (a collective call on all its ranks) and cached
+// on it as an attribute, freed with it.
+struct Topology {
+  MPI_Comm flat = MPI_COMM_NULL;     // all ranks (a private duplicate)
+  MPI_Comm node = MPI_COMM_NULL;     // the ranks of this rank's node
+  MPI_Comm leaders = MPI_COMM_NULL;  // one rank per node (local rank 0); NULL on the others
+  MPI_Comm peers = MPI_COMM_NULL;    // the ranks with this local rank on every node (regular)
+  int size = 0, rank = 0;
+  int nodes = 0, node_index = 0, local_size = 0, local_rank = 0;
+  int max_local_size = 0;     // the largest node's ranks (equal on all ranks)
+  bool regular = false;       // every node has the same number of ranks
+  std::vector<char> scratch;  // reused between calls (collectives on one communicator
+                              // never run concurrently)
+};
+
+// The topology of `comm`, made on first use. `test_nodes` > 0 makes that many pretend nodes,
+// ranks dealt round-robin (for tests of non-block placements on one machine); 0 asks MPI
+// (MPI_COMM_TYPE_SHARED).
+Topology* topology_of(MPI_Comm comm, int test_nodes);
+
+// commtap's all-reduce with `algorithm` (not native or automatic: see choose()). The call must
+// be eligible (allreduce_eligibility) and the buffers in host memory. Returns an MPI error code.
+// `yield`: wait with test-and-sched_yield loops instead of blocking.
+int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count count,
+              MPI_Datatype type, MPI_Op op, Topology& topology, bool yield);
+
+// What automatic selection picks for `bytes` on this topology: the model's cheapest algorithm,
+// or native when the model predicts no clear gain. Uses only what every rank of the
+// communicator knows alike, so all ranks choose the same.
+struct CostModel {
+  // Per level: latency (s), time per byte on the wire (s/B), time per byte reduced (s/B).
+  double intra_alpha = 1e-6, intra_beta = 2e-10, inter_alpha = 5e-6, inter_beta = 1e-9;
+  double gamma = 2e-10;
+};
+Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes);
 
 }  // namespace commtap::collectives

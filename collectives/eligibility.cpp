@@ -23,6 +23,10 @@ const char* to_string(Eligibility reason) noexcept {
 }
 
 Eligibility allreduce_eligibility(MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  // Null handles and negative counts are errors the library must report (the checks below
+  // would raise them through the wrong error handler).
+  if (count < 0 || op == MPI_OP_NULL || type == MPI_DATATYPE_NULL || comm == MPI_COMM_NULL)
+    return Eligibility::mpi_error;
   if (count == 0) return Eligibility::zero_count;
   int inter = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return Eligibility::mpi_error;

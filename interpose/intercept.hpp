@@ -300,6 +300,36 @@ int pack_call(Real real, A... a) {
   }
 }
 
+// ---- All-reduce ------------------------------------------------------------------------------
+
+// MPI_Allreduce (and _c) with COMMTAP_ALLREDUCE other than native: commtap's algorithm when the
+// call is eligible (builtin type and commutative op, intracommunicator of 2+ ranks, host
+// buffers) and chosen; the library's otherwise, which also reports every erroneous call.
+template <typename Library, typename... A>
+int allreduce_call(Library library, A... a) {
+  using collectives::Algorithm;
+  const Algorithm setting = runtime().allreduce;
+  const auto [sendbuf, recvbuf, count, type, op, comm] = std::tuple(a...);
+  if (collectives::allreduce_eligibility(count, type, op, comm) !=
+      collectives::Eligibility::eligible)
+    return library();
+  using datatypes::MemoryKind;
+  if (datatypes::memory_kind(recvbuf) != MemoryKind::host ||
+      (sendbuf != MPI_IN_PLACE && datatypes::memory_kind(sendbuf) != MemoryKind::host))
+    return library();
+  collectives::Topology* topology =
+      collectives::topology_of(comm, static_cast<int>(runtime().settings.test_nodes));
+  Algorithm algorithm = setting;
+  if (setting == Algorithm::automatic) {
+    MPI_Count size = 0;
+    PMPI_Type_size_c(type, &size);
+    algorithm = collectives::choose(runtime().cost_model, *topology, count * size);
+    if (algorithm == Algorithm::native) return library();
+  }
+  return collectives::allreduce(algorithm, sendbuf, recvbuf, count, type, op, *topology,
+                                runtime().yield);
+}
+
 // ---- Communicators -----------------------------------------------------------------------------
 
 // The communicator a creation call made: its last argument, but for MPI_Comm_idup the second.
@@ -392,7 +422,13 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     }
     [[maybe_unused]] MPI_Datatype freed_datatype = MPI_DATATYPE_NULL;
     if constexpr (id == Fn::Type_free) freed_datatype = *arg<0>(a...);
-    if constexpr (yield != Yield::none) {
+    if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c) {
+      auto library = [&] {
+        return runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
+      };
+      rc = runtime().allreduce == collectives::Algorithm::native ? library()
+                                                                 : allreduce_call(library, a...);
+    } else if constexpr (yield != Yield::none) {
       rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
     } else if constexpr (id == Fn::Pack || id == Fn::Pack_c || id == Fn::Unpack ||
                          id == Fn::Unpack_c) {

@@ -300,6 +300,12 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   PMPI_Comm_rank(session.comm, &rank);
   PMPI_Comm_size(session.comm, &size);
   const Settings& settings = runtime().settings;
+  if (!collectives::parse_algorithm(parsed.settings.allreduce, runtime().allreduce)) {
+    parsed.problems.push_back("commtap: COMMTAP_ALLREDUCE=" + parsed.settings.allreduce +
+                              " is not one of native, auto, hier, hier-rs, star, ring, rd; "
+                              "using native");
+    runtime().allreduce = collectives::Algorithm::native;
+  }
   if (rank == 0)
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "collectives/collectives.hpp"
 #include "datatypes/datatypes.hpp"
 #include "interpose/communicators.hpp"
 #include "interpose/function_table.hpp"
@@ -25,6 +26,9 @@ struct Runtime {
   // MPI_THREAD_MULTIPLE was provided: threads may be inside MPI calls at the same time.
   bool thread_multiple = false;
   int world_rank = 0;
+  // COMMTAP_ALLREDUCE, parsed at init.
+  collectives::Algorithm allreduce = collectives::Algorithm::native;
+  collectives::CostModel cost_model;
   std::uint64_t sample = 1;
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;

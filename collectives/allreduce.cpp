@@ -1,0 +1,392 @@
+// commtap's all-reduce algorithms over PMPI point-to-point on private communicators, and the
+// topology they run on.
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "collectives/collectives.hpp"
+
+namespace commtap::collectives {
+
+const char* algorithm_name(Algorithm algorithm) noexcept {
+  switch (algorithm) {
+    case Algorithm::native:
+      return "native";
+    case Algorithm::automatic:
+      return "auto";
+    case Algorithm::hier:
+      return "hier";
+    case Algorithm::hier_rs:
+      return "hier-rs";
+    case Algorithm::star:
+      return "star";
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::rd:
+      return "rd";
+  }
+  return "?";
+}
+
+bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept {
+  for (Algorithm a : {Algorithm::native, Algorithm::automatic, Algorithm::hier, Algorithm::hier_rs,
+                      Algorithm::star, Algorithm::ring, Algorithm::rd})
+    if (text == algorithm_name(a)) {
+      algorithm = a;
+      return true;
+    }
+  return false;
+}
+
+// ---- Topology ---------------------------------------------------------------------------------
+
+namespace {
+
+int delete_topology(MPI_Comm, int, void* value, void*) {
+  auto* topology = static_cast<Topology*>(value);
+  for (MPI_Comm* c : {&topology->flat, &topology->node, &topology->leaders, &topology->peers})
+    if (*c != MPI_COMM_NULL) PMPI_Comm_free(c);
+  delete topology;
+  return MPI_SUCCESS;
+}
+
+int topology_keyval() {
+  static const int keyval = [] {
+    int k = MPI_KEYVAL_INVALID;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_topology, &k, nullptr);
+    return k;
+  }();
+  return keyval;
+}
+
+}  // namespace
+
+Topology* topology_of(MPI_Comm comm, int test_nodes) {
+  void* value = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, topology_keyval(), &value, &found);
+  if (found) return static_cast<Topology*>(value);
+
+  auto* t = new Topology();
+  PMPI_Comm_dup(comm, &t->flat);
+  PMPI_Comm_size(t->flat, &t->size);
+  PMPI_Comm_rank(t->flat, &t->rank);
+  if (test_nodes > 0)
+    PMPI_Comm_split(t->flat, t->rank % test_nodes, t->rank, &t->node);
+  else
+    PMPI_Comm_split_type(t->flat, MPI_COMM_TYPE_SHARED, t->rank, MPI_INFO_NULL, &t->node);
+  PMPI_Comm_size(t->node, &t->local_size);
+  PMPI_Comm_rank(t->node, &t->local_rank);
+  PMPI_Comm_split(t->flat, t->local_rank == 0 ? 0 : MPI_UNDEFINED, t->rank, &t->leaders);
+  if (t->leaders != MPI_COMM_NULL) {
+    PMPI_Comm_size(t->leaders, &t->nodes);
+    PMPI_Comm_rank(t->leaders, &t->node_index);
+  }
+  int facts[2] = {t->nodes, t->node_index};
+  PMPI_Bcast(facts, 2, MPI_INT, 0, t->node);
+  t->nodes = facts[0];
+  t->node_index = facts[1];
+  int sizes[2] = {t->local_size, -t->local_size}, extremes[2] = {0, 0};
+  PMPI_Allreduce(sizes, extremes, 2, MPI_INT, MPI_MAX, t->flat);
+  t->regular = extremes[0] == -extremes[1];
+  t->max_local_size = extremes[0];
+  if (t->regular && t->nodes > 1) PMPI_Comm_split(t->flat, t->local_rank, t->rank, &t->peers);
+  PMPI_Comm_set_attr(comm, topology_keyval(), t);
+  return t;
+}
+
+// ---- Point-to-point helpers -------------------------------------------------------------------
+
+namespace {
+
+int wait_all(int n, MPI_Request* requests, bool yield) {
+  if (!yield) return PMPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
+  for (;;) {
+    int done = 0;
+    const int rc = PMPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    sched_yield();
+  }
+}
+
+struct Call {
+  MPI_Datatype type;
+  MPI_Op op;
+  MPI_Aint extent;  // builtin types: extent == size
+  bool yield;
+  char* at(void* base, MPI_Count elements) const {
+    return static_cast<char*>(base) + elements * extent;
+  }
+};
+
+int exchange(const Call& c, MPI_Comm comm, int peer, const void* send, MPI_Count send_count,
+             void* recv, MPI_Count recv_count) {
+  MPI_Request requests[2];
+  int rc = PMPI_Irecv_c(recv, recv_count, c.type, peer, 0, comm, &requests[0]);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = PMPI_Isend_c(send, send_count, c.type, peer, 0, comm, &requests[1]);
+  if (rc != MPI_SUCCESS) return rc;
+  return wait_all(2, requests, c.yield);
+}
+
+int send(const Call& c, MPI_Comm comm, int peer, const void* buffer, MPI_Count count) {
+  MPI_Request request;
+  const int rc = PMPI_Isend_c(buffer, count, c.type, peer, 0, comm, &request);
+  return rc != MPI_SUCCESS ? rc : wait_all(1, &request, c.yield);
+}
+
+int receive(const Call& c, MPI_Comm comm, int peer, void* buffer, MPI_Count count) {
+  MPI_Request request;
+  const int rc = PMPI_Irecv_c(buffer, count, c.type, peer, 0, comm, &request);
+  return rc != MPI_SUCCESS ? rc : wait_all(1, &request, c.yield);
+}
+
+// inout = in op inout
+int reduce(const Call& c, const void* in, void* inout, MPI_Count count) {
+  return count == 0 ? MPI_SUCCESS : PMPI_Reduce_local_c(in, inout, count, c.type, c.op);
+}
+
+#define COMMTAP_TRY(expression)         \
+  do {                                  \
+    const int rc_ = (expression);       \
+    if (rc_ != MPI_SUCCESS) return rc_; \
+  } while (0)
+
+// ---- Flat algorithms (in place on `buffer`) ----------------------------------------------------
+
+// Recursive doubling; a non-power-of-two size first folds the extra ranks into their
+// neighbours. Every exchange combines two partial results of equal shape, and the operations are
+// commutative, so all ranks end with the same bits.
+int recursive_doubling(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
+                       std::vector<char>& scratch) {
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  scratch.resize(static_cast<std::size_t>(count * c.extent));
+  void* tmp = scratch.data();
+  int p2 = 1;
+  while (p2 * 2 <= size) p2 *= 2;
+  const int extra = size - p2;
+  int new_rank = rank >= 2 * extra ? rank - extra : (rank % 2 == 1 ? rank / 2 : -1);
+  if (rank < 2 * extra) {
+    if (rank % 2 == 0) {
+      COMMTAP_TRY(send(c, comm, rank + 1, buffer, count));
+    } else {
+      COMMTAP_TRY(receive(c, comm, rank - 1, tmp, count));
+      COMMTAP_TRY(reduce(c, tmp, buffer, count));
+    }
+  }
+  if (new_rank >= 0) {
+    for (int mask = 1; mask < p2; mask <<= 1) {
+      const int partner_new = new_rank ^ mask;
+      const int partner = partner_new < extra ? partner_new * 2 + 1 : partner_new + extra;
+      COMMTAP_TRY(exchange(c, comm, partner, buffer, count, tmp, count));
+      COMMTAP_TRY(reduce(c, tmp, buffer, count));
+    }
+  }
+  if (rank < 2 * extra) {
+    if (rank % 2 == 1)
+      COMMTAP_TRY(send(c, comm, rank - 1, buffer, count));
+    else
+      COMMTAP_TRY(receive(c, comm, rank + 1, buffer, count));
+  }
+  return MPI_SUCCESS;
+}
+
+// Ring: reduce-scatter, then all-gather, over `size` chunks. Each chunk is reduced along one
+// chain and then copied, so all ranks end with the same bits.
+int ring(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vector<char>& scratch) {
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  std::vector<MPI_Count> counts(static_cast<std::size_t>(size)), offsets(counts.size());
+  for (int i = 0; i < size; ++i) {
+    counts[static_cast<std::size_t>(i)] = count / size + (i < count % size ? 1 : 0);
+    if (i > 0)
+      offsets[static_cast<std::size_t>(i)] =
+          offsets[static_cast<std::size_t>(i - 1)] + counts[static_cast<std::size_t>(i - 1)];
+  }
+  scratch.resize(static_cast<std::size_t>((count / size + 1) * c.extent));
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  auto chunk = [&](int i) { return static_cast<std::size_t>(((i % size) + size) % size); };
+  for (int step = 0; step < size - 1; ++step) {
+    const std::size_t out = chunk(rank - step), in = chunk(rank - step - 1);
+    MPI_Request requests[2];
+    COMMTAP_TRY(PMPI_Irecv_c(scratch.data(), counts[in], c.type, left, 0, comm, &requests[0]));
+    COMMTAP_TRY(PMPI_Isend_c(c.at(buffer, offsets[out]), counts[out], c.type, right, 0, comm,
+                             &requests[1]));
+    COMMTAP_TRY(wait_all(2, requests, c.yield));
+    COMMTAP_TRY(reduce(c, scratch.data(), c.at(buffer, offsets[in]), counts[in]));
+  }
+  for (int step = 0; step < size - 1; ++step) {
+    const std::size_t out = chunk(rank + 1 - step), in = chunk(rank - step);
+    MPI_Request requests[2];
+    COMMTAP_TRY(
+        PMPI_Irecv_c(c.at(buffer, offsets[in]), counts[in], c.type, left, 0, comm, &requests[0]));
+    COMMTAP_TRY(PMPI_Isend_c(c.at(buffer, offsets[out]), counts[out], c.type, right, 0, comm,
+                             &requests[1]));
+    COMMTAP_TRY(wait_all(2, requests, c.yield));
+  }
+  return MPI_SUCCESS;
+}
+
+// Star (TPI-LLM): every rank sends its buffer to `root` in segments; the root reduces each
+// segment in rank order as soon as it has it, with the next segment's receives already posted,
+// then sends the result to every rank directly (one latency round each way).
+int star(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vector<char>& scratch,
+         int root = 0) {
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  const MPI_Count segment = std::max<MPI_Count>(1, (256 * 1024) / c.extent);
+  const MPI_Count segments = (count + segment - 1) / segment;
+  if (rank != root) {
+    std::vector<MPI_Request> requests(static_cast<std::size_t>(segments));
+    for (MPI_Count s = 0; s < segments; ++s) {
+      const MPI_Count first = s * segment, n = std::min(segment, count - first);
+      COMMTAP_TRY(PMPI_Isend_c(c.at(buffer, first), n, c.type, root, 0, comm,
+                               &requests[static_cast<std::size_t>(s)]));
+    }
+    COMMTAP_TRY(wait_all(static_cast<int>(segments), requests.data(), c.yield));
+    return receive(c, comm, root, buffer, count);
+  }
+  // Two segments in flight: one being reduced, the next one arriving.
+  const std::size_t segment_bytes = static_cast<std::size_t>(segment * c.extent);
+  scratch.resize(2 * static_cast<std::size_t>(size) * segment_bytes);
+  std::vector<MPI_Request> posted(2 * static_cast<std::size_t>(size), MPI_REQUEST_NULL);
+  auto post = [&](MPI_Count s) -> int {
+    const std::size_t slot = static_cast<std::size_t>(s % 2);
+    const MPI_Count first = s * segment, n = std::min(segment, count - first);
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == root) continue;
+      char* into =
+          scratch.data() +
+          (slot * static_cast<std::size_t>(size) + static_cast<std::size_t>(peer)) * segment_bytes;
+      COMMTAP_TRY(PMPI_Irecv_c(
+          into, n, c.type, peer, 0, comm,
+          &posted[slot * static_cast<std::size_t>(size) + static_cast<std::size_t>(peer)]));
+    }
+    return MPI_SUCCESS;
+  };
+  COMMTAP_TRY(post(0));
+  for (MPI_Count s = 0; s < segments; ++s) {
+    if (s + 1 < segments) COMMTAP_TRY(post(s + 1));
+    const std::size_t slot = static_cast<std::size_t>(s % 2);
+    COMMTAP_TRY(wait_all(size, &posted[slot * static_cast<std::size_t>(size)], c.yield));
+    const MPI_Count first = s * segment, n = std::min(segment, count - first);
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == root) continue;
+      const char* from =
+          scratch.data() +
+          (slot * static_cast<std::size_t>(size) + static_cast<std::size_t>(peer)) * segment_bytes;
+      COMMTAP_TRY(reduce(c, from, c.at(buffer, first), n));
+    }
+  }
+  std::vector<MPI_Request> sends;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == root) continue;
+    sends.emplace_back();
+    COMMTAP_TRY(PMPI_Isend_c(buffer, count, c.type, peer, 0, comm, &sends.back()));
+  }
+  return wait_all(static_cast<int>(sends.size()), sends.data(), c.yield);
+}
+
+int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
+         std::vector<char>& scratch) {
+  switch (algorithm) {
+    case Algorithm::star:
+      return star(c, comm, buffer, count, scratch);
+    case Algorithm::ring:
+      return ring(c, comm, buffer, count, scratch);
+    default:
+      return recursive_doubling(c, comm, buffer, count, scratch);
+  }
+}
+
+// The leaders' (or peers') algorithm inside a hierarchical one: few ranks, so recursive
+// doubling for small buffers and a ring for large ones.
+Algorithm inter_algorithm(MPI_Count bytes) {
+  return bytes <= 64 * 1024 ? Algorithm::rd : Algorithm::ring;
+}
+
+}  // namespace
+
+int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count count,
+              MPI_Datatype type, MPI_Op op, Topology& t, bool yield) {
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  const Call c{type, op, extent, yield};
+  if (sendbuf != MPI_IN_PLACE)
+    std::memcpy(recvbuf, sendbuf, static_cast<std::size_t>(count * extent));
+  const MPI_Count bytes = count * extent;
+  switch (algorithm) {
+    case Algorithm::star:
+    case Algorithm::ring:
+    case Algorithm::rd:
+      return flat(algorithm, c, t.flat, recvbuf, count, t.scratch);
+    case Algorithm::hier_rs:
+      if (t.regular && t.local_size > 1 && t.nodes > 1) {
+        // Each local rank owns a slice: reduce-scatter inside the node, all-reduce the slice
+        // with the same local rank of every other node, all-gather inside the node.
+        std::vector<MPI_Count> counts(static_cast<std::size_t>(t.local_size));
+        std::vector<MPI_Aint> displacements(counts.size());
+        for (int i = 0; i < t.local_size; ++i) {
+          counts[static_cast<std::size_t>(i)] = count / t.local_size + (i < count % t.local_size);
+          if (i > 0)
+            displacements[static_cast<std::size_t>(i)] =
+                displacements[static_cast<std::size_t>(i - 1)] +
+                static_cast<MPI_Aint>(counts[static_cast<std::size_t>(i - 1)]);
+        }
+        const MPI_Count mine = counts[static_cast<std::size_t>(t.local_rank)];
+        std::vector<char> slice(static_cast<std::size_t>(std::max<MPI_Count>(1, mine) * extent));
+        COMMTAP_TRY(PMPI_Reduce_scatter_c(recvbuf, slice.data(), counts.data(), type, op, t.node));
+        if (mine > 0)
+          COMMTAP_TRY(
+              flat(inter_algorithm(mine * extent), c, t.peers, slice.data(), mine, t.scratch));
+        return PMPI_Allgatherv_c(slice.data(), mine, type, recvbuf, counts.data(),
+                                 displacements.data(), type, t.node);
+      }
+      [[fallthrough]];
+    case Algorithm::hier:
+    default: {
+      if (t.local_size > 1)
+        COMMTAP_TRY(PMPI_Reduce_c(t.local_rank == 0 ? MPI_IN_PLACE : recvbuf,
+                                  t.local_rank == 0 ? recvbuf : nullptr, count, type, op, 0,
+                                  t.node));
+      if (t.leaders != MPI_COMM_NULL && t.nodes > 1)
+        COMMTAP_TRY(flat(inter_algorithm(bytes), c, t.leaders, recvbuf, count, t.scratch));
+      if (t.local_size > 1) COMMTAP_TRY(PMPI_Bcast_c(recvbuf, count, type, 0, t.node));
+      return MPI_SUCCESS;
+    }
+  }
+}
+
+Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
+  const double n = static_cast<double>(bytes);
+  const double p = t.size, nodes = std::max(1, t.nodes), local = std::max(1, t.max_local_size);
+  const double inter_alpha = t.nodes > 1 ? m.inter_alpha : m.intra_alpha;
+  const double inter_beta = t.nodes > 1 ? m.inter_beta : m.intra_beta;
+  auto log2_of = [](double x) { return std::ceil(std::log2(std::max(1.0, x))); };
+  // Flat algorithms pay the slowest link on every round.
+  const double rd = log2_of(p) * (inter_alpha + n * inter_beta + n * m.gamma);
+  const double ring =
+      2 * (p - 1) * inter_alpha + 2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
+  const double star = 2 * inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + n * inter_beta;
+  // Hierarchical: two intra-node stages around a leaders' all-reduce.
+  const double intra = local > 1 ? 2 * log2_of(local) * (m.intra_alpha + n * m.intra_beta) +
+                                       log2_of(local) * n * m.gamma
+                                 : 0;
+  const double leaders =
+      std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
+               2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta);
+  const double hier = intra + (nodes > 1 ? leaders : 0);
+  // The library is modelled as the best flat algorithm: commtap's must win clearly (10%).
+  const double native = std::min(rd, ring);
+  const double best = std::min({hier, star});
+  if (best < 0.9 * native) return hier <= star ? Algorithm::hier : Algorithm::star;
+  return Algorithm::native;
+}
+
+}  // namespace commtap::collectives
