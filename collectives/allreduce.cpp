@@ -341,23 +341,35 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
         }
         const MPI_Count mine = counts[static_cast<std::size_t>(t.local_rank)];
         std::vector<char> slice(static_cast<std::size_t>(std::max<MPI_Count>(1, mine) * extent));
-        COMMTAP_TRY(PMPI_Reduce_scatter_c(recvbuf, slice.data(), counts.data(), type, op, t.node));
+        MPI_Request request;
+        COMMTAP_TRY(PMPI_Ireduce_scatter_c(recvbuf, slice.data(), counts.data(), type, op, t.node,
+                                           &request));
+        COMMTAP_TRY(wait_all(1, &request, yield));
         if (mine > 0)
           COMMTAP_TRY(
               flat(inter_algorithm(mine * extent), c, t.peers, slice.data(), mine, t.scratch));
-        return PMPI_Allgatherv_c(slice.data(), mine, type, recvbuf, counts.data(),
-                                 displacements.data(), type, t.node);
+        COMMTAP_TRY(PMPI_Iallgatherv_c(slice.data(), mine, type, recvbuf, counts.data(),
+                                       displacements.data(), type, t.node, &request));
+        return wait_all(1, &request, yield);
       }
       [[fallthrough]];
     case Algorithm::hier:
     default: {
-      if (t.local_size > 1)
-        COMMTAP_TRY(PMPI_Reduce_c(t.local_rank == 0 ? MPI_IN_PLACE : recvbuf,
-                                  t.local_rank == 0 ? recvbuf : nullptr, count, type, op, 0,
-                                  t.node));
+      // The node stages use the library's (shared-memory) collectives, nonblocking so that
+      // yield mode can wait without spinning.
+      MPI_Request request;
+      if (t.local_size > 1) {
+        COMMTAP_TRY(PMPI_Ireduce_c(t.local_rank == 0 ? MPI_IN_PLACE : recvbuf,
+                                   t.local_rank == 0 ? recvbuf : nullptr, count, type, op, 0,
+                                   t.node, &request));
+        COMMTAP_TRY(wait_all(1, &request, yield));
+      }
       if (t.leaders != MPI_COMM_NULL && t.nodes > 1)
         COMMTAP_TRY(flat(inter_algorithm(bytes), c, t.leaders, recvbuf, count, t.scratch));
-      if (t.local_size > 1) COMMTAP_TRY(PMPI_Bcast_c(recvbuf, count, type, 0, t.node));
+      if (t.local_size > 1) {
+        COMMTAP_TRY(PMPI_Ibcast_c(recvbuf, count, type, 0, t.node, &request));
+        COMMTAP_TRY(wait_all(1, &request, yield));
+      }
       return MPI_SUCCESS;
     }
   }

@@ -39,4 +39,11 @@ COMMTAP_EXPORT int commtap_datatype_plan(const void* datatype, char* description
   return plan->strided() ? 1 : 2;
 }
 
+COMMTAP_EXPORT int commtap_allreduce_algorithm(const char* name) {
+  commtap::collectives::Algorithm algorithm{};
+  if (name == nullptr || !commtap::collectives::parse_algorithm(name, algorithm)) return -1;
+  commtap::interpose::runtime().allreduce = algorithm;
+  return 0;
+}
+
 }  // extern "C"
