@@ -395,8 +395,13 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
       options.stale_after_s > 0 ? options.stale_after_s : 3 * job.interval_s + 1.0;
   const auto stale_ns = static_cast<std::uint64_t>(stale_s * 1e9);
   const auto hang_ns = static_cast<std::uint64_t>(options.hang_after_s * 1e9);
+  // When other ranks were ended by a signal or MPI_Abort (a launcher tearing the job down), a
+  // rank that never wrote how it ended died without a trace: the first to go.
+  bool torn_down = false;
+  for (const auto& [number, r] : job.ranks)
+    torn_down |= r.ended_by != "running" && r.ended_by != "finalize" && r.ended_by != "exit";
   auto lost = [&](const Rank& r) {
-    return r.ended_by == "running" && job.now_wall > r.last.wall_ns + stale_ns;
+    return r.ended_by == "running" && (job.now_wall > r.last.wall_ns + stale_ns || torn_down);
   };
   // Lost ranks: no heartbeat for a while although others go on (or ended properly).
   for (const auto& [number, r] : job.ranks) {
@@ -816,10 +821,15 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                   r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 5)));
               const std::int64_t done =
                   r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
-              const double latency =
-                  static_cast<double>(done - std::max(posted, found->second.start));
+              // One-way time of the message: its completion minus its send, when the
+              // completion is its arrival: the receive was posted before the send, or the data
+              // came in well after the post. A message that was already there when the receive
+              // was posted says nothing about the link (only about the receiver) and is skipped.
+              const std::int64_t start = found->second.start;
+              constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
+              if (posted > start && done - posted < kCopyNs) return;
               cells[{p->second.host, r->second.host, size_class(found->second.bytes)}].add(
-                  std::max(0.0, latency), random);
+                  std::max(0.0, static_cast<double>(done - start)), random);
             },
             error))
       return false;
@@ -870,6 +880,10 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                       {"slow", cell.slow}});
   }
   health.details["links"] = matrix;
+  json delayed = json::array();  // hosts that receive slow messages
+  for (const auto& [pair, cell] : pairs)
+    if (cell.slow) delayed.push_back(job.hosts[static_cast<std::size_t>(pair.second)]);
+  health.details["delayed_hosts"] = delayed;
   // A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
   // network; the remaining slow cells are links.
   std::set<int> slow_hosts;
@@ -1076,6 +1090,16 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
       !detect_slow_links(job, options, health, error) ||
       !detect_degradation(job, options, health, error))
     return false;
+  // A host that receives slow messages arrives late at the next collective because it waits for
+  // them: the network finding explains it, so no compute-side finding is made for it.
+  if (health.details.contains("delayed_hosts")) {
+    const auto delayed = health.details["delayed_hosts"];
+    std::erase_if(health.findings, [&](const Finding& f) {
+      if (f.kind != "slow_host" && f.kind != "slow_rank") return false;
+      const std::string host = f.evidence.value("host", "");
+      return std::find(delayed.begin(), delayed.end(), host) != delayed.end();
+    });
+  }
   std::stable_sort(health.findings.begin(), health.findings.end(),
                    [](const Finding& a, const Finding& b) {
                      if (a.severity != b.severity) return a.severity > b.severity;

@@ -4,9 +4,11 @@
 // a native run byte for byte.
 //
 //   mpiexec -n 4 ./toy_train [steps] [gradient elements] [slow rank] [its extra compute, us]
+//                            [compute per step, us]
 //
 // The slow rank (none by default) sleeps that long before each all-reduce: the analyzer test's
-// straggler.
+// straggler. Every rank can also sleep a fixed time per step, a compute phase that leaves the
+// cores free (the fault-injection runs put 4 ranks and their network on 2 cores).
 #include <mpi.h>
 
 #include <cmath>
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
   const int elements = argc > 2 ? std::atoi(argv[2]) : 4096;
   const int slow_rank = argc > 3 ? std::atoi(argv[3]) : -1;
   const long slow_us = argc > 4 ? std::atol(argv[4]) : 0;
+  const long step_us = argc > 5 ? std::atol(argv[5]) : 0;
 
   std::vector<std::int64_t> weights(elements, 1), gradient(elements), sum(elements);
   std::vector<std::int64_t> halo_out(64), halo_in(64);
@@ -35,6 +38,10 @@ int main(int argc, char** argv) {
     // "Compute": a deterministic gradient that depends on rank, step and the weights.
     for (int i = 0; i < elements; ++i)
       gradient[i] = (weights[i] * 31 + rank * 7 + step * 13 + i) % 1009;
+    if (step_us > 0) {
+      const timespec compute{step_us / 1000000, (step_us % 1000000) * 1000};
+      nanosleep(&compute, nullptr);
+    }
     if (rank == slow_rank && slow_us > 0) {
       const timespec pause{slow_us / 1000000, (slow_us % 1000000) * 1000};
       nanosleep(&pause, nullptr);
