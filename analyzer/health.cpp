@@ -395,13 +395,10 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
       options.stale_after_s > 0 ? options.stale_after_s : 3 * job.interval_s + 1.0;
   const auto stale_ns = static_cast<std::uint64_t>(stale_s * 1e9);
   const auto hang_ns = static_cast<std::uint64_t>(options.hang_after_s * 1e9);
-  // When other ranks were ended by a signal or MPI_Abort (a launcher tearing the job down), a
-  // rank that never wrote how it ended died without a trace: the first to go.
-  bool torn_down = false;
-  for (const auto& [number, r] : job.ranks)
-    torn_down |= r.ended_by != "running" && r.ended_by != "finalize" && r.ended_by != "exit";
+  // A launcher that tears a job down SIGKILLs ranks without a last window, so "never wrote how
+  // it ended" alone does not mark the first to go; a heartbeat silent for a while does.
   auto lost = [&](const Rank& r) {
-    return r.ended_by == "running" && (job.now_wall > r.last.wall_ns + stale_ns || torn_down);
+    return r.ended_by == "running" && job.now_wall > r.last.wall_ns + stale_ns;
   };
   // Lost ranks: no heartbeat for a while although others go on (or ended properly).
   for (const auto& [number, r] : job.ranks) {
