@@ -25,8 +25,12 @@ trap '"$cluster" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 "$cluster" up 2 >/dev/null || fail "cluster up"
 
 program=$BUILD/bench/allreduce
+# The job's exit status is not asserted: ending a multi-host job without MPI_Finalize (which can
+# hang in UCX across hosts, ENVIRONMENT.md) now and then makes hydra report a bad termination
+# after the work is done. What it recorded is asserted instead.
 timeout 120 "$cluster" run 0:1,1:1 -- -genv LD_PRELOAD "$LIB" -genv COMMTAP_DIR "$WORK/trace" \
-  "$program" 64 --no-finalize >fast.txt || fail "job across two hosts: $(cat fast.txt)"
+  "$program" 64 --no-finalize >fast.txt 2>&1 || echo "(job exit status $?)"
+grep -q '^| 8 |' fast.txt || fail "job across two hosts: $(cat fast.txt)"
 hosts=$(db_query trace "SELECT group_concat(host || ':' || node, ' ') FROM
           (SELECT host, node FROM ranks ORDER BY rank)")
 expect_equal "ctap0:0 ctap1:1" "$hosts" "hosts and nodes the ranks saw"
@@ -35,7 +39,8 @@ pass "a job across two emulated hosts: two hosts, two nodes"
 if [ -x "$BUILD/cluster/netdelay" ]; then
   "$cluster" delay 1 20000
   timeout 120 "$cluster" run 0:1,1:1 -- -genv LD_PRELOAD "$LIB" -genv COMMTAP_DIR "$WORK/slow" \
-    "$program" 8 --no-finalize >slow.txt || fail "delayed job: $(cat slow.txt)"
+    "$program" 8 --no-finalize >slow.txt 2>&1 || echo "(job exit status $?)"
+  grep -q '^| 8 |' slow.txt || fail "delayed job: $(cat slow.txt)"
   native=$(awk -F'|' '$2 + 0 == 8 { print $3 + 0 }' slow.txt)
   if ! pgrep -f "$BUILD/cluster/netdelay" >/dev/null; then
     echo "netdelay could not run here (no nfnetlink_queue?): delay not checked"
