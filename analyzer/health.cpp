@@ -388,6 +388,28 @@ std::string with_commas(std::uint64_t n) {
   return out;
 }
 
+// Runs `sql` on every file of the job (one at a time: memory does not grow with the files).
+bool each_row(const Job& job, const char* sql, const std::function<void(sqlite3_stmt*)>& row,
+              std::string& error) {
+  for (const std::string& file : job.files) {
+    auto reader = Reader::open(file, error);
+    if (!reader || !reader->each(sql, {}, row, error)) return false;
+  }
+  return true;
+}
+
+// The oldest wall-clock time --since keeps (INT64_MIN: everything).
+std::int64_t since_wall_ns(const Job& job, const HealthOptions& options) {
+  return options.since_s > 0 ? static_cast<std::int64_t>(job.now_wall) -
+                                   static_cast<std::int64_t>(options.since_s * 1e9)
+                             : INT64_MIN;
+}
+// The same on rank 0's monotonic clock, for instance and transfer times.
+std::int64_t since_aligned_ns(const Job& job, const HealthOptions& options) {
+  const std::int64_t wall = since_wall_ns(job, options);
+  return wall == INT64_MIN ? wall : wall - job.wall_minus_aligned;
+}
+
 // ---- Hangs and lost ranks -----------------------------------------------------------------------
 
 void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out) {
@@ -542,36 +564,28 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
                        std::string& error) {
   const char* sql =
       "SELECT rank, comm_id, seq, enter_ns FROM collectives WHERE exit_ns IS NOT NULL";
-  const std::int64_t since_aligned =
-      options.since_s > 0 ? static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned -
-                                static_cast<std::int64_t>(options.since_s * 1e9)
-                          : INT64_MIN;
+  const std::int64_t since_aligned = since_aligned_ns(job, options);
   // Pass 1: earliest and latest arrival of every instance.
   std::unordered_map<std::pair<std::int64_t, std::uint64_t>, Instance, PairHash> instances;
-  for (const std::string& file : job.files) {
-    auto reader = Reader::open(file, error);
-    if (!reader) return false;
-    if (!reader->each(
-            sql, {},
-            [&](sqlite3_stmt* s) {
-              const int rank = static_cast<int>(column_i64(s, 0));
-              auto r = job.ranks.find(rank);
-              if (r == job.ranks.end()) return;
-              const std::int64_t t =
-                  r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
-              if (t < since_aligned) return;
-              Instance& i =
-                  instances[{column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))}];
-              i.earliest = std::min(i.earliest, t);
-              if (t > i.latest) {
-                i.latest = t;
-                i.latest_rank = rank;
-              }
-              ++i.count;
-            },
-            error))
-      return false;
-  }
+  if (!each_row(
+          job, sql,
+          [&](sqlite3_stmt* s) {
+            const int rank = static_cast<int>(column_i64(s, 0));
+            auto r = job.ranks.find(rank);
+            if (r == job.ranks.end()) return;
+            const std::int64_t t = r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
+            if (t < since_aligned) return;
+            Instance& i =
+                instances[{column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))}];
+            i.earliest = std::min(i.earliest, t);
+            if (t > i.latest) {
+              i.latest = t;
+              i.latest_rank = rank;
+            }
+            ++i.count;
+          },
+          error))
+    return false;
   // Only instances every member recorded (and communicators of two or more) are compared.
   std::int64_t first = INT64_MAX, last = INT64_MIN;
   for (auto it = instances.begin(); it != instances.end();) {
@@ -598,36 +612,31 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   std::vector<std::vector<std::uint32_t>> host_last(
       static_cast<std::size_t>(windows), std::vector<std::uint32_t>(job.hosts.size(), 0));
   std::vector<std::uint32_t> window_instances(static_cast<std::size_t>(windows), 0);
-  for (const std::string& file : job.files) {
-    auto reader = Reader::open(file, error);
-    if (!reader) return false;
-    if (!reader->each(
-            sql, {},
-            [&](sqlite3_stmt* s) {
-              const int rank = static_cast<int>(column_i64(s, 0));
-              auto found =
-                  instances.find({column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))});
-              if (found == instances.end()) return;
-              const Instance& i = found->second;
-              const int w = static_cast<int>((i.earliest - first) / window_ns) - first_kept;
-              if (w < 0) return;
-              const Rank& r = job.ranks.at(rank);
-              const std::int64_t t = r.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
-              auto& windows_of_rank = per_rank[rank];
-              if (windows_of_rank.empty())
-                windows_of_rank.resize(static_cast<std::size_t>(windows));
-              RankWindow& rw = windows_of_rank[static_cast<std::size_t>(w)];
-              ++rw.instances;
-              rw.lateness.add(t - i.earliest);
-              if (rank == i.latest_rank) {
-                ++host_last[static_cast<std::size_t>(w)][static_cast<std::size_t>(r.host)];
-                ++window_instances[static_cast<std::size_t>(w)];
-                ++rw.last;
-              }
-            },
-            error))
-      return false;
-  }
+  if (!each_row(
+          job, sql,
+          [&](sqlite3_stmt* s) {
+            const int rank = static_cast<int>(column_i64(s, 0));
+            auto found =
+                instances.find({column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))});
+            if (found == instances.end()) return;
+            const Instance& i = found->second;
+            const int w = static_cast<int>((i.earliest - first) / window_ns) - first_kept;
+            if (w < 0) return;
+            const Rank& r = job.ranks.at(rank);
+            const std::int64_t t = r.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
+            auto& windows_of_rank = per_rank[rank];
+            if (windows_of_rank.empty()) windows_of_rank.resize(static_cast<std::size_t>(windows));
+            RankWindow& rw = windows_of_rank[static_cast<std::size_t>(w)];
+            ++rw.instances;
+            rw.lateness.add(t - i.earliest);
+            if (rank == i.latest_rank) {
+              ++host_last[static_cast<std::size_t>(w)][static_cast<std::size_t>(r.host)];
+              ++window_instances[static_cast<std::size_t>(w)];
+              ++rw.last;
+            }
+          },
+          error))
+    return false;
 
   // Per window: which ranks stand out.
   const double min_lateness = options.min_lateness_ms * 1e6;
@@ -764,73 +773,62 @@ int size_class(std::int64_t bytes) {  // powers of four
 
 bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
                        std::string& error) {
-  const std::int64_t since_aligned =
-      options.since_s > 0 ? static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned -
-                                static_cast<std::int64_t>(options.since_s * 1e9)
-                          : INT64_MIN;
+  const std::int64_t since_aligned = since_aligned_ns(job, options);
   struct Sent {
     std::int64_t start;
     std::int64_t bytes;
   };
   std::unordered_map<MessageKey, Sent, MessageKeyHash> sends;
-  for (const std::string& file : job.files) {
-    auto reader = Reader::open(file, error);
-    if (!reader) return false;
-    if (!reader->each(
-            "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns FROM transfers "
-            "WHERE direction = 'send'",
-            {},
-            [&](sqlite3_stmt* s) {
-              const int rank = static_cast<int>(column_i64(s, 0));
-              auto r = job.ranks.find(rank);
-              if (r == job.ranks.end()) return;
-              const std::int64_t start =
-                  r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
-              if (start < since_aligned) return;
-              sends[{column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), rank,
-                     static_cast<int>(column_i64(s, 1))}] = {start, column_i64(s, 5)};
-            },
-            error))
-      return false;
-  }
+  if (!each_row(
+          job,
+          "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns FROM transfers "
+          "WHERE direction = 'send'",
+          [&](sqlite3_stmt* s) {
+            const int rank = static_cast<int>(column_i64(s, 0));
+            auto r = job.ranks.find(rank);
+            if (r == job.ranks.end()) return;
+            const std::int64_t start =
+                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
+            if (start < since_aligned) return;
+            sends[{column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), rank,
+                   static_cast<int>(column_i64(s, 1))}] = {start, column_i64(s, 5)};
+          },
+          error))
+    return false;
   // Per (sender host, receiver host, size class): latencies of the joined messages.
   std::map<std::tuple<int, int, int>, Reservoir> cells;
   std::mt19937_64 random(12345);
   std::uint64_t joined = 0;
-  for (const std::string& file : job.files) {
-    auto reader = Reader::open(file, error);
-    if (!reader) return false;
-    if (!reader->each(
-            "SELECT rank, peer, comm_id, tag, msg, start_ns, end_ns FROM transfers "
-            "WHERE direction = 'recv'",
-            {},
-            [&](sqlite3_stmt* s) {
-              const int rank = static_cast<int>(column_i64(s, 0));
-              const int peer = static_cast<int>(column_i64(s, 1));
-              auto found =
-                  sends.find({column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), peer, rank});
-              auto r = job.ranks.find(rank);
-              auto p = job.ranks.find(peer);
-              if (found == sends.end() || r == job.ranks.end() || p == job.ranks.end()) return;
-              ++joined;
-              if (r->second.host == p->second.host) return;  // shared memory: not a link
-              const std::int64_t posted =
-                  r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 5)));
-              const std::int64_t done =
-                  r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
-              // One-way time of the message: its completion minus its send, when the
-              // completion is its arrival: the receive was posted before the send, or the data
-              // came in well after the post. A message that was already there when the receive
-              // was posted says nothing about the link (only about the receiver) and is skipped.
-              const std::int64_t start = found->second.start;
-              constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
-              if (posted > start && done - posted < kCopyNs) return;
-              cells[{p->second.host, r->second.host, size_class(found->second.bytes)}].add(
-                  std::max(0.0, static_cast<double>(done - start)), random);
-            },
-            error))
-      return false;
-  }
+  if (!each_row(
+          job,
+          "SELECT rank, peer, comm_id, tag, msg, start_ns, end_ns FROM transfers "
+          "WHERE direction = 'recv'",
+          [&](sqlite3_stmt* s) {
+            const int rank = static_cast<int>(column_i64(s, 0));
+            const int peer = static_cast<int>(column_i64(s, 1));
+            auto found =
+                sends.find({column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), peer, rank});
+            auto r = job.ranks.find(rank);
+            auto p = job.ranks.find(peer);
+            if (found == sends.end() || r == job.ranks.end() || p == job.ranks.end()) return;
+            ++joined;
+            if (r->second.host == p->second.host) return;  // shared memory: not a link
+            const std::int64_t posted =
+                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 5)));
+            const std::int64_t done =
+                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
+            // One-way time of the message: its completion minus its send, when the
+            // completion is its arrival: the receive was posted before the send, or the data
+            // came in well after the post. A message that was already there when the receive
+            // was posted says nothing about the link (only about the receiver) and is skipped.
+            const std::int64_t start = found->second.start;
+            constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
+            if (posted > start && done - posted < kCopyNs) return;
+            cells[{p->second.host, r->second.host, size_class(found->second.bytes)}].add(
+                std::max(0.0, static_cast<double>(done - start)), random);
+          },
+          error))
+    return false;
   health.messages = joined;
   if (cells.empty()) return true;
   // Baseline per size class: the lower quartile of the cells' medians (robust to a slow host,
@@ -960,29 +958,22 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
   using Key = std::tuple<std::string, std::string, std::int64_t>;  // function, symbol, class
   std::map<Key, std::map<std::int64_t, std::pair<double, double>>> series;  // window -> calls, ns
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
-  const std::int64_t since_wall = options.since_s > 0
-                                      ? static_cast<std::int64_t>(job.now_wall) -
-                                            static_cast<std::int64_t>(options.since_s * 1e9)
-                                      : INT64_MIN;
-  for (const std::string& file : job.files) {
-    auto reader = Reader::open(file, error);
-    if (!reader) return false;
-    if (!reader->each(
-            "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
-            "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
-            "s.site = a.site AND s.frame = 0",
-            {},
-            [&](sqlite3_stmt* s) {
-              const std::int64_t wall = column_i64(s, 0);
-              if (wall < since_wall) return;
-              auto& cell = series[{column_text(s, 1), column_text(s, 2), column_i64(s, 3)}]
-                                 [wall / window_ns];
-              cell.first += static_cast<double>(column_i64(s, 4));
-              cell.second += static_cast<double>(column_i64(s, 5));
-            },
-            error))
-      return false;
-  }
+  const std::int64_t since_wall = since_wall_ns(job, options);
+  if (!each_row(
+          job,
+          "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
+          "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
+          "s.site = a.site AND s.frame = 0",
+          [&](sqlite3_stmt* s) {
+            const std::int64_t wall = column_i64(s, 0);
+            if (wall < since_wall) return;
+            auto& cell =
+                series[{column_text(s, 1), column_text(s, 2), column_i64(s, 3)}][wall / window_ns];
+            cell.first += static_cast<double>(column_i64(s, 4));
+            cell.second += static_cast<double>(column_i64(s, 5));
+          },
+          error))
+    return false;
   const int recent = std::max(1, options.degradation_windows);
   for (const auto& [key, windows] : series) {
     if (static_cast<int>(windows.size()) < recent + 3) continue;

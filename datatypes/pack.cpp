@@ -1,6 +1,7 @@
 // The host packer: N-D strided blocks with the innermost loop specialized for small fixed block
 // sizes (a constant-size memcpy compiles to one or two moves), and a tree walker for the rest.
 #include <cstring>
+#include <type_traits>
 
 #include "datatypes/datatypes.hpp"
 
@@ -45,6 +46,31 @@ void run_any(char*& packed, char* strided, std::int64_t count, std::int64_t stri
   packed = p;
 }
 
+// Calls `loop(std::integral_constant<std::size_t, B>{})` for the block sizes that have a
+// fixed-size loop, and returns false for the others.
+template <typename Loop>
+bool with_fixed_block(std::int64_t block, Loop loop) {
+  switch (block) {
+#define COMMTAP_FIXED_BLOCK(B)                      \
+  case B:                                           \
+    loop(std::integral_constant<std::size_t, B>{}); \
+    return true;
+    COMMTAP_FIXED_BLOCK(1)
+    COMMTAP_FIXED_BLOCK(2)
+    COMMTAP_FIXED_BLOCK(4)
+    COMMTAP_FIXED_BLOCK(8)
+    COMMTAP_FIXED_BLOCK(12)
+    COMMTAP_FIXED_BLOCK(16)
+    COMMTAP_FIXED_BLOCK(24)
+    COMMTAP_FIXED_BLOCK(32)
+    COMMTAP_FIXED_BLOCK(48)
+    COMMTAP_FIXED_BLOCK(64)
+#undef COMMTAP_FIXED_BLOCK
+    default:
+      return false;
+  }
+}
+
 // `count` blocks of `block` bytes, `stride` apart.
 template <bool gather>
 void run(char*& packed, char* strided, std::int64_t count, std::int64_t stride,
@@ -58,60 +84,23 @@ void run(char*& packed, char* strided, std::int64_t count, std::int64_t stride,
     packed += n;
     return;
   }
-  switch (block) {
-    case 1:
-      return run_fixed<1, gather>(packed, strided, count, stride);
-    case 2:
-      return run_fixed<2, gather>(packed, strided, count, stride);
-    case 4:
-      return run_fixed<4, gather>(packed, strided, count, stride);
-    case 8:
-      return run_fixed<8, gather>(packed, strided, count, stride);
-    case 12:
-      return run_fixed<12, gather>(packed, strided, count, stride);
-    case 16:
-      return run_fixed<16, gather>(packed, strided, count, stride);
-    case 24:
-      return run_fixed<24, gather>(packed, strided, count, stride);
-    case 32:
-      return run_fixed<32, gather>(packed, strided, count, stride);
-    case 48:
-      return run_fixed<48, gather>(packed, strided, count, stride);
-    case 64:
-      return run_fixed<64, gather>(packed, strided, count, stride);
-    default:
-      return run_any<gather>(packed, strided, count, stride, block);
-  }
+  if (!with_fixed_block(block, [&](auto b) {
+        run_fixed<decltype(b)::value, gather>(packed, strided, count, stride);
+      }))
+    run_any<gather>(packed, strided, count, stride, block);
 }
 
-// Two dimensions in one function, so that short inner rows (a few blocks of a few bytes) do not
-// pay a call per row.
-template <std::size_t B, bool gather>
-void run2_fixed(char*& packed, char* base, std::int64_t c0, std::int64_t s0, std::int64_t c1,
-                std::int64_t s1) {
-  for (std::int64_t i = 0; i < c0; ++i) run_fixed<B, gather>(packed, base + i * s0, c1, s1);
-}
-
+// Two dimensions with the block size dispatched once, so that short inner rows (a few blocks of
+// a few bytes) do not pay a dispatch per row.
 template <bool gather>
 void run2(char*& packed, char* base, std::int64_t c0, std::int64_t s0, std::int64_t c1,
           std::int64_t s1, std::int64_t block) {
   if (s1 == block) return run<gather>(packed, base, c0, s0, c1 * block);
-  switch (block) {
-    case 1:
-      return run2_fixed<1, gather>(packed, base, c0, s0, c1, s1);
-    case 2:
-      return run2_fixed<2, gather>(packed, base, c0, s0, c1, s1);
-    case 4:
-      return run2_fixed<4, gather>(packed, base, c0, s0, c1, s1);
-    case 8:
-      return run2_fixed<8, gather>(packed, base, c0, s0, c1, s1);
-    case 16:
-      return run2_fixed<16, gather>(packed, base, c0, s0, c1, s1);
-    case 32:
-      return run2_fixed<32, gather>(packed, base, c0, s0, c1, s1);
-    default:
-      for (std::int64_t i = 0; i < c0; ++i) run<gather>(packed, base + i * s0, c1, s1, block);
-  }
+  if (!with_fixed_block(block, [&](auto b) {
+        for (std::int64_t i = 0; i < c0; ++i)
+          run_fixed<decltype(b)::value, gather>(packed, base + i * s0, c1, s1);
+      }))
+    for (std::int64_t i = 0; i < c0; ++i) run_any<gather>(packed, base + i * s0, c1, s1, block);
 }
 
 // dims[level..] of a strided block, starting at `base`.

@@ -265,39 +265,33 @@ inline std::uint64_t payload_bytes(const CallInfo& info) {
 template <Fn id, typename Real, typename... A>
 int pack_call(Real real, A... a) {
   if (!runtime().settings.datatypes) return real(a...);
+  constexpr bool packing = id == Fn::Pack || id == Fn::Pack_c;
+  static_assert(packing || id == Fn::Unpack || id == Fn::Unpack_c);
+  // Pack (in, count, type, out, size, position, comm); Unpack (in, size, position, out, count,
+  // type, comm): the same roles in another order.
+  const auto [in, count, datatype, out, size, position, comm] = [&] {
+    const auto [a0, a1, a2, a3, a4, a5, a6] = std::tuple(a...);
+    if constexpr (packing)
+      return std::tuple(a0, a1, a2, a3, a4, a5, a6);
+    else
+      return std::tuple(a0, a4, a5, a3, a1, a2, a6);
+  }();
+  if (count < 0 || position == nullptr || comm == MPI_COMM_NULL || *position < 0) return real(a...);
+  auto plan = runtime().plans.find(datatype);
+  if (!plan) return real(a...);
+  const std::int64_t bytes = plan->packed_bytes(count);
+  if (static_cast<std::int64_t>(size) - static_cast<std::int64_t>(*position) < bytes)
+    return real(a...);
   using datatypes::MemoryKind;
-  if constexpr (id == Fn::Pack || id == Fn::Pack_c) {
-    const auto [in, count, datatype, out, size, position, comm] = std::tuple(a...);
-    if (count < 0 || position == nullptr || comm == MPI_COMM_NULL || *position < 0)
-      return real(a...);
-    auto plan = runtime().plans.find(datatype);
-    if (!plan) return real(a...);
-    const std::int64_t bytes = plan->packed_bytes(count);
-    if (static_cast<std::int64_t>(size) - static_cast<std::int64_t>(*position) < bytes)
-      return real(a...);
-    if (bytes > 0 && (datatypes::memory_kind(in) != MemoryKind::host ||
-                      datatypes::memory_kind(out) != MemoryKind::host))
-      return real(a...);
+  if (bytes > 0 && (datatypes::memory_kind(in) != MemoryKind::host ||
+                    datatypes::memory_kind(out) != MemoryKind::host))
+    return real(a...);
+  if constexpr (packing)
     plan->pack(in, count, static_cast<char*>(out) + *position);
-    *position += static_cast<std::remove_reference_t<decltype(*position)>>(bytes);
-    return MPI_SUCCESS;
-  } else {
-    static_assert(id == Fn::Unpack || id == Fn::Unpack_c);
-    const auto [in, size, position, out, count, datatype, comm] = std::tuple(a...);
-    if (count < 0 || position == nullptr || comm == MPI_COMM_NULL || *position < 0)
-      return real(a...);
-    auto plan = runtime().plans.find(datatype);
-    if (!plan) return real(a...);
-    const std::int64_t bytes = plan->packed_bytes(count);
-    if (static_cast<std::int64_t>(size) - static_cast<std::int64_t>(*position) < bytes)
-      return real(a...);
-    if (bytes > 0 && (datatypes::memory_kind(in) != MemoryKind::host ||
-                      datatypes::memory_kind(out) != MemoryKind::host))
-      return real(a...);
+  else
     plan->unpack(static_cast<const char*>(in) + *position, count, out);
-    *position += static_cast<std::remove_reference_t<decltype(*position)>>(bytes);
-    return MPI_SUCCESS;
-  }
+  *position += static_cast<std::remove_reference_t<decltype(*position)>>(bytes);
+  return MPI_SUCCESS;
 }
 
 // ---- All-reduce ------------------------------------------------------------------------------

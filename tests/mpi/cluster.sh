@@ -5,21 +5,7 @@
 source "$(dirname "$0")/common.sh"
 
 cluster="$SOURCE/scripts/cluster"
-if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1 ||
-  ! command -v iptables >/dev/null; then
-  echo "skipped: needs root, iproute2 and iptables (network namespaces)"
-  exit 77
-fi
-probe=ctapprobe$$
-if ! ip netns add "$probe" 2>/dev/null; then
-  echo "skipped: cannot create network namespaces here"
-  exit 77
-fi
-ip netns delete "$probe"
-if ip netns list | grep -q '^ctap'; then
-  echo "skipped: another emulated cluster (ctap*) is up"
-  exit 77
-fi
+require_emulated_cluster
 export COMMTAP_BUILD_DIR=$BUILD
 trap '"$cluster" down >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 "$cluster" up 2 >/dev/null || fail "cluster up"

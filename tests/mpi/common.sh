@@ -49,3 +49,22 @@ expect_equal() {  # expected actual what
 expect_same_files() {  # a b what
   diff -u "$1" "$2" >&2 || fail "$3 differ"
 }
+
+# Exits 77 (skipped, with the reason) unless an emulated cluster can be made here: root,
+# iproute2, iptables, network namespaces that can really be created, and no other ctap* cluster.
+require_emulated_cluster() {
+  if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! command -v iptables >/dev/null; then
+    echo "skipped: needs root, iproute2 and iptables (network namespaces)"
+    exit 77
+  fi
+  local probe=ctapprobe$$
+  if ! ip netns add "$probe" 2>/dev/null; then
+    echo "skipped: cannot create network namespaces here"
+    exit 77
+  fi
+  ip netns delete "$probe"
+  if ip netns list | grep -q '^ctap'; then
+    echo "skipped: another emulated cluster (ctap*) is up"
+    exit 77
+  fi
+}

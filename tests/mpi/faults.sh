@@ -4,18 +4,9 @@
 # the live analysis. Skipped where network namespaces, iptables or netdelay are missing.
 source "$(dirname "$0")/common.sh"
 
-if [ "$(id -u)" -ne 0 ] || ! command -v iptables >/dev/null || [ ! -x "$BUILD/cluster/netdelay" ]; then
-  echo "skipped: needs root, iptables and cluster/netdelay (libnetfilter-queue)"
-  exit 77
-fi
-probe=ctapprobe$$
-if ! ip netns add "$probe" 2>/dev/null; then
-  echo "skipped: cannot create network namespaces here"
-  exit 77
-fi
-ip netns delete "$probe"
-if ip netns list | grep -q '^ctap'; then
-  echo "skipped: another emulated cluster (ctap*) is up"
+require_emulated_cluster
+if [ ! -x "$BUILD/cluster/netdelay" ]; then
+  echo "skipped: no cluster/netdelay (libnetfilter-queue missing at build time)"
   exit 77
 fi
 
