@@ -386,12 +386,13 @@ int main(int argc, char** argv) {
     std::string sites = "<p>No aggregates.</p>";
     if (auto job = JobDatabase::open(report_path, error)) {
       auto result = job->query(
-          "SELECT a.function, coalesce(s.symbol, '?') AS caller, a.size_class AS bytes_class, "
+          "SELECT a.function, coalesce(s.symbol, '?') AS caller, "
+          "coalesce(s.file || ':' || s.line, '') AS source, a.size_class AS bytes_class, "
           "sum(a.calls) AS calls, round(sum(a.total_ns) / 1e6, 3) AS total_ms, "
           "round(sum(a.total_ns) / 1e3 / sum(a.calls), 1) AS mean_us, "
           "round(max(a.max_ns) / 1e3, 1) AS worst_us FROM aggregates a LEFT JOIN call_sites s "
           "ON s.rank = a.rank AND s.site = a.site AND s.frame = 0 "
-          "GROUP BY 1, 2, 3 ORDER BY sum(a.total_ns) DESC LIMIT 15",
+          "GROUP BY 1, 2, 3, 4 ORDER BY sum(a.total_ns) DESC LIMIT 15",
           error);
       if (result && !result->rows.empty()) {
         sites = "<table><tr>";

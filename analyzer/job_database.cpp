@@ -213,6 +213,15 @@ constexpr Canned kCanned[] = {
      "SELECT comm_id, seq, function, max(exit_ns) - min(enter_ns) AS span,"
      " max(enter_ns) - min(enter_ns) AS spread FROM collectives_aligned GROUP BY comm_id, seq)"
      " GROUP BY comm_id, function ORDER BY sum(span) DESC"},
+    {"sites",
+     "the 20 call sites that spent the most time in MPI, all calls counted (from the aggregates):"
+     " function, calling symbol, source file and line",
+     "SELECT a.function, coalesce(s.symbol, '?') AS caller,"
+     " coalesce(s.file || ':' || s.line, '') AS source, count(DISTINCT a.rank) AS ranks,"
+     " sum(a.calls) AS calls, printf('%.3f', sum(a.total_ns) / 1e6) AS total_ms,"
+     " printf('%.2f', sum(a.total_ns) / 1e3 / sum(a.calls)) AS mean_us FROM aggregates a"
+     " LEFT JOIN call_sites s ON s.rank = a.rank AND s.site = a.site AND s.frame = 0"
+     " GROUP BY 1, 2, 3 ORDER BY sum(a.total_ns) DESC LIMIT 20"},
     {"heartbeats", "the latest heartbeat of each rank",
      "SELECT rank, state, function, comm_id, seq, printf('%.3f', (wall_ns - since_ns) / 1e9)"
      " AS in_call_s, instances_dropped FROM heartbeats h WHERE wall_ns = (SELECT max(wall_ns)"

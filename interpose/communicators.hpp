@@ -42,10 +42,16 @@ struct CommState {
     started.store(seq, std::memory_order_relaxed);
     return seq;
   }
-  // The highest sequence number completed (nonblocking collectives may complete out of order).
+  // The highest sequence number completed (nonblocking collectives may complete out of order,
+  // and in any thread). `only_thread`: no other thread can be completing one now (the process
+  // is not MPI_THREAD_MULTIPLE), so a plain store does, without a locked instruction.
   std::atomic<std::uint64_t> completed{0};
-  void completed_seq(std::uint64_t seq) {
+  void completed_seq(std::uint64_t seq, bool only_thread) {
     std::uint64_t seen = completed.load(std::memory_order_relaxed);
+    if (only_thread) {
+      if (seen < seq) completed.store(seq, std::memory_order_relaxed);
+      return;
+    }
     while (seen < seq && !completed.compare_exchange_weak(seen, seq, std::memory_order_relaxed)) {
     }
   }

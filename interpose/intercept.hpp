@@ -51,7 +51,8 @@ int call_yielding(Twin twin, A... a) {
 inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std::uint64_t bytes,
                             std::int32_t root, std::uint32_t site, std::uint64_t enter_ns,
                             std::uint64_t exit_ns) {
-  runtime().counters->record({comm_id, seq, bytes, enter_ns, exit_ns,
+  // The clock may step back a few nanoseconds once, when it switches to the counter.
+  runtime().counters->record({comm_id, seq, bytes, enter_ns, std::max(enter_ns, exit_ns),
                               static_cast<std::uint32_t>(index_of(fn)), root, site});
 }
 
@@ -88,7 +89,7 @@ inline bool is_message_sampled(std::int64_t comm_id, int sender, int receiver, i
   x ^= x >> 31;
   x *= 0xD6E8FEB86659FD93ull;
   x ^= x >> 32;
-  return x % sample == 0;
+  return is_multiple_of(x, sample);
 }
 
 inline void record_transfer(Fn fn, Direction direction, const CommState* comm, int peer_world,
@@ -176,13 +177,14 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
     if (auto done = runtime().requests.complete(request, snapshot.epoch())) {
       monitor::CallStats& origin = stats[index_of(done->fn)];
       monitor::bump(origin.completions, 1);
-      monitor::bump(origin.completion_ns, now - done->started_ns);
+      monitor::bump(origin.completion_ns, monitor::elapsed_ns(done->started_ns, now));
       const Instance& instance = done->instance;
       if (instance.comm == nullptr) return;
-      aggregate(done->fn, instance.comm, instance.site, instance.bytes, now - done->started_ns);
+      aggregate(done->fn, instance.comm, instance.site, instance.bytes,
+                monitor::elapsed_ns(done->started_ns, now));
       switch (instance.kind) {
         case monitor::RecordKind::collective:
-          instance.comm->completed_seq(instance.seq);
+          instance.comm->completed_seq(instance.seq, false);
           if (instance.sampled)
             record_instance(done->fn, instance.comm->id, instance.seq, instance.bytes,
                             instance.root, instance.site, done->started_ns, now);
@@ -441,7 +443,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
 
     monitor::CallStats& own = stats[index_of(id)];
     monitor::bump(own.calls, 1);
-    monitor::bump(own.time_ns, t1 - t0);
+    monitor::bump(own.time_ns, monitor::elapsed_ns(t0, t1));
     const std::uint64_t bytes = info.count > 0 ? payload_bytes(info) : 0;
     monitor::bump(own.bytes, bytes);
     [[maybe_unused]] const std::int32_t root = info.peer >= 0 ? info.peer : -1;
@@ -454,9 +456,9 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       if (rc == MPI_SUCCESS && (family == Family::collective || info.comm != MPI_COMM_NULL)) {
         const std::uint32_t site = runtime().call_sites.site_of(__builtin_return_address(0));
         if constexpr (blocking_p2p) comm_state = runtime().communicators.state_of(info.comm);
-        aggregate(id, comm_state, site, bytes, t1 - t0);
+        aggregate(id, comm_state, site, bytes, monitor::elapsed_ns(t0, t1));
         if constexpr (family == Family::collective) {
-          comm_state->completed_seq(seq);
+          comm_state->completed_seq(seq, !runtime().thread_multiple);
           if (is_sampled(seq, runtime().sample))
             record_instance(id, comm_state->id, seq, bytes, root, site, t0, t1);
           if (comm_state->id == 1) after_world_collective(seq);

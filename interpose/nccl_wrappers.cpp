@@ -144,7 +144,7 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   const std::uint64_t t1 = monitor::now_ns();
   monitor::CallStats& stats = runtime().counters->local()[index_of(id)];
   monitor::bump(stats.calls, 1);
-  monitor::bump(stats.time_ns, t1 - t0);
+  monitor::bump(stats.time_ns, monitor::elapsed_ns(t0, t1));
   const std::uint64_t bytes = type != ncclNumTypes ? count * nccl_type_size(type) : 0;
   monitor::bump(stats.bytes, bytes);
   if (result == ncclSuccess) {

@@ -168,6 +168,7 @@ monitor::Snapshot collect_snapshot() {
   snapshot.instances_dropped = runtime().counters->drain(snapshot.instances);
   // After the instances: every site they name is written in the same window or before.
   snapshot.new_sites = runtime().call_sites.since(session.sites_written);
+  monitor::resolve_source_lines(snapshot.new_sites);
   snapshot.aggregates_dropped = runtime().counters->close_window(snapshot.aggregates);
   snapshot.progress = runtime().communicators.progress();
   {
@@ -273,7 +274,7 @@ void install_signal_flush() {
 void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
   monitor::CallStats& stats = runtime().counters->local()[index_of(fn)];
   monitor::bump(stats.calls, 1);
-  monitor::bump(stats.time_ns, ended - began);
+  monitor::bump(stats.time_ns, monitor::elapsed_ns(began, ended));
 }
 
 }  // namespace
@@ -356,6 +357,8 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   runtime().communicators.start(rank);
   if (session.record) {
     std::string error;
+    // The writer refines the counter clock every window; without a writer nothing would.
+    if (settings.tsc) monitor::use_fast_clock();
     session.writer = monitor::TraceWriter::start(
         session.database_path, facts, describe(settings),
         static_cast<std::uint64_t>(settings.interval) * 1'000'000, collect_snapshot, error);

@@ -17,12 +17,31 @@
 
 namespace commtap::monitor {
 
-// CLOCK_MONOTONIC in nanoseconds (through the vDSO, about 20 ns here). Not the raw time-stamp
-// counter: each process would have to calibrate its rate, and two ranks' calibrations disagree
-// by parts in 1e5, which over an hour of running is tens of milliseconds between ranks.
-std::uint64_t now_ns() noexcept;
+// CLOCK_MONOTONIC in nanoseconds. Read through clock_gettime (the vDSO, about 25 ns here) until
+// use_fast_clock() and the first refine_fast_clock() that has a long enough baseline; from then
+// on, where the kernel itself keeps CLOCK_MONOTONIC on an invariant, synchronized time-stamp
+// counter, from that counter (about 10 ns) converted with a rate measured against
+// CLOCK_MONOTONIC over the whole run and re-anchored by every refine: readings stay within tens
+// of nanoseconds of clock_gettime's, so ranks agree as they would with clock_gettime. (A rate
+// calibrated once per process differs between processes by parts in 1e5: tens of milliseconds
+// per hour between ranks.) Readings can step back by a few nanoseconds at the switch: take
+// durations with elapsed_ns().
+[[gnu::always_inline]] inline std::uint64_t now_ns() noexcept;
+// Later minus earlier, 0 if the clock stepped back in between.
+inline std::uint64_t elapsed_ns(std::uint64_t earlier, std::uint64_t later) noexcept {
+  return later > earlier ? later - earlier : 0;
+}
 // Shifts now_ns() by `ns`: lets a test make the ranks of one host disagree like hosts do.
 void skew_clock_for_tests(std::int64_t ns) noexcept;
+// Takes the first anchor of the counter clock if this machine has a usable one; returns whether
+// it has. Until then, and on machines without, now_ns() is clock_gettime.
+bool use_fast_clock() noexcept;
+// Called periodically (by the trace writer, once per window): re-measures the counter's rate
+// against CLOCK_MONOTONIC and, once the baseline is at least 100 ms, switches now_ns() to the
+// counter, slewing away any difference over the next `horizon_ns`. Not thread safe: one caller.
+void refine_fast_clock(std::uint64_t horizon_ns) noexcept;
+// Whether now_ns() reads the counter now (for tests and the database's facts).
+bool fast_clock_active() noexcept;
 
 // One clock exchange with the reference rank: this rank's now_ns() when it sent the request and
 // when the reply arrived, and the reference's now_ns() when it answered.
@@ -87,10 +106,17 @@ struct CallSite {
     std::string module;  // the executable or shared object
     std::string symbol;  // the enclosing function ("" if unknown)
     std::uint64_t symbol_offset = 0;
+    std::string file;  // source file of the call, from the debug information ("" if unknown)
+    int line = 0;      // its line (0 if unknown)
   };
   std::uint32_t id = 0;  // rank-local: compare ranks by frames, not by id
   std::vector<Frame> frames;
 };
+
+// Fills in file and line of every frame whose module has line information (DWARF, also from a
+// separate debug file), reading this process's own modules. Off the hot path: the writer thread
+// calls it for each window's new sites.
+void resolve_source_lines(std::vector<CallSite>& sites);
 
 // Call-site capture: the hot path looks a return address up in a per-thread cache; the stack is
 // unwound (libunwind) once per distinct call site. Calls that reach MPI through a binding inside
@@ -273,7 +299,7 @@ struct FunctionRow {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 extern const char* const kCommtapVersion;
 
 // How far a rank got on one communicator: collectives entered and completed (sequence numbers).
@@ -353,3 +379,5 @@ std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<Snapshot>& windows);
 
 }  // namespace commtap::monitor
+
+#include "monitor/clock_inline.hpp"  // now_ns(): inlined into every wrapper

@@ -1,4 +1,4 @@
--- commtap trace database, schema version 2 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 3 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -169,6 +169,8 @@ CREATE TABLE IF NOT EXISTS call_sites (
   module        TEXT    NOT NULL,  -- executable or shared object
   symbol        TEXT,              -- enclosing function, if its symbol is known
   symbol_offset INTEGER,
+  file          TEXT,              -- source file of the call (from DWARF line tables), if known
+  line          INTEGER,           -- its line, if known
   PRIMARY KEY (rank, site, frame)
 );
 

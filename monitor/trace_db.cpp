@@ -298,7 +298,7 @@ class RankDatabase {
     std::size_t site = 0, frame = 0;
     db_.insert_rows(
         "INSERT OR REPLACE INTO call_sites(rank, site, frame, address, module, symbol, "
-        "symbol_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "symbol_offset, file, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [&](sqlite3_stmt* stmt) {
           while (site < snapshot.new_sites.size() &&
                  frame >= snapshot.new_sites[site].frames.size()) {
@@ -316,6 +316,10 @@ class RankDatabase {
           if (!f.symbol.empty()) {
             bind_text(stmt, 6, f.symbol);
             bind_u64(stmt, 7, f.symbol_offset);
+          }
+          if (!f.file.empty()) {
+            bind_text(stmt, 8, f.file);
+            sqlite3_bind_int(stmt, 9, f.line);
           }
           ++frame;
           return true;
@@ -471,6 +475,7 @@ struct TraceWriter::State {
       const int ready = ::poll(&readable, 1, timeout_ms);
       if (ready < 0 && errno == EINTR) continue;
       if (ready == 0) {
+        refine_fast_clock(interval_ns);
         window("running");
         measure_writer_cpu();
         continue;

@@ -13,6 +13,18 @@ expect_equal 3 "$got" "distinct call sites on rank 0"
 got=$(db_query trace "SELECT s.symbol FROM call_sites s WHERE rank = 0 AND frame = 1
         GROUP BY s.symbol")
 expect_equal main "$got" "the callers' caller"
+# file:line, resolved by the writer from the program's DWARF line table: the line of each call.
+source_file="$SOURCE/tests/programs/call_sites.c"
+expected=""
+for function in MPI_Allreduce MPI_Barrier MPI_Iallreduce; do
+  expected+="$function|call_sites.c|$(grep -n "^ *$function(" "$source_file" | cut -d: -f1)"$'\n'
+done
+got=$(db_query trace "SELECT DISTINCT c.function, replace(s.file, rtrim(s.file,
+        replace(s.file, '/', '')), ''), s.line FROM collectives c JOIN call_sites s
+        ON s.rank = c.rank AND s.site = c.site AND s.frame = 0 ORDER BY c.function")
+expect_equal "${expected%$'\n'}" "$got" "file and line of each call site"
+got=$("$CLI" query trace sites --raw | grep -c "call_sites.c:" || true)
+expect_equal 3 "$got" "the sites query shows file:line"
 pass "C call sites"
 
 COMMTAP_DIR=fortran COMMTAP_SAMPLE=1 run_preloaded 2 "$PROGRAMS/fortran_use_mpi" >/dev/null
