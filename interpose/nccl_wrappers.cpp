@@ -56,10 +56,11 @@ Function resolve(std::atomic<void*>& cache, const char* strong, const char* weak
 class NcclCommunicators {
  public:
   void add(ncclComm_t comm, std::int64_t id, Fn fn, int size, int rank) {
+    const int device = device_of(comm);
     std::lock_guard lock(mutex_);
     states_.push_back(std::make_unique<CommState>());
     states_.back()->id = id;
-    live_[comm] = states_.back().get();
+    live_[comm] = {states_.back().get(), device};
     monitor::CommunicatorRow row;
     row.id = id;
     row.created_by = kFunctionName[index_of(fn)];
@@ -71,16 +72,28 @@ class NcclCommunicators {
     std::lock_guard lock(mutex_);
     live_.erase(comm);
   }
-  CommState* find(ncclComm_t comm) {
+  struct Live {
+    CommState* state = nullptr;
+    int device = 0;  // the CUDA device the communicator runs on
+  };
+  Live find(ncclComm_t comm) {
     std::lock_guard lock(mutex_);
     auto found = live_.find(comm);
-    return found == live_.end() ? nullptr : found->second;
+    return found == live_.end() ? Live{} : found->second;
   }
   std::uint64_t next_clique() { return ++cliques_; }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<ncclComm_t, CommState*> live_;
+  static int device_of(ncclComm_t comm) {
+    using CuDevice = ncclResult_t (*)(const ncclComm_t, int*);
+    static std::atomic<void*> cache{nullptr};
+    int device = 0;
+    if (const auto cu_device = resolve<CuDevice>(cache, "pncclCommCuDevice", "ncclCommCuDevice"))
+      if (cu_device(comm, &device) != ncclSuccess) device = 0;
+    return device;
+  }
+  std::unordered_map<ncclComm_t, Live> live_;
   std::vector<std::unique_ptr<CommState>> states_;
   std::uint64_t cliques_ = 0;
 };
@@ -124,6 +137,33 @@ void on_communicator(A... a) {
   }
 }
 
+// The stream argument of an NCCL collective (its last), or nullptr.
+template <typename... A>
+cudaStream_t stream_argument(A... a) {
+  cudaStream_t found = nullptr;
+  ((found =
+        [&] {
+          if constexpr (std::is_same_v<A, cudaStream_t>)
+            return a;
+          else
+            return found;
+        }()),
+   ...);
+  return found;
+}
+
+// Made at the first NCCL call after MPI_Init: CUDA events where a GPU is usable, else none
+// (completions unknown). Group calls must be seen from the first one on.
+monitor::StreamCompletions& stream_completions() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Never deleted, like the runtime: NCCL calls may come from global destructors.
+    auto* completions = new monitor::StreamCompletions(monitor::make_cuda_markers());
+    runtime().stream_completions.store(completions, std::memory_order_release);
+  });
+  return *runtime().stream_completions.load(std::memory_order_acquire);
+}
+
 template <Fn id, typename Real, typename... A>
 ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type, A... a) {
   if (real == nullptr) return ncclSystemError;
@@ -132,13 +172,17 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   constexpr Family family = family_of(id);
   // Collectives take their communicator's next sequence number at the call.
   CommState* state = nullptr;
+  int device = 0;
   std::uint64_t seq = 0;
   if constexpr (family == Family::nccl_collective) {
-    state = nccl_communicators.value.find(comm_argument(a...));
+    const auto live = nccl_communicators.value.find(comm_argument(a...));
+    state = live.state;
+    device = live.device;
     if (state != nullptr) seq = state->next_seq();
   }
-  // An NCCL call returns once the work is enqueued: this is the enqueue time. Completion on the
-  // stream needs CUDA events (not recorded yet), so instances have no exit time.
+  monitor::StreamCompletions& completions = stream_completions();
+  // An NCCL call returns once the work is enqueued: this is the enqueue time. The completion
+  // comes from a CUDA event recorded on the stream after it (at the group's end inside a group).
   const std::uint64_t t0 = monitor::now_ns();
   const ncclResult_t result = real(a...);
   const std::uint64_t t1 = monitor::now_ns();
@@ -147,12 +191,21 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   monitor::bump(stats.time_ns, monitor::elapsed_ns(t0, t1));
   const std::uint64_t bytes = type != ncclNumTypes ? count * nccl_type_size(type) : 0;
   monitor::bump(stats.bytes, bytes);
+  if constexpr (id == Fn::ncclGroupStart) {
+    if (result == ncclSuccess) completions.group_start();
+  } else if constexpr (id == Fn::ncclGroupEnd) {
+    // ncclInProgress (nonblocking communicators): the launch is not done yet, so a marker now
+    // could complete before the work; those completions stay unknown.
+    completions.group_end(result == ncclSuccess);
+  }
   if (result == ncclSuccess) {
     if constexpr (family == Family::nccl_communicator) on_communicator<id>(a...);
-    if (state != nullptr && is_sampled(seq, runtime().sample)) {
-      runtime().counters->record({state->id, seq, bytes, t0, /*exit unknown*/ 0,
-                                  static_cast<std::uint32_t>(index_of(id)), -1,
-                                  runtime().call_sites.site_of(__builtin_return_address(0))});
+    if constexpr (family == Family::nccl_collective) {
+      if (state != nullptr && is_sampled(seq, runtime().sample))
+        completions.enqueued({state->id, seq, bytes, t0, /*exit: from the stream*/ 0,
+                              static_cast<std::uint32_t>(index_of(id)), -1,
+                              runtime().call_sites.site_of(__builtin_return_address(0))},
+                             stream_argument(a...), device);
     }
   }
   --t_depth;

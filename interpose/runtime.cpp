@@ -79,6 +79,7 @@ struct Session {
   std::string database_path;
   std::unique_ptr<monitor::TraceWriter> writer;
   std::size_t sites_written = 0;  // touched by the writer thread only
+  std::atomic<bool> final_window{false};
   // Clock estimates not written yet (MPI_Init's, periodic ones, MPI_Finalize's).
   std::mutex clock_mutex;
   std::vector<monitor::ClockEstimate> clock_estimates;
@@ -178,6 +179,11 @@ monitor::Snapshot collect_snapshot() {
   snapshot.busy = runtime().counters->busy();
   for (monitor::ActivitySnapshot& busy : snapshot.busy)
     busy.comm_id = runtime().communicators.id_of(static_cast<MPI_Comm>(busy.comm_handle));
+  if (monitor::StreamCompletions* completions =
+          runtime().stream_completions.load(std::memory_order_acquire)) {
+    completions->collect(snapshot.instances, session.final_window.load());
+    snapshot.gpus = completions->devices();
+  }
   snapshot.function_names.assign(std::begin(kFunctionName), std::end(kFunctionName));
   return snapshot;
 }
@@ -186,6 +192,7 @@ void finish_recording(const char* ended_by) {
   if (session.writer == nullptr || session.forked_child) return;
   session.facts.end_ns = monitor::wall_ns();
   session.facts.ended_by = ended_by;
+  session.final_window.store(true);  // NCCL work still on its streams is not waited for
   const std::string error = session.writer->stop(session.facts);
   // Every rank that fails says so: by now ranks may no longer be able to agree on anything.
   if (!error.empty())
@@ -252,8 +259,10 @@ void keep_clock_estimate(const monitor::ClockOffset& offset) {
 }
 
 void on_fatal_signal(int number) {
-  if (!session.forked_child && session.writer != nullptr)
+  if (!session.forked_child && session.writer != nullptr) {
+    session.final_window.store(true);
     session.writer->flush_for_signal(number, 3000);
+  }
   ::signal(number, SIG_DFL);
   ::raise(number);
 }

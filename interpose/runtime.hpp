@@ -14,6 +14,7 @@
 #include "interpose/requests.hpp"
 #include "interpose/settings.hpp"
 #include "monitor/monitor.hpp"
+#include "monitor/stream_completions.hpp"
 
 namespace commtap::interpose {
 
@@ -37,6 +38,8 @@ struct Runtime {
   RequestTable requests;
   CommunicatorRegistry communicators;
   datatypes::PlanCache plans;
+  // Completions of sampled NCCL collectives on their streams; made at the first NCCL call.
+  std::atomic<monitor::StreamCompletions*> stream_completions{nullptr};
 };
 
 // Never destroyed: MPI calls can still arrive at process exit, from atexit handlers and global

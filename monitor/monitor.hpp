@@ -331,6 +331,7 @@ struct Snapshot {
   std::vector<ActivitySnapshot> busy;          // threads inside a recorded call
   std::vector<std::string> function_names;     // to name function indexes
   std::uint64_t writer_ns = 0;                 // the writer thread's CPU time so far
+  std::vector<std::string> gpus;               // GPUs in use so far (empty: none, or unchanged)
   // For synthetic databases: the window's CLOCK_REALTIME stamp and how this rank's now_ns()
   // maps to it. 0: now, and the writer's own mapping.
   std::uint64_t wall_ns = 0;

@@ -24,7 +24,9 @@ CREATE TABLE IF NOT EXISTS ranks (
   clock_offset_ns INTEGER,        -- rank 0's monotonic clock = this rank's + offset (NULL: none)
   clock_error_ns  INTEGER,        -- the offset is right within +- this many ns
   node         INTEGER NOT NULL,  -- index of the rank's node (MPI_COMM_TYPE_SHARED domain)
-  local_rank   INTEGER NOT NULL   -- rank within the node
+  local_rank   INTEGER NOT NULL,  -- rank within the node
+  gpus         TEXT               -- GPUs the rank's NCCL collectives ran on, '; '-separated:
+                                  -- 'device 0 (NVIDIA H100 80GB HBM3, PCI 0000:19:00.0)'; NULL: none
 );
 
 -- The commtap settings each rank ran with (after validation: the values actually used).
@@ -155,7 +157,7 @@ CREATE TABLE IF NOT EXISTS collectives (
   site     INTEGER,           -- call_sites.site of the calling code (rank-local); NULL: unknown
   enter_ns INTEGER NOT NULL,  -- this host's monotonic ns: entry, post, or MPI_Start
   exit_ns  INTEGER,           -- return of the blocking call, or of the call that completed it;
-                              -- NULL for NCCL collectives (completion on the stream not recorded)
+                              -- NCCL: completion on the stream (CUDA event); NULL: unknown
   PRIMARY KEY (rank, comm_id, seq)
 );
 

@@ -144,6 +144,7 @@ class RankDatabase {
   bool write_window(const Snapshot& snapshot, const std::string& ended_by) {
     const std::uint64_t wall = snapshot.wall_ns != 0 ? snapshot.wall_ns : wall_ns();
     db_.exec("BEGIN");
+    if (!snapshot.gpus.empty()) gpus_ = snapshot.gpus;
     write_rank_row(wall, ended_by);
     db_.exec(("DELETE FROM call_totals WHERE rank = " + std::to_string(facts_.rank)).c_str());
     std::size_t next = 0;
@@ -347,8 +348,8 @@ class RankDatabase {
     bool done = false;
     db_.insert_rows(
         "INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, mpi_library, command_line, "
-        "start_ns, end_ns, ended_by, clock_offset_ns, clock_error_ns, node, local_rank) VALUES "
-        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        "start_ns, end_ns, ended_by, clock_offset_ns, clock_error_ns, node, local_rank, gpus) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         [&](sqlite3_stmt* stmt) {
           if (done) return false;
           sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -366,6 +367,11 @@ class RankDatabase {
           }
           sqlite3_bind_int(stmt, 12, facts_.node);
           sqlite3_bind_int(stmt, 13, facts_.local_rank);
+          if (!gpus_.empty()) {
+            std::string joined;
+            for (const std::string& gpu : gpus_) joined += (joined.empty() ? "" : "; ") + gpu;
+            bind_text(stmt, 14, joined);
+          }
           done = true;
           return true;
         });
@@ -409,6 +415,7 @@ class RankDatabase {
 
   Db db_;
   RankFacts facts_;
+  std::vector<std::string> gpus_;  // the GPUs seen so far (they only grow)
   std::unordered_map<std::int64_t, CommProgress> progress_written_;
   // Fixed at start, so that one call's entry time reads the same in every window.
   std::uint64_t wall_minus_monotonic_ = wall_ns() - now_ns();

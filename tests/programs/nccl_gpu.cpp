@@ -1,0 +1,43 @@
+// The real NCCL on a real GPU, 1-rank communicator, under MPI (commtap starts at MPI_Init):
+// three single all-reduces of 64 MiB and one group of two, then the stream is synchronized
+// once at the end. Prints "no gpu" and exits 0 where there is no usable device, so the test
+// script can skip.
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no gpu\n");
+    MPI_Finalize();
+    return 0;
+  }
+  cudaSetDevice(0);
+  const size_t count = 16u << 20;  // floats: 64 MiB, a few hundred microseconds on the GPU
+  float* data = nullptr;
+  cudaMalloc(&data, count * sizeof(float));
+  cudaMemset(data, 0, count * sizeof(float));
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  ncclUniqueId id;
+  ncclComm_t comm;
+  if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) {
+    std::printf("nccl init failed\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  for (int i = 0; i < 3; ++i) ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm, stream);
+  ncclGroupStart();
+  ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm, stream);
+  ncclAllReduce(data, data, count / 2, ncclFloat, ncclSum, comm, stream);
+  ncclGroupEnd();
+  cudaStreamSynchronize(stream);
+  ncclCommDestroy(comm);
+  cudaFree(data);
+  std::printf("done\n");
+  MPI_Finalize();
+  return 0;
+}
