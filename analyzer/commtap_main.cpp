@@ -212,6 +212,11 @@ int main(int argc, char** argv) {
         ->add_option("--since", health_options.since_s,
                      "Look only at the last this many seconds of data (0: all)")
         ->capture_default_str();
+    command
+        ->add_option("--at", health_options.at_s,
+                     "Analyze the job as it stood this many seconds after it started, ignoring "
+                     "what was written later: what a cron analysis saw then (0: now)")
+        ->capture_default_str();
     command->add_option("--window", health_options.window_s, "Persistence window, seconds")
         ->capture_default_str();
     command

@@ -167,6 +167,11 @@ struct Job {
   std::uint64_t now_wall = 0;
   // rank 0's clock (aligned ns) -> wall ns
   std::int64_t wall_minus_aligned = 0;
+  // --at: rows written after this wall time are ignored (INT64_MAX: none are).
+  std::int64_t until_wall = INT64_MAX;
+  std::int64_t until_aligned() const {
+    return until_wall == INT64_MAX ? INT64_MAX : until_wall - wall_minus_aligned;
+  }
 
   std::string rank_name(int rank) const {
     auto found = ranks.find(rank);
@@ -218,7 +223,22 @@ bool job_files(const std::string& path, std::vector<std::string>& files, std::st
   return false;
 }
 
-bool load_facts(Job& job, std::string& error) {
+bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
+  if (options.at_s > 0) {
+    std::int64_t start = INT64_MAX;
+    for (const std::string& file : job.files) {
+      auto reader = Reader::open(file, error);
+      if (!reader || !reader->each(
+                         "SELECT min(start_ns) FROM ranks", {},
+                         [&](sqlite3_stmt* s) {
+                           if (sqlite3_column_type(s, 0) != SQLITE_NULL)
+                             start = std::min(start, column_i64(s, 0));
+                         },
+                         error))
+        return false;
+    }
+    if (start != INT64_MAX) job.until_wall = start + static_cast<std::int64_t>(options.at_s * 1e9);
+  }
   std::set<std::string> host_names;
   std::map<int, std::string> host_of_rank;
   for (const std::string& file : job.files) {
@@ -229,7 +249,9 @@ bool load_facts(Job& job, std::string& error) {
             "SELECT value FROM meta WHERE key = 'job_id'", {},
             [&](sqlite3_stmt* s) { job.job_id = column_text(s, 0); }, error) &&
         reader->each(
-            "SELECT rank, host, ended_by, start_ns, coalesce(clock_offset_ns, 0) FROM ranks", {},
+            "SELECT rank, host, CASE WHEN end_ns > ?1 THEN 'running' ELSE ended_by END, "
+            "start_ns, coalesce(clock_offset_ns, 0) FROM ranks WHERE start_ns <= ?1",
+            {job.until_wall},
             [&](sqlite3_stmt* s) {
               Rank& r = job.ranks[static_cast<int>(column_i64(s, 0))];
               r.rank = static_cast<int>(column_i64(s, 0));
@@ -261,8 +283,8 @@ bool load_facts(Job& job, std::string& error) {
         reader->each(
             "SELECT rank, wall_ns, state, coalesce(function, ''), coalesce(comm_id, 0), "
             "coalesce(seq, 0), coalesce(since_ns, 0) FROM heartbeats h WHERE wall_ns = "
-            "(SELECT max(wall_ns) FROM heartbeats g WHERE g.rank = h.rank)",
-            {},
+            "(SELECT max(wall_ns) FROM heartbeats g WHERE g.rank = h.rank AND g.wall_ns <= ?1)",
+            {job.until_wall},
             [&](sqlite3_stmt* s) {
               Heartbeat& h = job.ranks[static_cast<int>(column_i64(s, 0))].last;
               h.wall_ns = static_cast<std::uint64_t>(column_i64(s, 1));
@@ -276,8 +298,8 @@ bool load_facts(Job& job, std::string& error) {
         reader->each(
             "SELECT rank, comm_id, entered, completed FROM comm_progress p WHERE wall_ns = "
             "(SELECT max(wall_ns) FROM comm_progress q WHERE q.rank = p.rank AND "
-            "q.comm_id = p.comm_id)",
-            {},
+            "q.comm_id = p.comm_id AND q.wall_ns <= ?1)",
+            {job.until_wall},
             [&](sqlite3_stmt* s) {
               monitor::CommProgress p;
               p.comm_id = column_i64(s, 1);
@@ -565,6 +587,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   const char* sql =
       "SELECT rank, comm_id, seq, enter_ns FROM collectives WHERE exit_ns IS NOT NULL";
   const std::int64_t since_aligned = since_aligned_ns(job, options);
+  const std::int64_t until_aligned = job.until_aligned();
   // Pass 1: earliest and latest arrival of every instance.
   std::unordered_map<std::pair<std::int64_t, std::uint64_t>, Instance, PairHash> instances;
   if (!each_row(
@@ -574,7 +597,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
             auto r = job.ranks.find(rank);
             if (r == job.ranks.end()) return;
             const std::int64_t t = r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
-            if (t < since_aligned) return;
+            if (t < since_aligned || t > until_aligned) return;
             Instance& i =
                 instances[{column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))}];
             i.earliest = std::min(i.earliest, t);
@@ -681,6 +704,29 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   std::set<int> slow;
   for (const auto& [rank, flagged] : flagged_windows)
     if (flagged >= 1 && flagged >= options.persistence * eligible_windows[rank]) slow.insert(rank);
+  if (slow.empty()) return true;
+  // Arriving late is not enough: a rank that waits in a receive for a message that comes late
+  // (a slow link or host upstream) arrives late too, and then spends more of its time inside
+  // MPI than the others. A rank that computes too slowly spends less (the others wait for it).
+  // Each rank's share of time inside blocking MPI calls, from the aggregates.
+  std::map<int, double> mpi_share;
+  {
+    const std::int64_t since_wall = since_wall_ns(job, options);
+    std::map<int, std::pair<double, std::set<std::int64_t>>> busy;  // ns, windows
+    if (!each_row(
+            job, "SELECT rank, wall_ns, total_ns FROM aggregates",
+            [&](sqlite3_stmt* s) {
+              const std::int64_t wall = column_i64(s, 1);
+              if (wall < since_wall || wall > job.until_wall) return;
+              auto& [ns, walls] = busy[static_cast<int>(column_i64(s, 0))];
+              ns += static_cast<double>(column_i64(s, 2));
+              walls.insert(wall);
+            },
+            error))
+      return false;
+    for (const auto& [rank, b] : busy)
+      mpi_share[rank] = b.first / (static_cast<double>(b.second.size()) * job.interval_s * 1e9);
+  }
   // A host whose ranks are all slow is a slow host; otherwise the slow ranks are named.
   std::map<int, std::vector<int>> slow_by_host, ranks_by_host;
   for (const auto& [number, r] : job.ranks) ranks_by_host[r.host].push_back(number);
@@ -700,6 +746,13 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
                          host_last_fraction[rank].end());
         for (const RankWindow& rw : per_rank[rank]) n += rw.instances;
       }
+      std::vector<double> own_share, others_share;
+      for (const auto& [rank, share] : mpi_share)
+        (std::find(ranks.begin(), ranks.end(), rank) != ranks.end() ? own_share : others_share)
+            .push_back(share);
+      const double own_mpi = own_share.empty() ? 0.0 : median_of(own_share);
+      const double others_mpi = others_share.empty() ? 1.0 : median_of(others_share);
+      if (!own_share.empty() && !others_share.empty() && own_mpi > others_mpi) continue;
       Finding f;
       f.kind = whole_host ? "slow_host" : "slow_rank";
       const std::string host_name = job.hosts[static_cast<std::size_t>(host)];
@@ -712,8 +765,12 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
                   with_commas(n / (whole_host ? ranks.size() : 1)) +
                   " collectives, median lateness " + ms_text(median_of(own)) + " vs " +
                   ms_text(median_of(others)) + " for the others, in " + std::to_string(flagged) +
-                  " of " + std::to_string(eligible) + " windows (compute side: it arrives late)";
+                  " of " + std::to_string(eligible) + " windows, inside MPI " +
+                  percent_text(own_mpi) + " of the time vs " + percent_text(others_mpi) +
+                  " for the others (compute side: it arrives late)";
       f.evidence = {{"host", host_name},
+                    {"mpi_time_share", own_mpi},
+                    {"others_mpi_time_share", others_mpi},
                     {"ranks", whole_host ? ranks : std::vector<int>{subject_rank}},
                     {"last_fraction", median_of(fractions)},
                     {"median_lateness_ns", median_of(own)},
@@ -771,9 +828,24 @@ int size_class(std::int64_t bytes) {  // powers of four
   return c;
 }
 
+// One message of the recent window, as evidence about its link: either its one-way time
+// (it was in flight when the receive was posted) or only an upper bound on it (it had arrived
+// before the receive was posted: it took at most that long).
+struct LinkObservation {
+  double ns = 0;
+  bool upper_bound = false;
+  bool later_half = false;  // sent in the second half of the recent window
+};
+
 bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
                        std::string& error) {
   const std::int64_t since_aligned = since_aligned_ns(job, options);
+  const std::int64_t until_aligned = job.until_aligned();
+  // The recent window, on rank 0's clock: where a link is judged slow or not.
+  const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  const std::int64_t recent_aligned =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
+  const std::int64_t recent_middle = recent_aligned + window_ns / 2;
   struct Sent {
     std::int64_t start;
     std::int64_t bytes;
@@ -789,14 +861,17 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
             if (r == job.ranks.end()) return;
             const std::int64_t start =
                 r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
-            if (start < since_aligned) return;
+            if (start < since_aligned || start > until_aligned) return;
             sends[{column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), rank,
                    static_cast<int>(column_i64(s, 1))}] = {start, column_i64(s, 5)};
           },
           error))
     return false;
-  // Per (sender host, receiver host, size class): latencies of the joined messages.
-  std::map<std::tuple<int, int, int>, Reservoir> cells;
+  // Per (sender host, receiver host, size class): one-way times of the messages measured in
+  // flight (for the baseline and the matrix), and the recent window's observations.
+  using CellKey = std::tuple<int, int, int>;
+  std::map<CellKey, Reservoir> cells;
+  std::map<CellKey, std::vector<LinkObservation>> recent;
   std::mt19937_64 random(12345);
   std::uint64_t joined = 0;
   if (!each_row(
@@ -811,21 +886,25 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
             auto r = job.ranks.find(rank);
             auto p = job.ranks.find(peer);
             if (found == sends.end() || r == job.ranks.end() || p == job.ranks.end()) return;
-            ++joined;
-            if (r->second.host == p->second.host) return;  // shared memory: not a link
             const std::int64_t posted =
                 r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 5)));
             const std::int64_t done =
                 r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
-            // One-way time of the message: its completion minus its send, when the
-            // completion is its arrival: the receive was posted before the send, or the data
-            // came in well after the post. A message that was already there when the receive
-            // was posted says nothing about the link (only about the receiver) and is skipped.
+            if (done > until_aligned) return;
+            ++joined;
+            if (r->second.host == p->second.host) return;  // shared memory: not a link
+            // In flight (the receive was posted before the send, or the data came in well
+            // after the post): completion minus send is the one-way time. Otherwise the data
+            // was there when the receive was posted: the one-way time was at most that, and a
+            // receiver that posts late says nothing more about the link.
             const std::int64_t start = found->second.start;
             constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
-            if (posted > start && done - posted < kCopyNs) return;
-            cells[{p->second.host, r->second.host, size_class(found->second.bytes)}].add(
-                std::max(0.0, static_cast<double>(done - start)), random);
+            const bool in_flight = posted <= start || done - posted >= kCopyNs;
+            const CellKey key{p->second.host, r->second.host, size_class(found->second.bytes)};
+            const double one_way = std::max(0.0, static_cast<double>(done - start));
+            if (in_flight) cells[key].add(one_way, random);
+            if (start >= recent_aligned)
+              recent[key].push_back({one_way, !in_flight, start >= recent_middle});
           },
           error))
     return false;
@@ -834,7 +913,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   // Baseline per size class: the lower quartile of the cells' medians (robust to a slow host,
   // whose cells can be most of a small cluster's).
   std::map<int, std::vector<double>> class_medians;
-  std::map<std::tuple<int, int, int>, double> cell_median;
+  std::map<CellKey, double> cell_median;
   for (auto& [key, reservoir] : cells) {
     const double m = median_of(reservoir.values);
     cell_median[key] = m;
@@ -842,11 +921,22 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   }
   std::map<int, double> baseline;
   for (auto& [c, medians] : class_medians) baseline[c] = lower_quartile_of(medians);
-  // Per directed host pair: ratio and excess over the baseline, weighted by messages.
+  // Per directed host pair. A link is slow when, in the recent window, at least kMinSlow
+  // messages took longer than the threshold (link_factor times the baseline and
+  // min_link_delay more) and, in each half of the window, slow messages were at least as many
+  // as the messages shown to be faster (measured faster, or arrived before a receive posted
+  // sooner than the threshold): a slowness that lasts, not a burst. Counting the censored
+  // messages matters: behind a slow host the receivers are late and find most messages
+  // already there, so a median over the measured ones alone would be mostly from before the
+  // fault. The matrix shows the medians over the whole --since range.
+  constexpr std::uint64_t kMinSlow = 3;
   struct Cell {
     double ratio = 0, excess = 0, median = 0, base = 0;
-    std::uint64_t messages = 0;
+    std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
+    std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
     bool slow = false;
+    // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
+    bool suspect = false;
   };
   std::map<std::pair<int, int>, Cell> pairs;
   for (auto& [key, reservoir] : cells) {
@@ -859,25 +949,49 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     cell.base += weight * base;
     cell.messages += reservoir.seen;
   }
+  for (auto& [key, observations] : recent) {
+    Cell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
+    auto c = baseline.find(std::get<2>(key));
+    if (c == baseline.end()) continue;  // no message of this size class measured anywhere
+    const double base = std::max(1000.0, c->second);
+    const double threshold =
+        std::max(base * options.link_factor, base + options.min_link_delay_us * 1e3);
+    for (const LinkObservation& o : observations) {
+      if (o.ns < threshold) {
+        ++cell.recent_fast;
+        ++cell.half_fast[o.later_half];
+      } else if (!o.upper_bound) {
+        ++cell.recent_slow;
+        ++cell.half_slow[o.later_half];
+      }
+    }
+  }
   json matrix = json::array();
   for (auto& [pair, cell] : pairs) {
-    const double n = static_cast<double>(cell.messages);
+    const double n = static_cast<double>(std::max<std::uint64_t>(1, cell.messages));
     cell.ratio /= n;
     cell.excess /= n;
     cell.median /= n;
     cell.base /= n;
-    cell.slow = cell.ratio >= options.link_factor && cell.excess >= options.min_link_delay_us * 1e3;
+    auto half_slow = [&](int h) {
+      return cell.half_slow[h] > 0 && cell.half_slow[h] >= cell.half_fast[h];
+    };
+    cell.slow = cell.recent_slow >= kMinSlow && half_slow(0) && half_slow(1);
+    cell.suspect = !cell.slow && cell.recent_slow > 0 && cell.recent_slow >= cell.recent_fast;
     matrix.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
                       {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
                       {"median_us", cell.median / 1e3},
                       {"ratio", cell.ratio},
                       {"messages", cell.messages},
+                      {"recent_slow", cell.recent_slow},
+                      {"recent_fast", cell.recent_fast},
                       {"slow", cell.slow}});
   }
   health.details["links"] = matrix;
-  json delayed = json::array();  // hosts that receive slow messages
+  json delayed = json::array();  // hosts that receive slow (or suspect) messages
   for (const auto& [pair, cell] : pairs)
-    if (cell.slow) delayed.push_back(job.hosts[static_cast<std::size_t>(pair.second)]);
+    if (cell.slow || cell.suspect)
+      delayed.push_back(job.hosts[static_cast<std::size_t>(pair.second)]);
   health.details["delayed_hosts"] = delayed;
   // A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
   // network; the remaining slow cells are links.
@@ -922,8 +1036,21 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                   {"messages", n}};
     health.findings.push_back(f);
   }
+  // A slow link is named only once its hosts' other links are known to be fine: while one of
+  // them is suspect, the slow link may be the first sign of a slow host (behind a slow host the
+  // receivers are late, so the evidence about its outgoing links comes in slowly).
+  auto undecided_around = [&](const std::pair<int, int>& link) {
+    for (const auto& [other, cell] : pairs) {
+      if (other == link || !cell.suspect) continue;
+      if (other.first == link.first || other.first == link.second || other.second == link.first ||
+          other.second == link.second)
+        return true;
+    }
+    return false;
+  };
   for (const auto& [pair, cell] : pairs) {
     if (!cell.slow || slow_hosts.count(pair.first) || slow_hosts.count(pair.second)) continue;
+    if (undecided_around(pair)) continue;
     const std::string from = job.hosts[static_cast<std::size_t>(pair.first)];
     const std::string to = job.hosts[static_cast<std::size_t>(pair.second)];
     auto back = pairs.find({pair.second, pair.first});
@@ -935,9 +1062,12 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     f.severity = Severity::error;
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
-    f.summary = f.subject + ": median message latency " + ms_text(cell.median) + " (" +
-                std::to_string(static_cast<int>(std::lround(cell.ratio))) + "x the baseline " +
-                ms_text(cell.base) + ") over " + with_commas(cell.messages) + " messages" +
+    f.summary = f.subject + ": " + std::to_string(cell.recent_slow) + " of " +
+                std::to_string(cell.recent_slow + cell.recent_fast) + " messages of the last " +
+                ms_text(options.window_s * 1e9) + " took " +
+                std::to_string(static_cast<int>(std::lround(options.link_factor))) +
+                "x the baseline " + ms_text(cell.base) + " or more (median " +
+                ms_text(cell.median) + " over " + with_commas(cell.messages) + " messages)" +
                 (both ? ", both directions" : ", this direction only");
     f.evidence = {{"from", from},
                   {"to", to},
@@ -945,6 +1075,8 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                   {"median_latency_ns", cell.median},
                   {"baseline_ns", cell.base},
                   {"ratio", cell.ratio},
+                  {"recent_slow", cell.recent_slow},
+                  {"recent_fast", cell.recent_fast},
                   {"messages", cell.messages}};
     health.findings.push_back(f);
   }
@@ -966,7 +1098,7 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
           "s.site = a.site AND s.frame = 0",
           [&](sqlite3_stmt* s) {
             const std::int64_t wall = column_i64(s, 0);
-            if (wall < since_wall) return;
+            if (wall < since_wall || wall > job.until_wall) return;
             auto& cell =
                 series[{column_text(s, 1), column_text(s, 2), column_i64(s, 3)}][wall / window_ns];
             cell.first += static_cast<double>(column_i64(s, 4));
@@ -1067,7 +1199,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   job.path = path;
   health = JobHealth{};
   health.path = path;
-  if (!job_files(path, job.files, error) || !load_facts(job, error)) return false;
+  if (!job_files(path, job.files, error) || !load_facts(job, options, error)) return false;
   health.job_id = job.job_id;
   health.ranks = static_cast<int>(job.ranks.size());
   health.hosts = static_cast<int>(job.hosts.size());
@@ -1137,7 +1269,8 @@ json health_json(const std::vector<JobHealth>& jobs) {
                            {"instances", job.instances},
                            {"messages", job.messages},
                            {"healthy", job.findings.empty()},
-                           {"findings", findings}});
+                           {"findings", findings},
+                           {"links", job.details.value("links", json::array())}});
   }
   return out;
 }

@@ -17,6 +17,8 @@ struct HealthOptions {
   double stale_after_s = 0.0;      // no heartbeat for this long while others go on: lost (0: three
                                    // of the job's COMMTAP_INTERVAL plus 1 s)
   double since_s = 0.0;            // only data of the last this many seconds (0: all)
+  double at_s = 0.0;               // analyze the job as it stood this many seconds after its
+                                   // start, ignoring later rows (0: as it is now)
   double window_s = 10.0;          // persistence windows
   double persistence = 0.6;        // flagged in at least this fraction of the eligible windows
   int min_instances = 8;           // a window needs this many aligned instances to count

@@ -59,6 +59,8 @@ struct SyntheticJob {
     return 0.0;
   };
   std::function<double(double t)> call_us = [](double) { return 100.0; };  // aggregates
+  // Milliseconds per second a rank also waits in MPI_Irecv completions (aggregates).
+  std::function<double(int rank)> receive_wait_ms = [](int) { return 0.0; };
   // Hang: from `hang_at` s on, every rank but `hang_culprit` waits in the next all-reduce.
   double hang_at = -1;
   int hang_culprit = -1;
@@ -173,6 +175,12 @@ struct SyntheticJob {
                          static_cast<std::uint64_t>(calls * call_us(w) * 1e3),
                          static_cast<std::uint64_t>(call_us(w) * 900),
                          static_cast<std::uint64_t>(call_us(w) * 1100)}};
+        if (const double wait_ms = receive_wait_ms(r); wait_ms > 0)
+          s.aggregates.push_back({{1, kIrecv, 1, 1024},
+                                  static_cast<std::uint64_t>(calls),
+                                  static_cast<std::uint64_t>(wait_ms * 1e6),
+                                  static_cast<std::uint64_t>(wait_ms * 1e6 / calls),
+                                  static_cast<std::uint64_t>(wait_ms * 1e6 / calls)});
         std::uint64_t entered = last_seq;
         const bool hanging = hang_at >= 0 && w + 1 > hang_at;
         if (hanging && r != hang_culprit) {
@@ -244,6 +252,37 @@ TEST(Health, OneSlowRankIsNamedNotItsHost) {
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
   EXPECT_NE(health.findings.at(0).summary.find("3."), std::string::npos) << describe(health);
+}
+
+// A rank that arrives late because it waits for messages (a slow sender upstream) spends more
+// of its time inside MPI than the others: that is not a slow rank.
+TEST(Health, ARankLateFromWaitingInMpiIsNotCalledSlow) {
+  SyntheticJob job;
+  job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 300.0 : 0.0; };
+  expect_exactly(analyze(job), {});
+  // The others waiting for it instead: slow.
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 300.0; };
+  expect_exactly(analyze(job), {{"slow_rank", "rank 5 (h2)"}});
+}
+
+// --at replays the job as a cron analysis saw it then.
+TEST(Health, AtReplaysTheJobAsItStoodThen) {
+  SyntheticJob job;
+  job.hang_at = 20;
+  job.hang_culprit = 6;
+  TempDir dir;
+  job.write(dir.path());
+  HealthOptions options = test_options();
+  std::string error;
+  JobHealth health;
+  options.at_s = 15;
+  ASSERT_TRUE(analyze_job(dir.path().string(), options, health, error)) << error;
+  expect_exactly(health, {});
+  EXPECT_TRUE(health.running);
+  options.at_s = 26;
+  ASSERT_TRUE(analyze_job(dir.path().string(), options, health, error)) << error;
+  expect_exactly(health, {{"hang", "rank 6 (h3)"}});
 }
 
 TEST(Health, ASlowHostIsNamedAsTheHost) {
