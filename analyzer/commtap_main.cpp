@@ -124,9 +124,19 @@ int main(int argc, char** argv) {
   run->footer("Usage: commtap run [settings] [--] <launcher command...>");
   std::map<std::string, std::string> flag_values;
   std::vector<Setting> settings;
-  const bool wants_run = argc > 1 && std::string(argv[1]) == "run";
+  // ---- calibrate ----
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate",
+      "Measure the all-reduce cost model on the machines a launcher command runs on (e.g. "
+      "mpiexec -n 4 -ppn 2 -hosts a,b) and write it for COMMTAP_MODEL");
+  std::string model_output = "commtap-model.json";
+  calibrate->add_option("-o,--output", model_output, "Model file to write")->capture_default_str();
+  calibrate->prefix_command();
+  calibrate->footer("Usage: commtap calibrate [-o FILE] [--] <launcher command...>");
+  const bool wants_run =
+      argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "calibrate");
   const bool wants_settings = argc > 1 && std::string(argv[1]) == "settings";
-  if (wants_run || wants_settings) {
+  if ((wants_run && std::string(argv[1]) == "run") || wants_settings) {
     const std::string chosen = require_library(library_option(argc, argv));
     settings = load_settings(chosen);
   }
@@ -307,6 +317,28 @@ int main(int argc, char** argv) {
                    files);
     }
     return status;
+  }
+
+  if (*calibrate) {
+    std::vector<std::string> command = calibrate->remaining();
+    command.insert(command.end(), command_after_dashes.begin(), command_after_dashes.end());
+    const std::string program = find_calibrate_program();
+    if (command.empty() || program.empty()) {
+      std::fprintf(stderr, "commtap calibrate: %s\n",
+                   command.empty() ? "no launcher given (commtap calibrate -- mpiexec -n 4 ...)"
+                                   : "commtap-calibrate is not installed next to commtap");
+      return kExitError;
+    }
+    std::error_code ec;
+    const fs::path output = fs::absolute(model_output, ec);
+    command.push_back(program);
+    command.push_back(output.string());
+    const int status = run_preloaded("", {}, command);
+    if (status != 0 || !fs::exists(output, ec)) {
+      std::fprintf(stderr, "commtap calibrate: the measurement failed (exit %d)\n", status);
+      return kExitError;
+    }
+    return 0;
   }
 
   if (*settings_command) {

@@ -441,8 +441,10 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   const auto hang_ns = static_cast<std::uint64_t>(options.hang_after_s * 1e9);
   // A launcher that tears a job down SIGKILLs ranks without a last window, so "never wrote how
   // it ended" alone does not mark the first to go; a heartbeat silent for a while does.
+  // A rank that has not written its first heartbeat yet has been silent since its start.
+  auto heard = [](const Rank& r) { return r.last.wall_ns != 0 ? r.last.wall_ns : r.start_ns; };
   auto lost = [&](const Rank& r) {
-    return r.ended_by == "running" && job.now_wall > r.last.wall_ns + stale_ns;
+    return r.ended_by == "running" && job.now_wall > heard(r) + stale_ns;
   };
   // Lost ranks: no heartbeat for a while although others go on (or ended properly).
   for (const auto& [number, r] : job.ranks) {
@@ -451,16 +453,16 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
     f.kind = "rank_lost";
     f.subject = job.rank_name(number);
     f.severity = Severity::critical;
-    f.first_seen_ns = r.last.wall_ns;
+    f.first_seen_ns = heard(r);
     f.last_seen_ns = job.now_wall;
-    const double silent = static_cast<double>(job.now_wall - r.last.wall_ns);
+    const double silent = static_cast<double>(job.now_wall - heard(r));
     f.summary = job.rank_name(number) + ": no heartbeat for " + ms_text(silent) +
                 " while other ranks go on (crashed or frozen); it was last " +
                 (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
     f.evidence = {{"rank", number},
                   {"host", job.hosts[static_cast<std::size_t>(r.host)]},
                   {"last_heartbeat_ns", r.last.wall_ns},
-                  {"silent_ns", job.now_wall - r.last.wall_ns},
+                  {"silent_ns", job.now_wall - heard(r)},
                   {"last_state", r.last.state},
                   {"last_function", r.last.function}};
     out.push_back(f);

@@ -32,6 +32,18 @@ std::string find_library(const std::string& explicit_path) {
   return "";
 }
 
+std::string find_calibrate_program() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const fs::path& candidate :
+       {self.parent_path() / "commtap-calibrate",
+        self.parent_path().parent_path() / "collectives" / "commtap-calibrate"}) {
+    if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
+  }
+  return "";
+}
+
 std::optional<std::string> library_settings_json(const std::string& library, std::string& error) {
   // The library is asked in a child process that preloads it, as a job would: dlopen() here
   // could fail where preloading works (libunwind's initial-exec TLS needs the static TLS block).
@@ -99,7 +111,7 @@ int run_preloaded(const std::string& library, const std::map<std::string, std::s
     return 127;
   }
   if (child_pid == 0) {
-    setenv("LD_PRELOAD", preload.c_str(), 1);
+    if (!library.empty()) setenv("LD_PRELOAD", preload.c_str(), 1);
     for (const auto& [name, value] : variables) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));

@@ -20,6 +20,8 @@ const char* algorithm_name(Algorithm algorithm) noexcept {
       return "hier";
     case Algorithm::hier_rs:
       return "hier-rs";
+    case Algorithm::hier_pipe:
+      return "hier-pipe";
     case Algorithm::star:
       return "star";
     case Algorithm::ring:
@@ -32,7 +34,7 @@ const char* algorithm_name(Algorithm algorithm) noexcept {
 
 bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept {
   for (Algorithm a : {Algorithm::native, Algorithm::automatic, Algorithm::hier, Algorithm::hier_rs,
-                      Algorithm::star, Algorithm::ring, Algorithm::rd})
+                      Algorithm::hier_pipe, Algorithm::star, Algorithm::ring, Algorithm::rd})
     if (text == algorithm_name(a)) {
       algorithm = a;
       return true;
@@ -63,7 +65,7 @@ int topology_keyval() {
 
 }  // namespace
 
-Topology* topology_of(MPI_Comm comm, int test_nodes) {
+Topology* topology_of(MPI_Comm comm, int test_nodes, const std::vector<std::string>& avoid_hosts) {
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, topology_keyval(), &value, &found);
@@ -93,8 +95,25 @@ Topology* topology_of(MPI_Comm comm, int test_nodes) {
   t->regular = extremes[0] == -extremes[1];
   t->max_local_size = extremes[0];
   if (t->regular && t->nodes > 1) PMPI_Comm_split(t->flat, t->local_rank, t->rank, &t->peers);
+  // The star's root: the lowest rank whose host is not to be avoided (rank 0 if all are).
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  PMPI_Get_processor_name(host, &length);
+  const bool avoided =
+      std::find(avoid_hosts.begin(), avoid_hosts.end(),
+                std::string(host, static_cast<std::size_t>(length))) != avoid_hosts.end();
+  t->star_root = first_rank_not_avoided(t->flat, avoided);
   PMPI_Comm_set_attr(comm, topology_keyval(), t);
   return t;
+}
+
+int first_rank_not_avoided(MPI_Comm comm, bool avoided) {
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  int candidate = avoided ? size : rank, first = size;
+  PMPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, comm);
+  return first < size ? first : 0;
 }
 
 // ---- Point-to-point helpers -------------------------------------------------------------------
@@ -294,15 +313,56 @@ int star(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
 }
 
 int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
-         std::vector<char>& scratch) {
+         std::vector<char>& scratch, int root = 0) {
   switch (algorithm) {
     case Algorithm::star:
-      return star(c, comm, buffer, count, scratch);
+      return star(c, comm, buffer, count, scratch, root);
     case Algorithm::ring:
       return ring(c, comm, buffer, count, scratch);
     default:
       return recursive_doubling(c, comm, buffer, count, scratch);
   }
+}
+
+// Hierarchical in segments: while the leaders all-reduce segment s across nodes, the node
+// reduces segment s+1 and broadcasts segment s-1, so that the node's shared memory and the
+// network work at once. Every stage is the library's nonblocking collective on commtap's
+// private communicators, started in the same order on every rank (as MPI requires); a
+// non-leader waits for its own reduction of a segment before the broadcast overwrites it.
+int pipelined_hierarchical(const Call& c, Topology& t, void* buffer, MPI_Count count) {
+  const MPI_Count bytes = count * c.extent;
+  const MPI_Count segment_bytes = std::clamp<MPI_Count>(bytes / 4, 64 * 1024, 1024 * 1024);
+  const MPI_Count per_segment = std::max<MPI_Count>(1, segment_bytes / c.extent);
+  const MPI_Count segments = (count + per_segment - 1) / per_segment;
+  const bool leader = t.local_rank == 0;
+  auto first = [&](MPI_Count s) { return s * per_segment; };
+  auto length = [&](MPI_Count s) { return std::min(per_segment, count - first(s)); };
+  std::vector<MPI_Request> reduced(static_cast<std::size_t>(segments), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> combined(static_cast<std::size_t>(segments), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> broadcast(static_cast<std::size_t>(segments), MPI_REQUEST_NULL);
+  for (MPI_Count step = 0; step < segments + 2; ++step) {
+    if (step < segments) {
+      void* at = c.at(buffer, first(step));
+      COMMTAP_TRY(PMPI_Ireduce_c(leader ? MPI_IN_PLACE : at, leader ? at : nullptr, length(step),
+                                 c.type, c.op, 0, t.node,
+                                 &reduced[static_cast<std::size_t>(step)]));
+    }
+    if (leader && step >= 1 && step <= segments) {
+      const MPI_Count s = step - 1;
+      COMMTAP_TRY(wait_all(1, &reduced[static_cast<std::size_t>(s)], c.yield));
+      COMMTAP_TRY(PMPI_Iallreduce_c(MPI_IN_PLACE, c.at(buffer, first(s)), length(s), c.type, c.op,
+                                    t.leaders, &combined[static_cast<std::size_t>(s)]));
+    }
+    if (step >= 2) {
+      const MPI_Count s = step - 2;
+      MPI_Request& before =
+          leader ? combined[static_cast<std::size_t>(s)] : reduced[static_cast<std::size_t>(s)];
+      COMMTAP_TRY(wait_all(1, &before, c.yield));
+      COMMTAP_TRY(PMPI_Ibcast_c(c.at(buffer, first(s)), length(s), c.type, 0, t.node,
+                                &broadcast[static_cast<std::size_t>(s)]));
+    }
+  }
+  return wait_all(static_cast<int>(segments), broadcast.data(), c.yield);
 }
 
 // The leaders' (or peers') algorithm inside a hierarchical one: few ranks, so recursive
@@ -325,7 +385,11 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
     case Algorithm::star:
     case Algorithm::ring:
     case Algorithm::rd:
-      return flat(algorithm, c, t.flat, recvbuf, count, t.scratch);
+      return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root);
+    case Algorithm::hier_pipe:
+      // Rank-independent facts only: a rank alone on its node takes part all the same.
+      if (t.nodes > 1 && t.max_local_size > 1) return pipelined_hierarchical(c, t, recvbuf, count);
+      [[fallthrough]];
     case Algorithm::hier_rs:
       if (t.regular && t.local_size > 1 && t.nodes > 1) {
         // Each local rank owns a slice: reduce-scatter inside the node, all-reduce the slice
@@ -394,11 +458,20 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
       std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
                2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta);
   const double hier = intra + (nodes > 1 ? leaders : 0);
+  // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
+  // and drain the pipeline (segments as in pipelined_hierarchical: a quarter, 64 KiB-1 MiB).
+  double pipe = hier;
+  if (t.nodes > 1 && t.max_local_size > 1) {
+    const double segments = std::ceil(n / std::clamp(n / 4, 65536.0, 1048576.0));
+    pipe = std::max(intra, leaders) + (intra + leaders) / segments +
+           segments * 3 * std::max(m.intra_alpha, inter_alpha);
+  }
   // The library is modelled as the best flat algorithm: commtap's must win clearly (10%).
   const double native = std::min(rd, ring);
-  const double best = std::min({hier, star});
-  if (best < 0.9 * native) return hier <= star ? Algorithm::hier : Algorithm::star;
-  return Algorithm::native;
+  const double best = std::min({hier, star, pipe});
+  if (best >= 0.9 * native) return Algorithm::native;
+  if (best == hier) return Algorithm::hier;
+  return best == pipe ? Algorithm::hier_pipe : Algorithm::star;
 }
 
 }  // namespace commtap::collectives

@@ -36,12 +36,14 @@ enum class Algorithm {
   automatic,  // chosen per call by the cost model
   hier,       // node reduce, leaders' all-reduce, node broadcast
   hier_rs,    // node reduce-scatter, all-reduce of each slice across nodes, node all-gather
+  hier_pipe,  // hier in segments, node and inter-node stages of different segments overlapping
   star,       // one root gathers, reduces and sends the result back (segmented)
   ring,       // reduce-scatter then all-gather around a ring
   rd,         // recursive doubling
 };
 const char* algorithm_name(Algorithm algorithm) noexcept;
-// Accepts the names COMMTAP_ALLREDUCE takes: native, auto, hier, hier-rs, star, ring, rd.
+// Accepts the names COMMTAP_ALLREDUCE takes: native, auto, hier, hier-rs, hier-pipe, star,
+// ring, rd.
 bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept;
 
 // Where a communicator's ranks live, and commtap's private communicators for it: made by the
@@ -56,6 +58,7 @@ struct Topology {
   int nodes = 0, node_index = 0, local_size = 0, local_rank = 0;
   int max_local_size = 0;     // the largest node's ranks (equal on all ranks)
   bool regular = false;       // every node has the same number of ranks
+  int star_root = 0;          // the star's root in `flat`: the first rank not on an avoided host
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
 };
@@ -63,7 +66,14 @@ struct Topology {
 // The topology of `comm`, made on first use. `test_nodes` > 0 makes that many pretend nodes,
 // ranks dealt round-robin (for tests of non-block placements on one machine); 0 asks MPI
 // (MPI_COMM_TYPE_SHARED).
-Topology* topology_of(MPI_Comm comm, int test_nodes);
+// The lowest rank of `comm` that is not `avoided` (each rank says for itself), or 0 if all are:
+// collective, the same on every rank.
+int first_rank_not_avoided(MPI_Comm comm, bool avoided);
+
+// `avoid_hosts`: host names (as MPI_Get_processor_name gives them) the star's root must not be
+// on, if any other is left; equal on all ranks.
+Topology* topology_of(MPI_Comm comm, int test_nodes,
+                      const std::vector<std::string>& avoid_hosts = {});
 
 // commtap's all-reduce with `algorithm` (not native or automatic: see choose()). The call must
 // be eligible (allreduce_eligibility) and the buffers in host memory. Returns an MPI error code.
@@ -80,5 +90,17 @@ struct CostModel {
   double gamma = 2e-10;
 };
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes);
+
+// Measures the cost model on this topology (collective over `topology.flat`): ping-pongs of
+// 8 B and 256 KiB between two ranks of one node and between the leaders of two nodes (the
+// fastest of several), and the local reduction of 1 MiB of doubles. Rank 0's measurements go
+// to every rank, so all choose alike. Levels that do not exist here (one node, one rank per
+// node) keep `defaults`' values. Takes a few milliseconds.
+CostModel measure_cost_model(const Topology& topology, const CostModel& defaults);
+
+// The cost model as the JSON of a model file (`commtap calibrate` writes one), and back.
+// parse_cost_model returns false with `error` set for anything but a complete, plausible model.
+std::string cost_model_json(const CostModel& model, int ranks, int nodes);
+bool parse_cost_model(const std::string& text, CostModel& model, std::string& error);
 
 }  // namespace commtap::collectives

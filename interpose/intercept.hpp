@@ -313,8 +313,8 @@ int allreduce_call(Library library, A... a) {
   if (datatypes::memory_kind(recvbuf) != MemoryKind::host ||
       (sendbuf != MPI_IN_PLACE && datatypes::memory_kind(sendbuf) != MemoryKind::host))
     return library();
-  collectives::Topology* topology =
-      collectives::topology_of(comm, static_cast<int>(runtime().settings.test_nodes));
+  collectives::Topology* topology = collectives::topology_of(
+      comm, static_cast<int>(runtime().settings.test_nodes), runtime().avoid_hosts);
   Algorithm algorithm = setting;
   if (setting == Algorithm::automatic) {
     MPI_Count size = 0;

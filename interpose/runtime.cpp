@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -123,6 +125,88 @@ std::string mpi_library_version() {
 
 // The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
 // in every case so that all ranks agree even if their environments differ.
+// Rank 0's string, on every rank.
+std::string broadcast_string(std::string text, MPI_Comm comm, int rank) {
+  int length = rank == 0 ? static_cast<int>(text.size()) : 0;
+  PMPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  text.resize(static_cast<std::size_t>(length));
+  if (length > 0) PMPI_Bcast(text.data(), length, MPI_CHAR, 0, comm);
+  return text;
+}
+
+// COMMTAP_AVOID_HOSTS, read by rank 0: host names, or @FILE, a findings store whose active
+// slow_host/slow_host_network findings of the last day name the hosts ("host NAME").
+std::vector<std::string> hosts_to_avoid(const std::string& setting, MPI_Comm comm, int rank) {
+  std::string list;
+  if (rank == 0 && !setting.empty()) {
+    if (setting[0] != '@') {
+      list = setting;
+    } else {
+      sqlite3* db = nullptr;
+      const std::string path = setting.substr(1);
+      const std::string since = std::to_string(monitor::wall_ns() - 86'400'000'000'000ull);
+      const std::string sql =
+          "SELECT DISTINCT substr(subject, 6) FROM findings WHERE active = 1 AND kind IN "
+          "('slow_host', 'slow_host_network') AND subject LIKE 'host %' AND last_seen_ns > " +
+          since;
+      auto add = [](void* out, int, char** values, char**) {
+        auto* text = static_cast<std::string*>(out);
+        if (values[0] != nullptr) *text += (text->empty() ? "" : ",") + std::string(values[0]);
+        return 0;
+      };
+      if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK ||
+          sqlite3_exec(db, sql.c_str(), add, &list, nullptr) != SQLITE_OK)
+        std::fprintf(stderr,
+                     "commtap: COMMTAP_AVOID_HOSTS: cannot read findings from %s (%s); no host "
+                     "is avoided\n",
+                     path.c_str(), db != nullptr ? sqlite3_errmsg(db) : "cannot open");
+      sqlite3_close(db);
+    }
+  }
+  list = broadcast_string(list, comm, rank);
+  std::vector<std::string> hosts;
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', begin), list.size());
+    if (comma > begin) hosts.push_back(list.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return hosts;
+}
+
+// The cost model COMMTAP_ALLREDUCE=auto uses: measured now (COMMTAP_CALIBRATE=1), read by rank 0
+// from COMMTAP_MODEL, or built in. Equal on all ranks.
+collectives::CostModel agree_on_cost_model(const Settings& settings, MPI_Comm comm, int rank) {
+  collectives::CostModel model;
+  if (settings.calibrate) {
+    const collectives::Topology* topology = collectives::topology_of(
+        MPI_COMM_WORLD, static_cast<int>(settings.test_nodes), runtime().avoid_hosts);
+    return collectives::measure_cost_model(*topology, model);
+  }
+  if (settings.model.empty()) return model;
+  double values[5] = {model.intra_alpha, model.intra_beta, model.inter_alpha, model.inter_beta,
+                      model.gamma};
+  if (rank == 0) {
+    std::ifstream file(settings.model);
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::string error = file ? "" : std::string("cannot read it: ") + std::strerror(errno);
+    collectives::CostModel read;
+    if (error.empty() && collectives::parse_cost_model(text, read, error))
+      values[0] = read.intra_alpha, values[1] = read.intra_beta, values[2] = read.inter_alpha,
+      values[3] = read.inter_beta, values[4] = read.gamma;
+    else
+      std::fprintf(stderr, "commtap: COMMTAP_MODEL=%s: %s; using the built-in cost model\n",
+                   settings.model.c_str(), error.c_str());
+  }
+  PMPI_Bcast(values, 5, MPI_DOUBLE, 0, comm);
+  model.intra_alpha = values[0];
+  model.intra_beta = values[1];
+  model.inter_alpha = values[2];
+  model.inter_beta = values[3];
+  model.gamma = values[4];
+  return model;
+}
+
 std::string agree_on_job_id(const Settings& settings, MPI_Comm comm, int rank) {
   char buffer[128] = {};
   if (rank == 0) {
@@ -312,7 +396,8 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   const Settings& settings = runtime().settings;
   if (!collectives::parse_algorithm(parsed.settings.allreduce, runtime().allreduce)) {
     parsed.problems.push_back("commtap: COMMTAP_ALLREDUCE=" + parsed.settings.allreduce +
-                              " is not one of native, auto, hier, hier-rs, star, ring, rd; "
+                              " is not one of native, auto, hier, hier-rs, hier-pipe, star, "
+                              "ring, rd; "
                               "using native");
     runtime().allreduce = collectives::Algorithm::native;
   }
@@ -347,6 +432,10 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   facts.start_ns = monitor::wall_ns();
   if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
   facts.clock = estimate_clock_offset(session.comm, rank, size);
+  if (runtime().allreduce != collectives::Algorithm::native) {
+    runtime().avoid_hosts = hosts_to_avoid(settings.avoid_hosts, session.comm, rank);
+    runtime().cost_model = agree_on_cost_model(settings, session.comm, rank);
+  }
   keep_clock_estimate(facts.clock);
 
   // All ranks must agree on whether to record, so one unwritable node turns recording off

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "collectives/collectives.hpp"
 #include "datatypes/datatypes.hpp"
@@ -30,6 +32,7 @@ struct Runtime {
   // COMMTAP_ALLREDUCE, parsed at init.
   collectives::Algorithm allreduce = collectives::Algorithm::native;
   collectives::CostModel cost_model;
+  std::vector<std::string> avoid_hosts;  // for the star's root (COMMTAP_AVOID_HOSTS)
   std::uint64_t sample = 1;
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;

@@ -12,7 +12,7 @@ run_sweep() {  # algorithm ranks nodes seed
     run_preloaded "$2" "$PROGRAMS/allreduce_sweep" 60 "$4"
 }
 
-for algorithm in rd ring star hier hier-rs auto; do
+for algorithm in rd ring star hier hier-rs hier-pipe auto; do
   for shape in "4 2" "3 2" "4 0"; do
     read -r ranks nodes <<<"$shape"
     out=$(run_sweep $algorithm "$ranks" "$nodes" $((ranks * 10 + nodes))) ||
@@ -27,3 +27,29 @@ COMMTAP_DIR=trace COMMTAP_ALLREDUCE=fastest run_preloaded 2 "$PROGRAMS/allreduce
 expect_equal "cases 20 mismatches 0" "$(cat out.txt)" "results with a bad setting"
 expect_equal 1 "$(grep -c 'COMMTAP_ALLREDUCE=fastest is not one of' err.txt)" "messages"
 pass "an unknown COMMTAP_ALLREDUCE: one message, the library's all-reduce"
+
+# The cost model: measured at MPI_Init, written by `commtap calibrate`, read from a file; a bad
+# file is one message and the built-in model. Results stay the library's in every case.
+out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_CALIBRATE=1 COMMTAP_TEST_NODES=2   run_preloaded 4 "$PROGRAMS/allreduce_sweep" 20 7 2>err.txt)
+expect_equal "cases 20 mismatches 0" "$out" "auto with a model measured at MPI_Init"
+expect_equal "" "$(cat err.txt)" "messages when calibrating at MPI_Init"
+timeout "$LIMIT" "$CLI" calibrate -o model.json -- mpiexec -n 2 >calibrate.out 2>&1 ||
+  fail "commtap calibrate: $(cat calibrate.out)"
+grep -q '"format": "commtap-cost-model"' model.json || fail "no model file: $(cat calibrate.out)"
+out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_MODEL=$PWD/model.json   run_preloaded 2 "$PROGRAMS/allreduce_sweep" 20 8 2>err.txt)
+expect_equal "cases 20 mismatches 0" "$out" "auto with the calibrated model file"
+expect_equal "" "$(cat err.txt)" "messages with a good model file"
+echo '{"format": "commtap-cost-model", "version": 1}' >bad.json
+out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_MODEL=$PWD/bad.json   run_preloaded 2 "$PROGRAMS/allreduce_sweep" 20 9 2>err.txt)
+expect_equal "cases 20 mismatches 0" "$out" "auto with a bad model file"
+expect_equal 1 "$(grep -c 'bad.json: missing or wrong field' err.txt)" "messages for a bad file"
+pass "cost model: measured at init, calibrated to a file, read back; a bad file is one message"
+
+# COMMTAP_AVOID_HOSTS: a store that names this host (the only one) leaves rank 0 as the root and
+# the job unchanged; an unreadable store is one message.
+out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=star COMMTAP_AVOID_HOSTS=@$PWD/none.db   run_preloaded 2 "$PROGRAMS/allreduce_sweep" 10 3 2>err.txt)
+expect_equal "cases 10 mismatches 0" "$out" "star with an unreadable findings store"
+expect_equal 1 "$(grep -c 'COMMTAP_AVOID_HOSTS: cannot read findings' err.txt)" "messages"
+out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=star COMMTAP_AVOID_HOSTS="$(hostname)"   run_preloaded 2 "$PROGRAMS/allreduce_sweep" 10 3 2>err.txt)
+expect_equal "cases 10 mismatches 0" "$out" "star with every host avoided"
+pass "COMMTAP_AVOID_HOSTS: a bad store is one message; results unchanged"

@@ -1,4 +1,5 @@
-// Runs under mpiexec -n 2: the pass-through rules of commtap's all-reduce.
+// Runs under mpiexec -n 2: the pass-through rules of commtap's all-reduce, the star root's
+// agreement, and the cost model's measurement and file format.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -49,6 +50,58 @@ TEST(AllreduceEligibility, IntercommunicatorsPassThrough) {
 
 TEST(AllreduceEligibility, ReasonsHaveNames) {
   EXPECT_STREQ(commtap::collectives::to_string(Eligibility::derived_datatype), "derived datatype");
+}
+
+namespace collectives = commtap::collectives;
+
+TEST(StarRoot, TheLowestRankNotAvoidedOnEveryRank) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  EXPECT_EQ(collectives::first_rank_not_avoided(MPI_COMM_WORLD, false), 0);
+  EXPECT_EQ(collectives::first_rank_not_avoided(MPI_COMM_WORLD, rank == 0), 1);
+  EXPECT_EQ(collectives::first_rank_not_avoided(MPI_COMM_WORLD, true), 0) << "all avoided";
+}
+
+// Both ranks share a node: the intra-node level and the reduction are measured (plausible,
+// and the same on both ranks), the inter-node level keeps the defaults.
+TEST(CostModel, MeasuredOnThisTopologyAndEqualOnAllRanks) {
+  const collectives::Topology* t = collectives::topology_of(MPI_COMM_WORLD, 0);
+  collectives::CostModel defaults;
+  defaults.inter_alpha = 1.234e-5;
+  const collectives::CostModel m = collectives::measure_cost_model(*t, defaults);
+  EXPECT_GT(m.intra_alpha, 1e-8);
+  EXPECT_LT(m.intra_alpha, 1e-2);
+  EXPECT_GE(m.intra_beta, 0.0);
+  EXPECT_LT(m.intra_beta, 1e-6);
+  EXPECT_GT(m.gamma, 0.0);
+  EXPECT_EQ(m.inter_alpha, 1.234e-5);
+  double mine[2] = {m.intra_alpha, -m.intra_alpha}, extremes[2];
+  MPI_Allreduce(mine, extremes, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(extremes[0], -extremes[1]);
+}
+
+TEST(CostModel, FilesRoundTripAndBadOnesAreRefused) {
+  collectives::CostModel m;
+  m.intra_alpha = 3e-7;
+  m.inter_beta = 8e-10;
+  collectives::CostModel read;
+  std::string error;
+  ASSERT_TRUE(collectives::parse_cost_model(collectives::cost_model_json(m, 4, 2), read, error))
+      << error;
+  EXPECT_DOUBLE_EQ(read.intra_alpha, 3e-7);
+  EXPECT_DOUBLE_EQ(read.inter_beta, 8e-10);
+  for (const char* bad :
+       {"", "{", "[]", R"({"format": "commtap-cost-model", "version": 2})",
+        R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6}})",
+        R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": -1,
+            "beta_s_per_byte": 0}, "inter": {"alpha_s": 1e-6, "beta_s_per_byte": 0},
+            "gamma_s_per_byte": 0})"}) {
+    collectives::CostModel untouched;
+    untouched.gamma = 42;
+    EXPECT_FALSE(collectives::parse_cost_model(bad, untouched, error)) << bad;
+    EXPECT_FALSE(error.empty());
+    EXPECT_EQ(untouched.gamma, 42) << "a refused file changes nothing";
+  }
 }
 
 int main(int argc, char** argv) {
