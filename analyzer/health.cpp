@@ -754,7 +754,8 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
             .push_back(share);
       const double own_mpi = own_share.empty() ? 0.0 : median_of(own_share);
       const double others_mpi = others_share.empty() ? 1.0 : median_of(others_share);
-      if (!own_share.empty() && !others_share.empty() && own_mpi > others_mpi) continue;
+      // Clearly less (a fifth): with equal shares nobody is waiting for this rank.
+      if (!own_share.empty() && !others_share.empty() && own_mpi > 0.8 * others_mpi) continue;
       Finding f;
       f.kind = whole_host ? "slow_host" : "slow_rank";
       const std::string host_name = job.hosts[static_cast<std::size_t>(host)];
@@ -996,21 +997,44 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
       delayed.push_back(job.hosts[static_cast<std::size_t>(pair.second)]);
   health.details["delayed_hosts"] = delayed;
   // A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
-  // network; the remaining slow cells are links.
-  std::set<int> slow_hosts;
+  // network; the remaining slow cells are links. Candidates are taken strongest first (by the
+  // fewest slow messages on any of their slow pairs), and a later one counts only the pairs no
+  // accepted host explains: behind a slow host, a neighbour that sends to it completes its
+  // other messages late too (a receive completed by the same MPI_Waitall as a send stuck
+  // towards the slow host reads slow), so the neighbour can look like a second slow host.
+  auto involves = [](const std::pair<int, int>& pair, int h) {
+    return pair.first == h || pair.second == h;
+  };
+  std::vector<std::pair<std::uint64_t, int>> candidates;  // strength, host
   for (int h = 0; h < static_cast<int>(job.hosts.size()); ++h) {
     int involved = 0, slow = 0, healthy_elsewhere = 0;
+    std::uint64_t weakest = ~0ull;
     for (const auto& [pair, cell] : pairs) {
-      const bool mine = pair.first == h || pair.second == h;
-      if (mine) {
+      if (involves(pair, h)) {
         ++involved;
         slow += cell.slow;
+        if (cell.slow) weakest = std::min(weakest, cell.recent_slow);
       } else if (!cell.slow) {
         ++healthy_elsewhere;
       }
     }
     if (involved >= 2 && healthy_elsewhere > 0 && slow >= options.host_cell_fraction * involved)
-      slow_hosts.insert(h);
+      candidates.emplace_back(weakest, h);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  std::set<int> slow_hosts;
+  auto explained = [&](const std::pair<int, int>& pair) {
+    return std::any_of(slow_hosts.begin(), slow_hosts.end(),
+                       [&](int h) { return involves(pair, h); });
+  };
+  for (const auto& [strength, h] : candidates) {
+    int involved = 0, slow = 0;
+    for (const auto& [pair, cell] : pairs) {
+      if (!involves(pair, h) || explained(pair)) continue;
+      ++involved;
+      slow += cell.slow;
+    }
+    if (involved >= 2 && slow >= options.host_cell_fraction * involved) slow_hosts.insert(h);
   }
   for (int h : slow_hosts) {
     std::vector<double> mine, others;
@@ -1038,15 +1062,16 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                   {"messages", n}};
     health.findings.push_back(f);
   }
-  // A slow link is named only once its hosts' other links are known to be fine: while one of
-  // them is suspect, the slow link may be the first sign of a slow host (behind a slow host the
-  // receivers are late, so the evidence about its outgoing links comes in slowly).
+  // A slow link is named only once its hosts' other links are known to be fine (at least
+  // kMinKnown fast messages in the window, none suspect or slow): until then the slow link may
+  // be the first sign of a slow host (behind a slow host the receivers are late, so evidence
+  // about its outgoing links comes in slowly) or an echo of one next to it.
+  constexpr std::uint64_t kMinKnown = 3;
   auto undecided_around = [&](const std::pair<int, int>& link) {
     for (const auto& [other, cell] : pairs) {
-      if (other == link || !cell.suspect) continue;
-      if (other.first == link.first || other.first == link.second || other.second == link.first ||
-          other.second == link.second)
-        return true;
+      if (other == link || other == std::make_pair(link.second, link.first)) continue;
+      if (!involves(other, link.first) && !involves(other, link.second)) continue;
+      if (cell.slow || cell.suspect || cell.recent_fast < kMinKnown) return true;
     }
     return false;
   };

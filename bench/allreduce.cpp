@@ -48,12 +48,13 @@ int main(int argc, char** argv) {
     if (rank == 0) std::fprintf(stderr, "run this with libcommtap.so preloaded\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  const char* algorithms[] = {"native", "hier", "hier-rs", "star", "ring", "rd", "auto"};
+  const char* algorithms[] = {"native", "hier",  "hier-rs", "hier-pipe",
+                              "star",   "ring", "rd",      "auto"};
   if (rank == 0) {
     std::printf(
-        "| bytes | native us | hier us | hier-rs us | star us | ring us | rd us | auto us | "
-        "native/auto |\n");
-    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "| bytes | native us | hier us | hier-rs us | hier-pipe us | star us | ring us | rd us | "
+        "auto us | native/auto |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   }
   for (long bytes = 8; bytes <= max_bytes; bytes *= 4) {
     const int count = static_cast<int>(bytes / 8);

@@ -249,6 +249,8 @@ TEST(Health, CleanJobsWithJitterHaveNoFindings) {
 TEST(Health, OneSlowRankIsNamedNotItsHost) {
   SyntheticJob job;
   job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  // The others wait for it in MPI: 3 ms in each of 20 all-reduces a second.
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 60.0; };
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
   EXPECT_NE(health.findings.at(0).summary.find("3."), std::string::npos) << describe(health);
@@ -260,6 +262,9 @@ TEST(Health, ARankLateFromWaitingInMpiIsNotCalledSlow) {
   SyntheticJob job;
   job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
   job.receive_wait_ms = [](int rank) { return rank == 5 ? 300.0 : 0.0; };
+  expect_exactly(analyze(job), {});
+  // Equal shares: nobody waits for it either (late clocks, say); not called slow.
+  job.receive_wait_ms = [](int) { return 0.0; };
   expect_exactly(analyze(job), {});
   // The others waiting for it instead: slow.
   job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 300.0; };
@@ -288,6 +293,7 @@ TEST(Health, AtReplaysTheJobAsItStoodThen) {
 TEST(Health, ASlowHostIsNamedAsTheHost) {
   SyntheticJob job;
   job.late_us = [&](int rank, double) { return rank / 2 == 1 ? 3000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank / 2 == 1 ? 0.0 : 60.0; };
   expect_exactly(analyze(job), {{"slow_host", "host h1"}});
 }
 
@@ -377,6 +383,7 @@ TEST(Health, StoredFindingsAreNotDuplicatedAndGoInactive) {
   TempDir dir;
   SyntheticJob job;
   job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 60.0; };
   const JobHealth health = analyze(job);
   ASSERT_EQ(health.findings.size(), 1u);
   const std::string store = (dir.path() / "findings.db").string();
