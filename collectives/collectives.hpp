@@ -98,6 +98,9 @@ Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count byt
 // node) keep `defaults`' values. Takes a few milliseconds.
 CostModel measure_cost_model(const Topology& topology, const CostModel& defaults);
 
+// Rank 0's `model` on every rank of `comm` (collective).
+void broadcast_cost_model(CostModel& model, MPI_Comm comm);
+
 // The cost model as the JSON of a model file (`commtap calibrate` writes one), and back.
 // parse_cost_model returns false with `error` set for anything but a complete, plausible model.
 std::string cost_model_json(const CostModel& model, int ranks, int nodes);

@@ -54,33 +54,16 @@ bool plausible(double value, double low, double high) {
 
 CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
   // Every measurement involves flat rank 0 (local rank 0 of node 0, and leader 0), which then
-  // tells everyone: [measured intra, measured inter, five parameters].
-  double result[7] = {0,
-                      0,
-                      defaults.intra_alpha,
-                      defaults.intra_beta,
-                      defaults.inter_alpha,
-                      defaults.inter_beta,
-                      defaults.gamma};
-  int node_zero = t.node_index;  // the node of flat rank 0 is node 0
-  if (t.local_size > 1 && node_zero == 0 && t.local_rank <= 1) {
-    double alpha = 0, beta = 0;
-    fit(t.node, t.local_rank, 1 - t.local_rank, alpha, beta);
-    if (t.rank == 0) {
-      result[0] = 1;
-      result[2] = alpha;
-      result[3] = beta;
-    }
+  // tells everyone.
+  CostModel model = defaults;
+  if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1) {
+    CostModel intra;
+    fit(t.node, t.local_rank, 1 - t.local_rank, intra.intra_alpha, intra.intra_beta);
+    model.intra_alpha = intra.intra_alpha;
+    model.intra_beta = intra.intra_beta;
   }
-  if (t.leaders != MPI_COMM_NULL && t.nodes > 1 && t.node_index <= 1) {
-    double alpha = 0, beta = 0;
-    fit(t.leaders, t.node_index, 1 - t.node_index, alpha, beta);
-    if (t.rank == 0) {
-      result[1] = 1;
-      result[4] = alpha;
-      result[5] = beta;
-    }
-  }
+  if (t.leaders != MPI_COMM_NULL && t.nodes > 1 && t.node_index <= 1)
+    fit(t.leaders, t.node_index, 1 - t.node_index, model.inter_alpha, model.inter_beta);
   if (t.rank == 0) {
     std::vector<double> in(128 * 1024, 1.0), inout(in.size(), 2.0);
     double best = 1e30;
@@ -89,16 +72,16 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
       PMPI_Reduce_local(in.data(), inout.data(), static_cast<int>(in.size()), MPI_DOUBLE, MPI_SUM);
       best = std::min(best, PMPI_Wtime() - start);
     }
-    result[6] = best / static_cast<double>(in.size() * sizeof(double));
+    model.gamma = best / static_cast<double>(in.size() * sizeof(double));
   }
-  PMPI_Bcast(result, 7, MPI_DOUBLE, 0, t.flat);
-  CostModel model = defaults;
-  model.intra_alpha = result[2];
-  model.intra_beta = result[3];
-  model.inter_alpha = result[4];
-  model.inter_beta = result[5];
-  model.gamma = result[6];
+  broadcast_cost_model(model, t.flat);
   return model;
+}
+
+void broadcast_cost_model(CostModel& m, MPI_Comm comm) {
+  double values[5] = {m.intra_alpha, m.intra_beta, m.inter_alpha, m.inter_beta, m.gamma};
+  PMPI_Bcast(values, 5, MPI_DOUBLE, 0, comm);
+  m = {values[0], values[1], values[2], values[3], values[4]};
 }
 
 std::string cost_model_json(const CostModel& m, int ranks, int nodes) {

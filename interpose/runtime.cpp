@@ -184,26 +184,15 @@ collectives::CostModel agree_on_cost_model(const Settings& settings, MPI_Comm co
     return collectives::measure_cost_model(*topology, model);
   }
   if (settings.model.empty()) return model;
-  double values[5] = {model.intra_alpha, model.intra_beta, model.inter_alpha, model.inter_beta,
-                      model.gamma};
   if (rank == 0) {
     std::ifstream file(settings.model);
     std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     std::string error = file ? "" : std::string("cannot read it: ") + std::strerror(errno);
-    collectives::CostModel read;
-    if (error.empty() && collectives::parse_cost_model(text, read, error))
-      values[0] = read.intra_alpha, values[1] = read.intra_beta, values[2] = read.inter_alpha,
-      values[3] = read.inter_beta, values[4] = read.gamma;
-    else
+    if (!error.empty() || !collectives::parse_cost_model(text, model, error))
       std::fprintf(stderr, "commtap: COMMTAP_MODEL=%s: %s; using the built-in cost model\n",
                    settings.model.c_str(), error.c_str());
   }
-  PMPI_Bcast(values, 5, MPI_DOUBLE, 0, comm);
-  model.intra_alpha = values[0];
-  model.intra_beta = values[1];
-  model.inter_alpha = values[2];
-  model.inter_beta = values[3];
-  model.gamma = values[4];
+  collectives::broadcast_cost_model(model, comm);
   return model;
 }
 
