@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     if (rank == 0) std::fprintf(stderr, "run this with libcommtap.so preloaded\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  const char* algorithms[] = {"native", "hier",  "hier-rs", "hier-pipe",
+  const char* algorithms[] = {"native", "hier", "hier-rs", "hier-pipe",
                               "star",   "ring", "rd",      "auto"};
   if (rank == 0) {
     std::printf(
