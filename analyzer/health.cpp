@@ -934,7 +934,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   // fault. The matrix shows the medians over the whole --since range.
   constexpr std::uint64_t kMinSlow = 3;
   struct Cell {
-    double ratio = 0, excess = 0, median = 0, base = 0;
+    double ratio = 0, median = 0, base = 0;
     std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
     std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
     bool slow = false;
@@ -947,7 +947,6 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     const double base = std::max(1000.0, baseline[std::get<2>(key)]);
     const double weight = static_cast<double>(reservoir.seen);
     cell.ratio += weight * cell_median[key] / base;
-    cell.excess += weight * (cell_median[key] - base);
     cell.median += weight * cell_median[key];
     cell.base += weight * base;
     cell.messages += reservoir.seen;
@@ -973,7 +972,6 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   for (auto& [pair, cell] : pairs) {
     const double n = static_cast<double>(std::max<std::uint64_t>(1, cell.messages));
     cell.ratio /= n;
-    cell.excess /= n;
     cell.median /= n;
     cell.base /= n;
     auto half_slow = [&](int h) {

@@ -56,12 +56,8 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
   // Every measurement involves flat rank 0 (local rank 0 of node 0, and leader 0), which then
   // tells everyone.
   CostModel model = defaults;
-  if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1) {
-    CostModel intra;
-    fit(t.node, t.local_rank, 1 - t.local_rank, intra.intra_alpha, intra.intra_beta);
-    model.intra_alpha = intra.intra_alpha;
-    model.intra_beta = intra.intra_beta;
-  }
+  if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1)
+    fit(t.node, t.local_rank, 1 - t.local_rank, model.intra_alpha, model.intra_beta);
   if (t.leaders != MPI_COMM_NULL && t.nodes > 1 && t.node_index <= 1)
     fit(t.leaders, t.node_index, 1 - t.node_index, model.inter_alpha, model.inter_beta);
   if (t.rank == 0) {

@@ -106,14 +106,18 @@ std::int64_t id_from_unique_id(const ncclUniqueId& unique) {
   return mix_id(hash, 0x1d);
 }
 
-template <typename... A>
-ncclComm_t comm_argument(A... a) {
-  ncclComm_t found = nullptr;
-  ((found = found != nullptr ? found : [&] {
-     if constexpr (std::is_same_v<A, ncclComm_t>) return a;
-     else return ncclComm_t{nullptr};
-   }()),
-   ...);
+// The first argument of type T (an NCCL call's communicator, a collective's stream), or T{}.
+template <typename T, typename... A>
+T argument_of_type(A... a) {
+  T found{};
+  bool seen = false;
+  auto take = [&](auto value) {
+    if constexpr (std::is_same_v<decltype(value), T>) {
+      if (!seen) found = value;
+      seen = true;
+    }
+  };
+  (take(a), ...);
   return found;
 }
 
@@ -133,23 +137,8 @@ void on_communicator(A... a) {
                           (std::uint64_t{1} << 40) * static_cast<std::uint64_t>(::getpid()));
     for (int i = 0; i < devices; ++i) registry.add(comms[i], clique, id, devices, i);
   } else if constexpr (id == Fn::ncclCommDestroy || id == Fn::ncclCommAbort) {
-    registry.remove(comm_argument(a...));
+    registry.remove(argument_of_type<ncclComm_t>(a...));
   }
-}
-
-// The stream argument of an NCCL collective (its last), or nullptr.
-template <typename... A>
-cudaStream_t stream_argument(A... a) {
-  cudaStream_t found = nullptr;
-  ((found =
-        [&] {
-          if constexpr (std::is_same_v<A, cudaStream_t>)
-            return a;
-          else
-            return found;
-        }()),
-   ...);
-  return found;
 }
 
 // Made at the first NCCL call after MPI_Init: CUDA events where a GPU is usable, else none
@@ -175,7 +164,7 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   int device = 0;
   std::uint64_t seq = 0;
   if constexpr (family == Family::nccl_collective) {
-    const auto live = nccl_communicators.value.find(comm_argument(a...));
+    const auto live = nccl_communicators.value.find(argument_of_type<ncclComm_t>(a...));
     state = live.state;
     device = live.device;
     if (state != nullptr) seq = state->next_seq();
@@ -205,7 +194,7 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
         completions.enqueued({state->id, seq, bytes, t0, /*exit: from the stream*/ 0,
                               static_cast<std::uint32_t>(index_of(id)), -1,
                               runtime().call_sites.site_of(__builtin_return_address(0))},
-                             stream_argument(a...), device);
+                             argument_of_type<cudaStream_t>(a...), device);
     }
   }
   --t_depth;

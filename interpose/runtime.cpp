@@ -123,8 +123,6 @@ std::string mpi_library_version() {
   return clean;
 }
 
-// The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
-// in every case so that all ranks agree even if their environments differ.
 // Rank 0's string, on every rank.
 std::string broadcast_string(std::string text, MPI_Comm comm, int rank) {
   int length = rank == 0 ? static_cast<int>(text.size()) : 0;
@@ -196,13 +194,10 @@ collectives::CostModel agree_on_cost_model(const Settings& settings, MPI_Comm co
   return model;
 }
 
+// The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
+// in every case so that all ranks agree even if their environments differ.
 std::string agree_on_job_id(const Settings& settings, MPI_Comm comm, int rank) {
-  char buffer[128] = {};
-  if (rank == 0) {
-    std::snprintf(buffer, sizeof buffer, "%s", monitor::choose_job_id(settings.job_id).c_str());
-  }
-  PMPI_Bcast(buffer, sizeof buffer, MPI_CHAR, 0, comm);
-  return buffer;
+  return broadcast_string(rank == 0 ? monitor::choose_job_id(settings.job_id) : "", comm, rank);
 }
 
 // mkdir -p; returns an empty string or the reason it failed.

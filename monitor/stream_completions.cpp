@@ -109,12 +109,12 @@ std::uint64_t StreamCompletions::unknown() const {
   return unknown_;
 }
 
-std::vector<std::string> StreamCompletions::devices() const {
+std::vector<std::string> StreamCompletions::devices() {
   std::lock_guard lock(mutex_);
-  std::vector<std::string> out;
-  for (int device : devices_)
-    if (markers_ != nullptr) out.push_back(markers_->describe(device));
-  return out;
+  // The writer asks every window; the driver is asked once per device.
+  while (descriptions_.size() < devices_.size())
+    descriptions_.push_back(markers_->describe(devices_[descriptions_.size()]));
+  return descriptions_;
 }
 
 }  // namespace commtap::monitor

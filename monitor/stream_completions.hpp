@@ -58,8 +58,8 @@ class StreamCompletions {
   // Records that left with an unknown completion (marker failed, or not recorded: the limit of
   // markers in flight, a failed group, the end of the run).
   std::uint64_t unknown() const;
-  // The devices that markers were recorded on, described once each (see describe()).
-  std::vector<std::string> devices() const;
+  // The devices that markers were recorded on, each described once (see describe()).
+  std::vector<std::string> devices();
 
  private:
   struct InFlight {
@@ -74,6 +74,7 @@ class StreamCompletions {
   mutable std::mutex mutex_;
   std::vector<InFlight> in_flight_;
   std::vector<int> devices_;
+  std::vector<std::string> descriptions_;  // of devices_, in order, each made once
   std::uint64_t unknown_ = 0;
   std::uint64_t serial_;  // tells a thread's group state of another instance apart
 };
