@@ -50,10 +50,13 @@ int call_yielding(Twin twin, A... a) {
 
 inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std::uint64_t bytes,
                             std::int32_t root, std::uint32_t site, std::uint64_t enter_ns,
-                            std::uint64_t exit_ns) {
+                            std::uint64_t exit_ns,
+                            collectives::Algorithm algorithm = collectives::Algorithm::native) {
   // The clock may step back a few nanoseconds once, when it switches to the counter.
-  runtime().counters->record({comm_id, seq, bytes, enter_ns, std::max(enter_ns, exit_ns),
-                              static_cast<std::uint32_t>(index_of(fn)), root, site});
+  monitor::InstanceRecord record{comm_id, seq, bytes, enter_ns, std::max(enter_ns, exit_ns),
+                                 static_cast<std::uint32_t>(index_of(fn)), root, site};
+  record.algorithm = static_cast<std::uint8_t>(algorithm);
+  runtime().counters->record(record);
 }
 
 inline void aggregate(Fn fn, const CommState* comm, std::uint32_t site, std::uint64_t bytes,
@@ -301,9 +304,11 @@ int pack_call(Real real, A... a) {
 // MPI_Allreduce (and _c) with COMMTAP_ALLREDUCE other than native: commtap's algorithm when the
 // call is eligible (builtin type and commutative op, intracommunicator of 2+ ranks, host
 // buffers) and chosen; the library's otherwise, which also reports every erroneous call.
+// `used` says which ran.
 template <typename Library, typename... A>
-int allreduce_call(Library library, A... a) {
+int allreduce_call(collectives::Algorithm& used, Library library, A... a) {
   using collectives::Algorithm;
+  used = Algorithm::native;
   const Algorithm setting = runtime().allreduce;
   const auto [sendbuf, recvbuf, count, type, op, comm] = std::tuple(a...);
   if (collectives::allreduce_eligibility(count, type, op, comm) !=
@@ -322,6 +327,7 @@ int allreduce_call(Library library, A... a) {
     algorithm = collectives::choose(runtime().cost_model, *topology, count * size);
     if (algorithm == Algorithm::native) return library();
   }
+  used = algorithm;
   return collectives::allreduce(algorithm, sendbuf, recvbuf, count, type, op, *topology,
                                 runtime().yield);
 }
@@ -418,12 +424,14 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     }
     [[maybe_unused]] MPI_Datatype freed_datatype = MPI_DATATYPE_NULL;
     if constexpr (id == Fn::Type_free) freed_datatype = *arg<0>(a...);
+    [[maybe_unused]] collectives::Algorithm algorithm = collectives::Algorithm::native;
     if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c) {
       auto library = [&] {
         return runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
       };
-      rc = runtime().allreduce == collectives::Algorithm::native ? library()
-                                                                 : allreduce_call(library, a...);
+      rc = runtime().allreduce == collectives::Algorithm::native
+               ? library()
+               : allreduce_call(algorithm, library, a...);
     } else if constexpr (yield != Yield::none) {
       rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
     } else if constexpr (id == Fn::Pack || id == Fn::Pack_c || id == Fn::Unpack ||
@@ -460,7 +468,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
         if constexpr (family == Family::collective) {
           comm_state->completed_seq(seq, !runtime().thread_multiple);
           if (is_sampled(seq, runtime().sample))
-            record_instance(id, comm_state->id, seq, bytes, root, site, t0, t1);
+            record_instance(id, comm_state->id, seq, bytes, root, site, t0, t1, algorithm);
           if (comm_state->id == 1) after_world_collective(seq);
         }
         if constexpr (family == Family::send || family == Family::sendrecv) {

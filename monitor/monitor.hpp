@@ -159,6 +159,8 @@ struct InstanceRecord {
   std::uint32_t site = 0;      // CallSites id; 0 if unknown
   std::int32_t tag = 0;        // transfers only
   RecordKind kind = RecordKind::collective;
+  std::uint8_t algorithm = 0;  // collectives: index into Snapshot::algorithm_names; 0: the
+                               // library's own
 };
 
 // Size classes for the per-window aggregates: the byte count rounded down to three significant
@@ -299,7 +301,7 @@ struct FunctionRow {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 extern const char* const kCommtapVersion;
 
 // How far a rank got on one communicator: collectives entered and completed (sequence numbers).
@@ -330,6 +332,8 @@ struct Snapshot {
   std::vector<ClockEstimate> clock_estimates;  // made since the last window
   std::vector<ActivitySnapshot> busy;          // threads inside a recorded call
   std::vector<std::string> function_names;     // to name function indexes
+  std::vector<std::string> algorithm_names;    // to name InstanceRecord::algorithm; empty: all
+                                               // 'native'
   std::uint64_t writer_ns = 0;                 // the writer thread's CPU time so far
   std::vector<std::string> gpus;               // GPUs in use so far (empty: none, or unchanged)
   // For synthetic databases: the window's CLOCK_REALTIME stamp and how this rank's now_ns()

@@ -1,4 +1,4 @@
--- commtap trace database, schema version 3 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 4 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -115,7 +115,7 @@ CREATE TABLE IF NOT EXISTS aggregates (
   min_ns     INTEGER NOT NULL,
   max_ns     INTEGER NOT NULL,
   PRIMARY KEY (rank, wall_ns, comm_id, function, site, size_class)
-);
+) WITHOUT ROWID;
 
 -- Sampled point-to-point messages (every COMMTAP_SAMPLE-th message of each (communicator,
 -- sender, receiver, tag) pair), one row on each side. The sender's and the receiver's rows of one
@@ -133,7 +133,7 @@ CREATE TABLE IF NOT EXISTS transfers (
   start_ns  INTEGER NOT NULL,  -- send: the send call's entry; recv: the receive's post
   end_ns    INTEGER NOT NULL,  -- send: local completion; recv: the message is in the buffer
   PRIMARY KEY (rank, direction, comm_id, peer, tag, msg)
-);
+) WITHOUT ROWID;
 
 -- Estimates of each rank's offset to rank 0's monotonic clock: at MPI_Init, every
 -- COMMTAP_CLOCK_SYNC collectives on MPI_COMM_WORLD, and at MPI_Finalize.
@@ -158,8 +158,10 @@ CREATE TABLE IF NOT EXISTS collectives (
   enter_ns INTEGER NOT NULL,  -- this host's monotonic ns: entry, post, or MPI_Start
   exit_ns  INTEGER,           -- return of the blocking call, or of the call that completed it;
                               -- NCCL: completion on the stream (CUDA event); NULL: unknown
+  algorithm TEXT   NOT NULL,  -- who ran it: 'native' (the library's own), or commtap's all-reduce
+                              -- ('hier', 'hier-rs', 'hier-pipe', 'star', 'ring', 'rd')
   PRIMARY KEY (rank, comm_id, seq)
-);
+) WITHOUT ROWID;
 
 -- Where the application called MPI: for each call site (rank-local id), the stack frames above
 -- the MPI library, innermost (frame 0, the function that made the call) first.

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/common.sh"
 
 run_sweep() {  # algorithm ranks nodes seed
-  COMMTAP_DIR=trace COMMTAP_ALLREDUCE=$1 COMMTAP_TEST_NODES=$3 COMMTAP_YIELD=1 \
+  COMMTAP_DIR=trace COMMTAP_SAMPLE=1 COMMTAP_ALLREDUCE=$1 COMMTAP_TEST_NODES=$3 COMMTAP_YIELD=1 \
     run_preloaded "$2" "$PROGRAMS/allreduce_sweep" 60 "$4"
 }
 
@@ -19,6 +19,16 @@ for algorithm in rd ring star hier hier-rs hier-pipe auto; do
       fail "$algorithm on $ranks ranks, $nodes nodes: $out"
     expect_equal "cases 60 mismatches 0" "$out" "$algorithm on $ranks ranks, $nodes nodes"
   done
+  # The trace names the algorithm of every recorded all-reduce (the last shape's run): the
+  # forced one for non-empty calls it took, the library's for empty ones; nothing else.
+  if [ $algorithm != auto ]; then
+    expect_equal "0|0" "$(db_query trace "SELECT
+        SUM(algorithm NOT IN ('native', '$algorithm')),
+        SUM(bytes = 0 AND algorithm != 'native')
+        FROM collectives WHERE function = 'MPI_Allreduce'")" "$algorithm: recorded algorithms"
+    [ "$(db_query trace "SELECT COUNT(*) FROM collectives WHERE algorithm = '$algorithm'")" -gt 0 ] ||
+      fail "$algorithm: no all-reduce recorded as run by it"
+  fi
   pass "$algorithm: 3 x 60 random cases equal the library's (4 ranks/2 nodes, 3/2, 4/1)"
 done
 
