@@ -53,8 +53,14 @@ inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std:
                             std::uint64_t exit_ns,
                             collectives::Algorithm algorithm = collectives::Algorithm::native) {
   // The clock may step back a few nanoseconds once, when it switches to the counter.
-  monitor::InstanceRecord record{comm_id, seq, bytes, enter_ns, std::max(enter_ns, exit_ns),
-                                 static_cast<std::uint32_t>(index_of(fn)), root, site};
+  monitor::InstanceRecord record{comm_id,
+                                 seq,
+                                 bytes,
+                                 enter_ns,
+                                 std::max(enter_ns, exit_ns),
+                                 static_cast<std::uint32_t>(index_of(fn)),
+                                 root,
+                                 site};
   record.algorithm = static_cast<std::uint8_t>(algorithm);
   runtime().counters->record(record);
 }
