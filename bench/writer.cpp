@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   if (!stop_error.empty()) std::fprintf(stderr, "writer: %s\n", stop_error.c_str());
   const double per_record_us = seconds * 1e6 / static_cast<double>(per_window);
   std::printf(
-      "| instances per window | window time ms | us per instance | core share at 100k/s |\n");
+      "| instances per window | window time ms | us per instance | core share at 100k instances/s "
+      "|\n");
   std::printf("|---:|---:|---:|---:|\n");
   std::printf("| %zu | %.1f | %.3f | %.1f%% |\n", per_window, seconds * 1e3, per_record_us,
               per_record_us * 100000 / 1e6 * 100);

@@ -14,8 +14,8 @@ samples=("$@")
 lib=$(realpath "$build/interpose/libcommtap.so")
 trace=$(mktemp -d)
 trap 'rm -rf "$trace"' EXIT
-echo "| COMMTAP_SAMPLE | calls/s | instances/s recorded | writer CPU ms/s | share of a core |"
-echo "|---|---:|---:|---:|---:|"
+echo "| COMMTAP_SAMPLE | calls/s | instances/s sampled | dropped (whole run) | writer CPU ms/s | share of a core |"
+echo "|---|---:|---:|---:|---:|---:|"
 for sample in "${samples[@]}"; do
   rm -rf "${trace:?}"/*
   env_sample=()
@@ -28,10 +28,11 @@ for sample in "${samples[@]}"; do
                     WHERE wall_ns >= start.t + 2000000000 AND state IN ('computing', 'in_call')),
          first AS (SELECT * FROM steady ORDER BY wall_ns LIMIT 1),
          last AS (SELECT * FROM steady ORDER BY wall_ns DESC LIMIT 1),
-         sample AS (SELECT CAST(value AS INTEGER) AS n FROM settings WHERE name = 'COMMTAP_SAMPLE')
+         sample AS (SELECT CAST(value AS INTEGER) AS n FROM settings WHERE name = 'COMMTAP_SAMPLE'),
+         dropped AS (SELECT MAX(instances_dropped) AS n FROM heartbeats)
     SELECT (last.writer_cpu_ns - first.writer_cpu_ns) * 1.0 / (last.wall_ns - first.wall_ns),
-           sample.n
-    FROM first, last, sample" |
+           sample.n, dropped.n
+    FROM first, last, sample, dropped" |
     awk -v s="$sample" -v r="$rate" \
-      '{printf "| %s | %d | %.0f | %.2f | %.2f%% |\n", s, r, r / $2, $1 * 1e3, $1 * 100}'
+      '{printf "| %s | %d | %.0f | %d | %.2f | %.2f%% |\n", s, r, r / $2, $3, $1 * 1e3, $1 * 100}'
 done

@@ -147,6 +147,92 @@ TEST(TraceDatabase, RewritingAFileReplacesItWhole) {
   EXPECT_FALSE(fs::exists(dir.path() / "rank-0.db.tmp"));
 }
 
+// Collective instances and transfers go in 32-row statements and the rest one by one: random
+// counts of each, interleaved, with every optional field both present and absent, come back
+// field for field.
+TEST(TraceDatabase, EveryRecordComesBackFieldForField) {
+  std::mt19937 random(2026);
+  for (int round = 0; round < 4; ++round) {
+    TempDir dir;
+    monitor::Snapshot snapshot = window(0);
+    snapshot.function_names = {"MPI_Allreduce", "MPI_Isend", "MPI_Irecv"};
+    snapshot.algorithm_names = {"native", "auto", "hier"};
+    const int records = std::uniform_int_distribution<int>(0, 150)(random);
+    std::uint64_t seq = 0, msg = 0;
+    for (int i = 0; i < records; ++i) {
+      monitor::InstanceRecord r;
+      r.comm_id = 1;
+      r.enter_ns = 1000 + random() % 1000;
+      r.exit_ns = random() % 3 == 0 ? 0 : r.enter_ns + random() % 500;
+      r.bytes = random() % 100000;
+      r.site = random() % 2 == 0 ? 0 : 1 + random() % 7;
+      if (random() % 3 == 0) {
+        r.kind = random() % 2 == 0 ? monitor::RecordKind::send : monitor::RecordKind::recv;
+        r.function = r.kind == monitor::RecordKind::send ? 1 : 2;
+        r.seq = ++msg;
+        r.root = static_cast<std::int32_t>(random() % 3);
+        r.tag = static_cast<std::int32_t>(random() % 5);
+        r.exit_ns = r.enter_ns + 1;
+      } else {
+        r.seq = ++seq;
+        r.root = random() % 2 == 0 ? -1 : static_cast<std::int32_t>(random() % 3);
+        r.algorithm = random() % 2 == 0 ? 0 : 2;
+      }
+      snapshot.instances.push_back(r);
+    }
+    const std::string file = (dir.path() / "rank-0.db").string();
+    ASSERT_EQ(monitor::write_rank_database(file, facts(0), {}, {snapshot}), "");
+    std::string error;
+    auto job = analyzer::JobDatabase::open(file, error);
+    ASSERT_TRUE(job) << error;
+    auto collectives = job->query(
+        "SELECT seq, comm_id, function, bytes, root, site, enter_ns, exit_ns, algorithm "
+        "FROM collectives ORDER BY seq",
+        error);
+    auto transfers = job->query(
+        "SELECT msg, direction, function, peer, tag, bytes, site, start_ns, end_ns "
+        "FROM transfers ORDER BY msg",
+        error);
+    ASSERT_TRUE(collectives && transfers) << error;
+    ASSERT_EQ(collectives->rows.size(), seq) << "round " << round;
+    ASSERT_EQ(transfers->rows.size(), msg) << "round " << round;
+    auto text = [](std::uint64_t value, bool present = true) {
+      return present ? std::to_string(value) : std::string("NULL");
+    };
+    std::size_t c = 0, t = 0;
+    for (const monitor::InstanceRecord& r : snapshot.instances) {
+      if (r.kind == monitor::RecordKind::collective) {
+        const std::vector<std::string> expected = {text(r.seq),
+                                                   "1",
+                                                   "MPI_Allreduce",
+                                                   text(r.bytes),
+                                                   r.root >= 0 ? std::to_string(r.root) : "NULL",
+                                                   text(r.site, r.site != 0),
+                                                   text(r.enter_ns),
+                                                   text(r.exit_ns, r.exit_ns != 0),
+                                                   r.algorithm == 0 ? "native" : "hier"};
+        for (std::size_t k = 0; k < expected.size(); ++k)
+          EXPECT_EQ(cell(*collectives, c, k), expected[k]) << "collective " << c << " field " << k;
+        ++c;
+      } else {
+        const bool send = r.kind == monitor::RecordKind::send;
+        const std::vector<std::string> expected = {text(r.seq),
+                                                   send ? "send" : "recv",
+                                                   send ? "MPI_Isend" : "MPI_Irecv",
+                                                   std::to_string(r.root),
+                                                   std::to_string(r.tag),
+                                                   text(r.bytes),
+                                                   text(r.site, r.site != 0),
+                                                   text(r.enter_ns),
+                                                   text(r.exit_ns)};
+        for (std::size_t k = 0; k < expected.size(); ++k)
+          EXPECT_EQ(cell(*transfers, t, k), expected[k]) << "transfer " << t << " field " << k;
+        ++t;
+      }
+    }
+  }
+}
+
 TEST(TraceDatabase, UnwritableDirectoryIsAnErrorNotACrash) {
   const std::string error = monitor::write_rank_database("/proc/commtap-no-such-dir/rank-0.db",
                                                          facts(0), {}, {window(0)});
