@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "collectives/collectives.hpp"
+#include "monitor/monitor.hpp"
 
 namespace commtap::collectives {
 
@@ -120,46 +122,117 @@ int first_rank_not_avoided(MPI_Comm comm, bool avoided) {
 
 namespace {
 
-int wait_all(int n, MPI_Request* requests, bool yield) {
-  if (!yield) return PMPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
-  for (;;) {
-    int done = 0;
-    const int rc = PMPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS || done) return rc;
-    sched_yield();
+// The steps of a recorded call: each message is listed when posted, with the request slot it
+// waits in, and ends at the return of the first wait over that slot.
+class StepRecorder {
+ public:
+  StepRecorder(std::vector<Step>& steps, Topology& topology) : steps_(steps), t_(topology) {}
+
+  void posted(bool send, MPI_Comm comm, int peer, MPI_Count bytes, const MPI_Request* slot) {
+    steps_.push_back(
+        {send, world_rank(comm, peer), static_cast<std::uint64_t>(bytes), monitor::now_ns(), 0});
+    slots_.push_back(slot);
   }
-}
+  void completed(const MPI_Request* requests, int n) {
+    const std::uint64_t now = monitor::now_ns();
+    for (std::size_t i = open_; i < steps_.size(); ++i)
+      if (steps_[i].end_ns == 0 && slots_[i] >= requests && slots_[i] < requests + n)
+        steps_[i].end_ns = std::max(now, steps_[i].start_ns);
+    while (open_ < steps_.size() && steps_[open_].end_ns != 0) ++open_;
+  }
+
+ private:
+  int world_rank(MPI_Comm comm, int peer) {
+    auto known = std::find_if(t_.world_ranks.begin(), t_.world_ranks.end(),
+                              [&](const auto& entry) { return entry.first == comm; });
+    if (known == t_.world_ranks.end()) {
+      MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+      int size = 0;
+      PMPI_Comm_group(comm, &group);
+      PMPI_Comm_group(MPI_COMM_WORLD, &world);
+      PMPI_Group_size(group, &size);
+      std::vector<int> ranks(static_cast<std::size_t>(size)), in_world(ranks.size());
+      for (int i = 0; i < size; ++i) ranks[static_cast<std::size_t>(i)] = i;
+      PMPI_Group_translate_ranks(group, size, ranks.data(), world, in_world.data());
+      PMPI_Group_free(&group);
+      PMPI_Group_free(&world);
+      known = t_.world_ranks.insert(t_.world_ranks.end(), {comm, std::move(in_world)});
+    }
+    const std::vector<int>& ranks = known->second;
+    return peer >= 0 && static_cast<std::size_t>(peer) < ranks.size()
+               ? ranks[static_cast<std::size_t>(peer)]
+               : -1;
+  }
+
+  std::vector<Step>& steps_;
+  Topology& t_;
+  std::vector<const MPI_Request*> slots_;  // parallel to steps_
+  std::size_t open_ = 0;                   // steps before it have ended
+};
 
 struct Call {
   MPI_Datatype type;
   MPI_Op op;
   MPI_Aint extent;  // builtin types: extent == size
   bool yield;
+  StepRecorder* steps;  // nullptr: this call is not recorded
   char* at(void* base, MPI_Count elements) const {
     return static_cast<char*>(base) + elements * extent;
   }
 };
 
+int wait_all(const Call& c, int n, MPI_Request* requests) {
+  int rc = MPI_SUCCESS;
+  if (!c.yield) {
+    rc = PMPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
+  } else {
+    for (;;) {
+      int done = 0;
+      rc = PMPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS || done) break;
+      sched_yield();
+    }
+  }
+  if (c.steps != nullptr && rc == MPI_SUCCESS) c.steps->completed(requests, n);
+  return rc;
+}
+
+// Every message of commtap's own algorithms is posted through these two.
+int isend(const Call& c, const void* buffer, MPI_Count count, int peer, MPI_Comm comm,
+          MPI_Request* request) {
+  const int rc = PMPI_Isend_c(buffer, count, c.type, peer, 0, comm, request);
+  if (c.steps != nullptr && rc == MPI_SUCCESS)
+    c.steps->posted(true, comm, peer, count * c.extent, request);
+  return rc;
+}
+int irecv(const Call& c, void* buffer, MPI_Count count, int peer, MPI_Comm comm,
+          MPI_Request* request) {
+  const int rc = PMPI_Irecv_c(buffer, count, c.type, peer, 0, comm, request);
+  if (c.steps != nullptr && rc == MPI_SUCCESS)
+    c.steps->posted(false, comm, peer, count * c.extent, request);
+  return rc;
+}
+
 int exchange(const Call& c, MPI_Comm comm, int peer, const void* send, MPI_Count send_count,
              void* recv, MPI_Count recv_count) {
   MPI_Request requests[2];
-  int rc = PMPI_Irecv_c(recv, recv_count, c.type, peer, 0, comm, &requests[0]);
+  int rc = irecv(c, recv, recv_count, peer, comm, &requests[0]);
   if (rc != MPI_SUCCESS) return rc;
-  rc = PMPI_Isend_c(send, send_count, c.type, peer, 0, comm, &requests[1]);
+  rc = isend(c, send, send_count, peer, comm, &requests[1]);
   if (rc != MPI_SUCCESS) return rc;
-  return wait_all(2, requests, c.yield);
+  return wait_all(c, 2, requests);
 }
 
 int send(const Call& c, MPI_Comm comm, int peer, const void* buffer, MPI_Count count) {
   MPI_Request request;
-  const int rc = PMPI_Isend_c(buffer, count, c.type, peer, 0, comm, &request);
-  return rc != MPI_SUCCESS ? rc : wait_all(1, &request, c.yield);
+  const int rc = isend(c, buffer, count, peer, comm, &request);
+  return rc != MPI_SUCCESS ? rc : wait_all(c, 1, &request);
 }
 
 int receive(const Call& c, MPI_Comm comm, int peer, void* buffer, MPI_Count count) {
   MPI_Request request;
-  const int rc = PMPI_Irecv_c(buffer, count, c.type, peer, 0, comm, &request);
-  return rc != MPI_SUCCESS ? rc : wait_all(1, &request, c.yield);
+  const int rc = irecv(c, buffer, count, peer, comm, &request);
+  return rc != MPI_SUCCESS ? rc : wait_all(c, 1, &request);
 }
 
 // inout = in op inout
@@ -233,20 +306,17 @@ int ring(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
   for (int step = 0; step < size - 1; ++step) {
     const std::size_t out = chunk(rank - step), in = chunk(rank - step - 1);
     MPI_Request requests[2];
-    COMMTAP_TRY(PMPI_Irecv_c(scratch.data(), counts[in], c.type, left, 0, comm, &requests[0]));
-    COMMTAP_TRY(PMPI_Isend_c(c.at(buffer, offsets[out]), counts[out], c.type, right, 0, comm,
-                             &requests[1]));
-    COMMTAP_TRY(wait_all(2, requests, c.yield));
+    COMMTAP_TRY(irecv(c, scratch.data(), counts[in], left, comm, &requests[0]));
+    COMMTAP_TRY(isend(c, c.at(buffer, offsets[out]), counts[out], right, comm, &requests[1]));
+    COMMTAP_TRY(wait_all(c, 2, requests));
     COMMTAP_TRY(reduce(c, scratch.data(), c.at(buffer, offsets[in]), counts[in]));
   }
   for (int step = 0; step < size - 1; ++step) {
     const std::size_t out = chunk(rank + 1 - step), in = chunk(rank - step);
     MPI_Request requests[2];
-    COMMTAP_TRY(
-        PMPI_Irecv_c(c.at(buffer, offsets[in]), counts[in], c.type, left, 0, comm, &requests[0]));
-    COMMTAP_TRY(PMPI_Isend_c(c.at(buffer, offsets[out]), counts[out], c.type, right, 0, comm,
-                             &requests[1]));
-    COMMTAP_TRY(wait_all(2, requests, c.yield));
+    COMMTAP_TRY(irecv(c, c.at(buffer, offsets[in]), counts[in], left, comm, &requests[0]));
+    COMMTAP_TRY(isend(c, c.at(buffer, offsets[out]), counts[out], right, comm, &requests[1]));
+    COMMTAP_TRY(wait_all(c, 2, requests));
   }
   return MPI_SUCCESS;
 }
@@ -265,10 +335,10 @@ int star(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
     std::vector<MPI_Request> requests(static_cast<std::size_t>(segments));
     for (MPI_Count s = 0; s < segments; ++s) {
       const MPI_Count first = s * segment, n = std::min(segment, count - first);
-      COMMTAP_TRY(PMPI_Isend_c(c.at(buffer, first), n, c.type, root, 0, comm,
-                               &requests[static_cast<std::size_t>(s)]));
+      COMMTAP_TRY(
+          isend(c, c.at(buffer, first), n, root, comm, &requests[static_cast<std::size_t>(s)]));
     }
-    COMMTAP_TRY(wait_all(static_cast<int>(segments), requests.data(), c.yield));
+    COMMTAP_TRY(wait_all(c, static_cast<int>(segments), requests.data()));
     return receive(c, comm, root, buffer, count);
   }
   // Two segments in flight: one being reduced, the next one arriving.
@@ -283,9 +353,9 @@ int star(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
       char* into =
           scratch.data() +
           (slot * static_cast<std::size_t>(size) + static_cast<std::size_t>(peer)) * segment_bytes;
-      COMMTAP_TRY(PMPI_Irecv_c(
-          into, n, c.type, peer, 0, comm,
-          &posted[slot * static_cast<std::size_t>(size) + static_cast<std::size_t>(peer)]));
+      COMMTAP_TRY(
+          irecv(c, into, n, peer, comm,
+                &posted[slot * static_cast<std::size_t>(size) + static_cast<std::size_t>(peer)]));
     }
     return MPI_SUCCESS;
   };
@@ -293,7 +363,7 @@ int star(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
   for (MPI_Count s = 0; s < segments; ++s) {
     if (s + 1 < segments) COMMTAP_TRY(post(s + 1));
     const std::size_t slot = static_cast<std::size_t>(s % 2);
-    COMMTAP_TRY(wait_all(size, &posted[slot * static_cast<std::size_t>(size)], c.yield));
+    COMMTAP_TRY(wait_all(c, size, &posted[slot * static_cast<std::size_t>(size)]));
     const MPI_Count first = s * segment, n = std::min(segment, count - first);
     for (int peer = 0; peer < size; ++peer) {
       if (peer == root) continue;
@@ -304,12 +374,13 @@ int star(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
     }
   }
   std::vector<MPI_Request> sends;
+  sends.reserve(static_cast<std::size_t>(size));  // the slots stay put (StepRecorder)
   for (int peer = 0; peer < size; ++peer) {
     if (peer == root) continue;
     sends.emplace_back();
-    COMMTAP_TRY(PMPI_Isend_c(buffer, count, c.type, peer, 0, comm, &sends.back()));
+    COMMTAP_TRY(isend(c, buffer, count, peer, comm, &sends.back()));
   }
-  return wait_all(static_cast<int>(sends.size()), sends.data(), c.yield);
+  return wait_all(c, static_cast<int>(sends.size()), sends.data());
 }
 
 int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
@@ -349,7 +420,7 @@ int pipelined_hierarchical(const Call& c, Topology& t, void* buffer, MPI_Count c
     }
     if (leader && step >= 1 && step <= segments) {
       const MPI_Count s = step - 1;
-      COMMTAP_TRY(wait_all(1, &reduced[static_cast<std::size_t>(s)], c.yield));
+      COMMTAP_TRY(wait_all(c, 1, &reduced[static_cast<std::size_t>(s)]));
       COMMTAP_TRY(PMPI_Iallreduce_c(MPI_IN_PLACE, c.at(buffer, first(s)), length(s), c.type, c.op,
                                     t.leaders, &combined[static_cast<std::size_t>(s)]));
     }
@@ -357,12 +428,12 @@ int pipelined_hierarchical(const Call& c, Topology& t, void* buffer, MPI_Count c
       const MPI_Count s = step - 2;
       MPI_Request& before =
           leader ? combined[static_cast<std::size_t>(s)] : reduced[static_cast<std::size_t>(s)];
-      COMMTAP_TRY(wait_all(1, &before, c.yield));
+      COMMTAP_TRY(wait_all(c, 1, &before));
       COMMTAP_TRY(PMPI_Ibcast_c(c.at(buffer, first(s)), length(s), c.type, 0, t.node,
                                 &broadcast[static_cast<std::size_t>(s)]));
     }
   }
-  return wait_all(static_cast<int>(segments), broadcast.data(), c.yield);
+  return wait_all(c, static_cast<int>(segments), broadcast.data());
 }
 
 // The leaders' (or peers') algorithm inside a hierarchical one: few ranks, so recursive
@@ -374,10 +445,12 @@ Algorithm inter_algorithm(MPI_Count bytes) {
 }  // namespace
 
 int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count count,
-              MPI_Datatype type, MPI_Op op, Topology& t, bool yield) {
+              MPI_Datatype type, MPI_Op op, Topology& t, bool yield, std::vector<Step>* steps) {
   MPI_Aint lb = 0, extent = 0;
   PMPI_Type_get_extent(type, &lb, &extent);
-  const Call c{type, op, extent, yield};
+  std::optional<StepRecorder> recorder;
+  if (steps != nullptr) recorder.emplace(*steps, t);
+  const Call c{type, op, extent, yield, recorder ? &*recorder : nullptr};
   if (sendbuf != MPI_IN_PLACE)
     std::memcpy(recvbuf, sendbuf, static_cast<std::size_t>(count * extent));
   const MPI_Count bytes = count * extent;
@@ -408,13 +481,13 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
         MPI_Request request;
         COMMTAP_TRY(PMPI_Ireduce_scatter_c(recvbuf, slice.data(), counts.data(), type, op, t.node,
                                            &request));
-        COMMTAP_TRY(wait_all(1, &request, yield));
+        COMMTAP_TRY(wait_all(c, 1, &request));
         if (mine > 0)
           COMMTAP_TRY(
               flat(inter_algorithm(mine * extent), c, t.peers, slice.data(), mine, t.scratch));
         COMMTAP_TRY(PMPI_Iallgatherv_c(slice.data(), mine, type, recvbuf, counts.data(),
                                        displacements.data(), type, t.node, &request));
-        return wait_all(1, &request, yield);
+        return wait_all(c, 1, &request);
       }
       [[fallthrough]];
     case Algorithm::hier:
@@ -426,13 +499,13 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
         COMMTAP_TRY(PMPI_Ireduce_c(t.local_rank == 0 ? MPI_IN_PLACE : recvbuf,
                                    t.local_rank == 0 ? recvbuf : nullptr, count, type, op, 0,
                                    t.node, &request));
-        COMMTAP_TRY(wait_all(1, &request, yield));
+        COMMTAP_TRY(wait_all(c, 1, &request));
       }
       if (t.leaders != MPI_COMM_NULL && t.nodes > 1)
         COMMTAP_TRY(flat(inter_algorithm(bytes), c, t.leaders, recvbuf, count, t.scratch));
       if (t.local_size > 1) {
         COMMTAP_TRY(PMPI_Ibcast_c(recvbuf, count, type, 0, t.node, &request));
-        COMMTAP_TRY(wait_all(1, &request, yield));
+        COMMTAP_TRY(wait_all(c, 1, &request));
       }
       return MPI_SUCCESS;
     }

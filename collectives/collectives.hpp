@@ -3,7 +3,9 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace commtap::collectives {
@@ -61,6 +63,9 @@ struct Topology {
   int star_root = 0;          // the star's root in `flat`: the first rank not on an avoided host
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
+  // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for
+  // the steps of recorded calls).
+  std::vector<std::pair<MPI_Comm, std::vector<int>>> world_ranks;
 };
 
 // The topology of `comm`, made on first use. `test_nodes` > 0 makes that many pretend nodes,
@@ -78,8 +83,21 @@ Topology* topology_of(MPI_Comm comm, int test_nodes,
 // commtap's all-reduce with `algorithm` (not native or automatic: see choose()). The call must
 // be eligible (allreduce_eligibility) and the buffers in host memory. Returns an MPI error code.
 // `yield`: wait with test-and-sched_yield loops instead of blocking.
+//
+// `steps`, when given, receives every message the algorithm sends or receives itself, in the
+// order they were posted (for the trace's transfers table); the stages it leaves to the
+// library's collectives (the node stages of the hierarchical forms, every stage of hier-pipe)
+// are the library's messages and not listed.
+struct Step {
+  bool send = false;
+  int peer = -1;  // the other side's rank in MPI_COMM_WORLD
+  std::uint64_t bytes = 0;
+  std::uint64_t start_ns = 0;  // the post (monitor::now_ns)
+  std::uint64_t end_ns = 0;    // the return of the wait that completed it
+};
 int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count count,
-              MPI_Datatype type, MPI_Op op, Topology& topology, bool yield);
+              MPI_Datatype type, MPI_Op op, Topology& topology, bool yield,
+              std::vector<Step>* steps = nullptr);
 
 // What automatic selection picks for `bytes` on this topology: the model's cheapest algorithm,
 // or native when the model predicts no clear gain. Uses only what every rank of the

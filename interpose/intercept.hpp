@@ -116,6 +116,24 @@ inline void record_transfer(Fn fn, Direction direction, const CommState* comm, i
        direction == Direction::send ? monitor::RecordKind::send : monitor::RecordKind::recv});
 }
 
+// The tag of commtap's own all-reduce messages in the transfers table: negative, so that it never
+// collides with an application's (MPI tags are >= 0).
+constexpr int kAlgorithmStepTag = -1;
+
+// A message of commtap's all-reduce (`step`) inside a recorded instance of `fn`: every rank
+// records the same instances and, in them, all their messages, numbered per pair in posting
+// order as the application's are, so both sides' rows join.
+inline void record_step(Fn fn, const CommState* comm, const collectives::Step& step,
+                        std::uint32_t site) {
+  const Direction direction = step.send ? Direction::send : Direction::recv;
+  const std::uint64_t msg = number_message(comm, step.peer, kAlgorithmStepTag, direction);
+  if (msg == 0) return;
+  runtime().counters->record({comm->id, msg, step.bytes, step.start_ns, step.end_ns,
+                              static_cast<std::uint32_t>(index_of(fn)), step.peer, site,
+                              kAlgorithmStepTag,
+                              step.send ? monitor::RecordKind::send : monitor::RecordKind::recv});
+}
+
 // Bytes a completed receive delivered (its status knows; the posted count is an upper bound).
 inline std::uint64_t received_bytes(const MPI_Status& status) {
   MPI_Count bytes = 0;
@@ -312,7 +330,8 @@ int pack_call(Real real, A... a) {
 // buffers) and chosen; the library's otherwise, which also reports every erroneous call.
 // `used` says which ran.
 template <typename Library, typename... A>
-int allreduce_call(collectives::Algorithm& used, Library library, A... a) {
+int allreduce_call(collectives::Algorithm& used, std::vector<collectives::Step>* steps,
+                   Library library, A... a) {
   using collectives::Algorithm;
   used = Algorithm::native;
   const Algorithm setting = runtime().allreduce;
@@ -335,7 +354,7 @@ int allreduce_call(collectives::Algorithm& used, Library library, A... a) {
   }
   used = algorithm;
   return collectives::allreduce(algorithm, sendbuf, recvbuf, count, type, op, *topology,
-                                runtime().yield);
+                                runtime().yield, steps);
 }
 
 // ---- Communicators -----------------------------------------------------------------------------
@@ -431,13 +450,15 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     [[maybe_unused]] MPI_Datatype freed_datatype = MPI_DATATYPE_NULL;
     if constexpr (id == Fn::Type_free) freed_datatype = *arg<0>(a...);
     [[maybe_unused]] collectives::Algorithm algorithm = collectives::Algorithm::native;
+    [[maybe_unused]] std::vector<collectives::Step> steps;  // of a recorded commtap all-reduce
     if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c) {
       auto library = [&] {
         return runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
       };
       rc = runtime().allreduce == collectives::Algorithm::native
                ? library()
-               : allreduce_call(algorithm, library, a...);
+               : allreduce_call(algorithm, is_sampled(seq, runtime().sample) ? &steps : nullptr,
+                                library, a...);
     } else if constexpr (yield != Yield::none) {
       rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
     } else if constexpr (id == Fn::Pack || id == Fn::Pack_c || id == Fn::Unpack ||
@@ -475,6 +496,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
           comm_state->completed_seq(seq, !runtime().thread_multiple);
           if (is_sampled(seq, runtime().sample))
             record_instance(id, comm_state->id, seq, bytes, root, site, t0, t1, algorithm);
+          if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c)
+            for (const collectives::Step& step : steps) record_step(id, comm_state, step, site);
           if (comm_state->id == 1) after_world_collective(seq);
         }
         if constexpr (family == Family::send || family == Family::sendrecv) {
