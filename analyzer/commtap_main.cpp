@@ -131,8 +131,24 @@ int main(int argc, char** argv) {
       "mpiexec -n 4 -ppn 2 -hosts a,b) and write it for COMMTAP_MODEL");
   std::string model_output = "commtap-model.json";
   calibrate->add_option("-o,--output", model_output, "Model file to write")->capture_default_str();
+  long long choices_up_to = 4 << 20;
+  int choice_rounds = 5;
+  bool calibrate_yield = false;
+  calibrate
+      ->add_option("--choices-up-to", choices_up_to,
+                   "Also time the library's all-reduce against each of commtap's from 8 B up to "
+                   "this many bytes (x8) and store the measured choices; 0: the formulas only")
+      ->capture_default_str()
+      ->check(CLI::Range(0LL, 1LL << 31));
+  calibrate->add_option("--rounds", choice_rounds, "Interleaved rounds per measured size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20));
+  calibrate->add_flag("--yield", calibrate_yield,
+                      "Measure in yield mode, as jobs run with COMMTAP_YIELD=1 (oversubscribed)");
   calibrate->prefix_command();
-  calibrate->footer("Usage: commtap calibrate [-o FILE] [--] <launcher command...>");
+  calibrate->footer(
+      "Usage: commtap calibrate [-o FILE] [--choices-up-to BYTES] [--rounds N] [--yield] [--] "
+      "<launcher command...>");
   const bool wants_run =
       argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "calibrate");
   const bool wants_settings = argc > 1 && std::string(argv[1]) == "settings";
@@ -333,6 +349,9 @@ int main(int argc, char** argv) {
     const fs::path output = fs::absolute(model_output, ec);
     command.push_back(program);
     command.push_back(output.string());
+    command.push_back(std::to_string(choices_up_to));
+    command.push_back(std::to_string(choice_rounds));
+    command.push_back(calibrate_yield ? "1" : "0");
     const int status = run_preloaded("", {}, command);
     if (status != 0 || !fs::exists(output, ec)) {
       std::fprintf(stderr, "commtap calibrate: the measurement failed (exit %d)\n", status);

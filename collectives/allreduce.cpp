@@ -513,6 +513,18 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
 }
 
 Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
+  if (!m.choices.empty() && bytes <= m.choices.back().up_to_bytes && m.measured_ranks == t.size &&
+      m.measured_nodes == t.nodes && m.measured_largest_node == t.max_local_size) {
+    // A size between two measured ones gets commtap's algorithm only if both chose it: a
+    // choice measured at 256 KiB said nothing about 128 KiB on the emulated cluster.
+    for (std::size_t i = 0; i < m.choices.size(); ++i) {
+      const MeasuredChoice& choice = m.choices[i];
+      if (bytes > choice.up_to_bytes) continue;
+      if (i == 0 || bytes == choice.up_to_bytes || m.choices[i - 1].algorithm == choice.algorithm)
+        return choice.algorithm;
+      return Algorithm::native;
+    }
+  }
   const double n = static_cast<double>(bytes);
   const double p = t.size, nodes = std::max(1, t.nodes), local = std::max(1, t.max_local_size);
   const double inter_alpha = t.nodes > 1 ? m.inter_alpha : m.intra_alpha;

@@ -3,10 +3,15 @@
 // two ranks per node on at least two nodes so that both levels are measured (what is missing
 // keeps the built-in values): usually through `commtap calibrate -o FILE -- mpiexec ...`.
 //
-//   commtap-calibrate OUTPUT.json
+//   commtap-calibrate OUTPUT.json [CHOICES_UP_TO_BYTES [ROUNDS [YIELD]]]
+//
+// With CHOICES_UP_TO_BYTES > 0 (default 4 MiB) it also times the library's all-reduce against
+// each of commtap's on this very layout, up to that size, in ROUNDS interleaved rounds (default
+// 5), waiting by test-and-yield if YIELD is 1, and stores the measured choices.
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -16,14 +21,20 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (argc != 2) {
-    if (rank == 0) std::fprintf(stderr, "usage: commtap-calibrate OUTPUT.json\n");
+  const long long up_to = argc > 2 ? std::atoll(argv[2]) : 4 << 20;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+  if (argc < 2 || argc > 5 || up_to < 0 || rounds < 1) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "usage: commtap-calibrate OUTPUT.json [CHOICES_UP_TO_BYTES [ROUNDS [YIELD]]]\n");
     MPI_Finalize();
     return 2;
   }
   using namespace commtap::collectives;
-  const Topology* topology = topology_of(MPI_COMM_WORLD, 0);
-  const CostModel model = measure_cost_model(*topology, CostModel{});
+  Topology* topology = topology_of(MPI_COMM_WORLD, 0);
+  CostModel model = measure_cost_model(*topology, CostModel{});
+  if (up_to > 0 && topology->size > 1)
+    measure_choices(*topology, model, up_to, rounds, argc > 4 && std::atoi(argv[4]) == 1);
   int status = 0;
   if (rank == 0) {
     std::ofstream out(argv[1]);
@@ -42,6 +53,10 @@ int main(int argc, char** argv) {
               ? " (a level with one node or one rank per node keeps the built-in values)"
               : "",
           argv[1]);
+      for (const MeasuredChoice& c : model.choices)
+        std::printf("  up to %lld B: %s (library %.1f us, best of commtap's %.1f us)\n",
+                    static_cast<long long>(c.up_to_bytes), algorithm_name(c.algorithm), c.native_us,
+                    c.algorithm_us);
     }
   }
   MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -102,12 +102,37 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
 // What automatic selection picks for `bytes` on this topology: the model's cheapest algorithm,
 // or native when the model predicts no clear gain. Uses only what every rank of the
 // communicator knows alike, so all ranks choose the same.
+//
+// A model file may also hold measured choices (`commtap calibrate` makes them): for the shape it
+// was measured on, the algorithm to use at each measured size, native unless one of commtap's
+// beat the library's clearly and consistently. They take precedence over the formulas for that
+// shape (ranks, nodes, largest node) and sizes up to the largest measured, where a size between
+// two measured ones gets commtap's algorithm only if both chose the same; elsewhere the
+// formulas decide.
+struct MeasuredChoice {
+  std::int64_t up_to_bytes = 0;  // the size measured (ascending)
+  Algorithm algorithm = Algorithm::native;
+  double native_us = 0, algorithm_us = 0;  // medians measured at up_to_bytes: the library's,
+                                           // the best of commtap's (for the file)
+};
 struct CostModel {
   // Per level: latency (s), time per byte on the wire (s/B), time per byte reduced (s/B).
   double intra_alpha = 1e-6, intra_beta = 2e-10, inter_alpha = 5e-6, inter_beta = 1e-9;
   double gamma = 2e-10;
+  int measured_ranks = 0, measured_nodes = 0, measured_largest_node = 0;  // the choices' shape
+  std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes);
+
+// Measures the choices on this topology (collective over `topology.flat`): for each size from
+// 8 B up to `max_bytes` (x8), the library's all-reduce and each of commtap's, interleaved, in
+// `rounds` rounds, each the slowest rank's mean over enough calls to fill about 20 ms. The
+// best of commtap's by the median round is chosen for a size when its median is 10% below the
+// library's and even its slowest round is no slower than the library's median; else native. Fills
+// model.choices and the shape. `yield`: every algorithm, the library's included, waits with
+// test-and-yield loops (COMMTAP_YIELD=1).
+void measure_choices(Topology& topology, CostModel& model, std::int64_t max_bytes, int rounds,
+                     bool yield);
 
 // Measures the cost model on this topology (collective over `topology.flat`): ping-pongs of
 // 8 B and 256 KiB between two ranks of one node and between the leaders of two nodes (the

@@ -1,10 +1,12 @@
 // The cost model's parameters: measured on a topology (at MPI_Init with COMMTAP_CALIBRATE=init,
 // or by `commtap calibrate`), written to and read from a small JSON file.
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <iterator>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -74,10 +76,112 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
   return model;
 }
 
+namespace {
+
+// The slowest rank's mean time of one all-reduce of `count` doubles with `algorithm` (native:
+// the library's), over enough calls to take about 20 ms (at least 3).
+double time_algorithm(Algorithm algorithm, Topology& t, int count, bool yield) {
+  std::vector<double> in(static_cast<std::size_t>(count), 1.0), out(in.size());
+  auto once = [&] {
+    if (algorithm != Algorithm::native) {
+      allreduce(algorithm, in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t, yield);
+      return;
+    }
+    if (!yield) {
+      PMPI_Allreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t.flat);
+      return;
+    }
+    MPI_Request request;  // as commtap runs the library's in yield mode
+    PMPI_Iallreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t.flat, &request);
+    for (int done = 0; !done;) {
+      PMPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (!done) sched_yield();
+    }
+  };
+  auto slowest = [&](double mine) {
+    double max = 0;
+    PMPI_Allreduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, t.flat);
+    return max;
+  };
+  PMPI_Barrier(t.flat);
+  double start = PMPI_Wtime();
+  once();  // also warms up
+  const int calls = static_cast<int>(std::clamp(0.02 / slowest(PMPI_Wtime() - start), 3.0, 1e4));
+  PMPI_Barrier(t.flat);
+  start = PMPI_Wtime();
+  for (int i = 0; i < calls; ++i) once();
+  return slowest((PMPI_Wtime() - start) / calls);
+}
+
+}  // namespace
+
+void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int rounds,
+                     bool yield) {
+  const Algorithm candidates[] = {Algorithm::native,    Algorithm::hier, Algorithm::hier_rs,
+                                  Algorithm::hier_pipe, Algorithm::star, Algorithm::ring,
+                                  Algorithm::rd};
+  constexpr std::size_t kCandidates = std::size(candidates);
+  model.measured_ranks = t.size;
+  model.measured_nodes = t.nodes;
+  model.measured_largest_node = t.max_local_size;
+  model.choices.clear();
+  for (std::int64_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
+    const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 8));
+    std::vector<double> seconds[kCandidates];
+    for (int round = 0; round < rounds; ++round)
+      for (std::size_t k = 0; k < kCandidates; ++k)
+        seconds[k].push_back(time_algorithm(candidates[k], t, count, yield));
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    auto slowest = [](const std::vector<double>& v) {
+      return *std::max_element(v.begin(), v.end());
+    };
+    std::size_t best = 1;
+    for (std::size_t k = 2; k < kCandidates; ++k)
+      if (median(seconds[k]) < median(seconds[best])) best = k;
+    // Clearly and consistently faster: 10% by the medians, and even its slowest round no slower
+    // than the library's median one (a noisy machine then keeps the library's).
+    const double native = median(seconds[0]);
+    const bool clear_win =
+        median(seconds[best]) <= 0.9 * native && slowest(seconds[best]) <= native;
+    model.choices.push_back({bytes, clear_win ? candidates[best] : Algorithm::native, native * 1e6,
+                             median(seconds[best]) * 1e6});
+  }
+}
+
 void broadcast_cost_model(CostModel& m, MPI_Comm comm) {
-  double values[5] = {m.intra_alpha, m.intra_beta, m.inter_alpha, m.inter_beta, m.gamma};
-  PMPI_Bcast(values, 5, MPI_DOUBLE, 0, comm);
-  m = {values[0], values[1], values[2], values[3], values[4]};
+  // One array: the five parameters, the shape, then four numbers per choice.
+  std::vector<double> values = {m.intra_alpha,
+                                m.intra_beta,
+                                m.inter_alpha,
+                                m.inter_beta,
+                                m.gamma,
+                                static_cast<double>(m.measured_ranks),
+                                static_cast<double>(m.measured_nodes),
+                                static_cast<double>(m.measured_largest_node)};
+  for (const MeasuredChoice& c : m.choices)
+    values.insert(values.end(), {static_cast<double>(c.up_to_bytes),
+                                 static_cast<double>(static_cast<int>(c.algorithm)), c.native_us,
+                                 c.algorithm_us});
+  int length = static_cast<int>(values.size());
+  PMPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  values.resize(static_cast<std::size_t>(length));
+  PMPI_Bcast(values.data(), length, MPI_DOUBLE, 0, comm);
+  m.intra_alpha = values[0];
+  m.intra_beta = values[1];
+  m.inter_alpha = values[2];
+  m.inter_beta = values[3];
+  m.gamma = values[4];
+  m.measured_ranks = static_cast<int>(values[5]);
+  m.measured_nodes = static_cast<int>(values[6]);
+  m.measured_largest_node = static_cast<int>(values[7]);
+  m.choices.clear();
+  for (std::size_t i = 8; i + 3 < values.size(); i += 4)
+    m.choices.push_back({static_cast<std::int64_t>(values[i]),
+                         static_cast<Algorithm>(static_cast<int>(values[i + 1])), values[i + 2],
+                         values[i + 3]});
 }
 
 std::string cost_model_json(const CostModel& m, int ranks, int nodes) {
@@ -86,13 +190,24 @@ std::string cost_model_json(const CostModel& m, int ranks, int nodes) {
   std::tm utc{};
   gmtime_r(&now, &utc);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  const nlohmann::json json = {
-      {"format", "commtap-cost-model"},
-      {"version", 1},
-      {"intra", {{"alpha_s", m.intra_alpha}, {"beta_s_per_byte", m.intra_beta}}},
-      {"inter", {{"alpha_s", m.inter_alpha}, {"beta_s_per_byte", m.inter_beta}}},
-      {"gamma_s_per_byte", m.gamma},
-      {"measured", {{"ranks", ranks}, {"nodes", nodes}, {"date", date}}}};
+  nlohmann::json json = {{"format", "commtap-cost-model"},
+                         {"version", 1},
+                         {"intra", {{"alpha_s", m.intra_alpha}, {"beta_s_per_byte", m.intra_beta}}},
+                         {"inter", {{"alpha_s", m.inter_alpha}, {"beta_s_per_byte", m.inter_beta}}},
+                         {"gamma_s_per_byte", m.gamma},
+                         {"measured", {{"ranks", ranks}, {"nodes", nodes}, {"date", date}}}};
+  if (!m.choices.empty()) {
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const MeasuredChoice& c : m.choices)
+      sizes.push_back({{"up_to_bytes", c.up_to_bytes},
+                       {"algorithm", algorithm_name(c.algorithm)},
+                       {"native_us", c.native_us},
+                       {"best_other_us", c.algorithm_us}});
+    json["choices"] = {{"ranks", m.measured_ranks},
+                       {"nodes", m.measured_nodes},
+                       {"largest_node", m.measured_largest_node},
+                       {"sizes", sizes}};
+  }
   return json.dump(2) + "\n";
 }
 
@@ -113,6 +228,34 @@ bool parse_cost_model(const std::string& text, CostModel& model, std::string& er
     m.inter_alpha = json.at("inter").at("alpha_s").get<double>();
     m.inter_beta = json.at("inter").at("beta_s_per_byte").get<double>();
     m.gamma = json.at("gamma_s_per_byte").get<double>();
+    if (json.contains("choices")) {
+      const nlohmann::json& choices = json.at("choices");
+      m.measured_ranks = choices.at("ranks").get<int>();
+      m.measured_nodes = choices.at("nodes").get<int>();
+      m.measured_largest_node = choices.at("largest_node").get<int>();
+      std::int64_t previous = 0;
+      for (const nlohmann::json& size : choices.at("sizes")) {
+        MeasuredChoice c;
+        c.up_to_bytes = size.at("up_to_bytes").get<std::int64_t>();
+        const std::string name = size.at("algorithm").get<std::string>();
+        if (!parse_algorithm(name, c.algorithm) || c.algorithm == Algorithm::automatic) {
+          error = "choices: '" + name + "' is not an algorithm";
+          return false;
+        }
+        if (c.up_to_bytes <= previous) {
+          error = "choices: sizes must be positive and ascending";
+          return false;
+        }
+        previous = c.up_to_bytes;
+        c.native_us = size.value("native_us", 0.0);
+        c.algorithm_us = size.value("best_other_us", 0.0);
+        m.choices.push_back(c);
+      }
+      if (m.measured_ranks < 1 || m.measured_nodes < 1 || m.measured_largest_node < 1) {
+        error = "choices: the shape must be positive";
+        return false;
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     error = std::string("missing or wrong field: ") + e.what();
     return false;

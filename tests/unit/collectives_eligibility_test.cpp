@@ -104,6 +104,77 @@ TEST(CostModel, FilesRoundTripAndBadOnesAreRefused) {
   }
 }
 
+// Measured choices: made on this layout and equal on all ranks; they decide for their shape and
+// the sizes they cover, the formulas everywhere else; they travel through files and the
+// broadcast; bad ones are refused.
+TEST(CostModel, MeasuredChoicesDecideForTheirShapeOnly) {
+  using collectives::Algorithm;
+  collectives::Topology* t = collectives::topology_of(MPI_COMM_WORLD, 0);
+  collectives::CostModel measured;
+  collectives::measure_choices(*t, measured, 512, 1, true);
+  ASSERT_EQ(measured.choices.size(), 3u);  // 8, 64, 512 bytes
+  EXPECT_EQ(measured.choices.back().up_to_bytes, 512);
+  EXPECT_EQ(measured.measured_ranks, t->size);
+  int mine[2] = {0, 0}, extremes[2];
+  for (const collectives::MeasuredChoice& c : measured.choices) {
+    mine[0] = mine[0] * 8 + static_cast<int>(c.algorithm);
+    EXPECT_GT(c.native_us, 0.0);
+  }
+  mine[1] = -mine[0];
+  MPI_Allreduce(mine, extremes, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(extremes[0], -extremes[1]) << "every rank has the same choices";
+
+  collectives::CostModel m;
+  const Algorithm by_formula_small = collectives::choose(m, *t, 8);
+  const Algorithm by_formula_large = collectives::choose(m, *t, 1 << 20);
+  m.measured_ranks = t->size;
+  m.measured_nodes = t->nodes;
+  m.measured_largest_node = t->max_local_size;
+  m.choices = {{8, Algorithm::star, 10, 5},
+               {4096, Algorithm::ring, 20, 10},
+               {32768, Algorithm::ring, 40, 20}};
+  EXPECT_EQ(collectives::choose(m, *t, 1), Algorithm::star);
+  EXPECT_EQ(collectives::choose(m, *t, 8), Algorithm::star);
+  EXPECT_EQ(collectives::choose(m, *t, 9), Algorithm::native) << "between two different choices";
+  EXPECT_EQ(collectives::choose(m, *t, 4096), Algorithm::ring);
+  EXPECT_EQ(collectives::choose(m, *t, 5000), Algorithm::ring) << "between two equal choices";
+  EXPECT_EQ(collectives::choose(m, *t, 1 << 20), by_formula_large) << "beyond the measured sizes";
+  collectives::CostModel other_shape = m;
+  other_shape.measured_ranks = t->size + 1;
+  EXPECT_EQ(collectives::choose(other_shape, *t, 8), by_formula_small) << "another shape";
+
+  collectives::CostModel read;
+  std::string error;
+  ASSERT_TRUE(collectives::parse_cost_model(collectives::cost_model_json(m, 2, 1), read, error))
+      << error;
+  ASSERT_EQ(read.choices.size(), 3u);
+  EXPECT_EQ(read.choices[1].up_to_bytes, 4096);
+  EXPECT_EQ(read.choices[1].algorithm, Algorithm::ring);
+  EXPECT_EQ(read.measured_largest_node, t->max_local_size);
+
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  collectives::CostModel sent = rank == 0 ? m : collectives::CostModel{};
+  collectives::broadcast_cost_model(sent, MPI_COMM_WORLD);
+  ASSERT_EQ(sent.choices.size(), 3u);
+  EXPECT_EQ(sent.choices[0].algorithm, Algorithm::star);
+  EXPECT_EQ(sent.measured_ranks, t->size);
+
+  const std::string head =
+      R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6,
+          "beta_s_per_byte": 0}, "inter": {"alpha_s": 1e-6, "beta_s_per_byte": 0},
+          "gamma_s_per_byte": 0, "choices": {"ranks": 2, "nodes": 1, "largest_node": 2, )";
+  for (const char* sizes : {R"("sizes": [{"up_to_bytes": 8, "algorithm": "fastest"}]})",
+                            R"("sizes": [{"up_to_bytes": 8, "algorithm": "auto"}]})",
+                            R"("sizes": [{"up_to_bytes": 64, "algorithm": "rd"}, {"up_to_bytes": 8,
+            "algorithm": "rd"}]})",
+                            R"("sizes": [{"algorithm": "rd"}]})"}) {
+    collectives::CostModel untouched;
+    EXPECT_FALSE(collectives::parse_cost_model(head + sizes + "}", untouched, error)) << sizes;
+    EXPECT_TRUE(untouched.choices.empty());
+  }
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
