@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   calibrate
       ->add_option("--choices-up-to", choices_up_to,
                    "Also time the library's all-reduce against each of commtap's from 8 B up to "
-                   "this many bytes (x8) and store the measured choices; 0: the formulas only")
+                   "this many bytes (x4) and store the measured choices; 0: the formulas only")
       ->capture_default_str()
       ->check(CLI::Range(0LL, 1LL << 31));
   calibrate->add_option("--rounds", choice_rounds, "Interleaved rounds per measured size")

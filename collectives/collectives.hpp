@@ -125,7 +125,7 @@ struct CostModel {
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes);
 
 // Measures the choices on this topology (collective over `topology.flat`): for each size from
-// 8 B up to `max_bytes` (x8), the library's all-reduce and each of commtap's, interleaved, in
+// 8 B up to `max_bytes` (x4), the library's all-reduce and each of commtap's, interleaved, in
 // `rounds` rounds, each the slowest rank's mean over enough calls to fill about 20 ms. The
 // best of commtap's by the median round is chosen for a size when its median is 10% below the
 // library's and even its slowest round is no slower than the library's median; else native. Fills

@@ -125,7 +125,7 @@ void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int 
   model.measured_nodes = t.nodes;
   model.measured_largest_node = t.max_local_size;
   model.choices.clear();
-  for (std::int64_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
+  for (std::int64_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
     const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 8));
     std::vector<double> seconds[kCandidates];
     for (int round = 0; round < rounds; ++round)

@@ -66,9 +66,12 @@ pass "an unknown COMMTAP_ALLREDUCE: one message, the library's all-reduce"
 out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_CALIBRATE=1 COMMTAP_TEST_NODES=2   run_preloaded 4 "$PROGRAMS/allreduce_sweep" 20 7 2>err.txt)
 expect_equal "cases 20 mismatches 0" "$out" "auto with a model measured at MPI_Init"
 expect_equal "" "$(cat err.txt)" "messages when calibrating at MPI_Init"
-timeout "$LIMIT" "$CLI" calibrate -o model.json -- mpiexec -n 2 >calibrate.out 2>&1 ||
-  fail "commtap calibrate: $(cat calibrate.out)"
+timeout "$LIMIT" "$CLI" calibrate -o model.json --choices-up-to 4096 --rounds 2 -- mpiexec -n 2 \
+  >calibrate.out 2>&1 || fail "commtap calibrate: $(cat calibrate.out)"
 grep -q '"format": "commtap-cost-model"' model.json || fail "no model file: $(cat calibrate.out)"
+# Measured choices for this shape (2 ranks, 1 node) at 8, 32, 128, 512 and 2048 bytes.
+expect_equal "5 1 1" "$(grep -c '"up_to_bytes"' model.json) $(grep -c '"up_to_bytes": 2048' \
+  model.json) $(grep -c '"largest_node": 2' model.json)" "measured choices in the model file"
 out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_MODEL=$PWD/model.json   run_preloaded 2 "$PROGRAMS/allreduce_sweep" 20 8 2>err.txt)
 expect_equal "cases 20 mismatches 0" "$out" "auto with the calibrated model file"
 expect_equal "" "$(cat err.txt)" "messages with a good model file"

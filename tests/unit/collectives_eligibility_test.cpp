@@ -112,7 +112,7 @@ TEST(CostModel, MeasuredChoicesDecideForTheirShapeOnly) {
   collectives::Topology* t = collectives::topology_of(MPI_COMM_WORLD, 0);
   collectives::CostModel measured;
   collectives::measure_choices(*t, measured, 512, 1, true);
-  ASSERT_EQ(measured.choices.size(), 3u);  // 8, 64, 512 bytes
+  ASSERT_EQ(measured.choices.size(), 4u);  // 8, 32, 128, 512 bytes
   EXPECT_EQ(measured.choices.back().up_to_bytes, 512);
   EXPECT_EQ(measured.measured_ranks, t->size);
   int mine[2] = {0, 0}, extremes[2];
