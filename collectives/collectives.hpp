@@ -34,18 +34,21 @@ namespace commtap::collectives {
 
 // The all-reduce algorithms (COMMTAP_ALLREDUCE).
 enum class Algorithm {
-  native,     // the MPI library's
-  automatic,  // chosen per call by the cost model
-  hier,       // node reduce, leaders' all-reduce, node broadcast
-  hier_rs,    // node reduce-scatter, all-reduce of each slice across nodes, node all-gather
-  hier_pipe,  // hier in segments, node and inter-node stages of different segments overlapping
-  star,       // one root gathers, reduces and sends the result back (segmented)
-  ring,       // reduce-scatter then all-gather around a ring
-  rd,         // recursive doubling
+  native,        // the MPI library's
+  automatic,     // chosen per call by the cost model
+  hier,          // node reduce, leaders' all-reduce, node broadcast
+  hier_rs,       // node reduce-scatter, all-reduce of each slice across nodes, node all-gather
+  hier_pipe,     // hier in segments, node and inter-node stages of different segments overlapping
+  star,          // one root gathers, reduces and sends the result back (segmented)
+  ring,          // reduce-scatter then all-gather around a ring
+  rd,            // recursive doubling
+  rabenseifner,  // recursive-halving reduce-scatter, then recursive-doubling all-gather
+  hier_star,     // node reduce, star among the node leaders, node broadcast
 };
+constexpr Algorithm kLastAlgorithm = Algorithm::hier_star;  // for loops over all of them
 const char* algorithm_name(Algorithm algorithm) noexcept;
-// Accepts the names COMMTAP_ALLREDUCE takes: native, auto, hier, hier-rs, hier-pipe, star,
-// ring, rd.
+// Accepts the names COMMTAP_ALLREDUCE takes: native, auto, hier, hier-rs, hier-pipe, hier-star,
+// star, ring, rd, rabenseifner.
 bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept;
 
 // Where a communicator's ranks live, and commtap's private communicators for it: made by the
@@ -61,6 +64,7 @@ struct Topology {
   int max_local_size = 0;     // the largest node's ranks (equal on all ranks)
   bool regular = false;       // every node has the same number of ranks
   int star_root = 0;          // the star's root in `flat`: the first rank not on an avoided host
+  int leaders_star_root = 0;  // the same among the leaders (hier-star), in `leaders`
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
   // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for

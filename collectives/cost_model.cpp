@@ -117,9 +117,10 @@ double time_algorithm(Algorithm algorithm, Topology& t, int count, bool yield) {
 
 void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int rounds,
                      bool yield) {
-  const Algorithm candidates[] = {Algorithm::native,    Algorithm::hier, Algorithm::hier_rs,
-                                  Algorithm::hier_pipe, Algorithm::star, Algorithm::ring,
-                                  Algorithm::rd};
+  const Algorithm candidates[] = {
+      Algorithm::native,    Algorithm::hier,      Algorithm::hier_rs,
+      Algorithm::hier_pipe, Algorithm::hier_star, Algorithm::star,
+      Algorithm::ring,      Algorithm::rd,        Algorithm::rabenseifner};
   constexpr std::size_t kCandidates = std::size(candidates);
   model.measured_ranks = t.size;
   model.measured_nodes = t.nodes;

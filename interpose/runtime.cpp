@@ -253,7 +253,7 @@ monitor::Snapshot collect_snapshot() {
     snapshot.gpus = completions->devices();
   }
   snapshot.function_names.assign(std::begin(kFunctionName), std::end(kFunctionName));
-  for (auto algorithm = collectives::Algorithm::native; algorithm <= collectives::Algorithm::rd;
+  for (auto algorithm = collectives::Algorithm::native; algorithm <= collectives::kLastAlgorithm;
        algorithm = static_cast<collectives::Algorithm>(static_cast<int>(algorithm) + 1))
     snapshot.algorithm_names.emplace_back(collectives::algorithm_name(algorithm));
   return snapshot;

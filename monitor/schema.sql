@@ -159,7 +159,8 @@ CREATE TABLE IF NOT EXISTS collectives (
   exit_ns  INTEGER,           -- return of the blocking call, or of the call that completed it;
                               -- NCCL: completion on the stream (CUDA event); NULL: unknown
   algorithm TEXT   NOT NULL,  -- who ran it: 'native' (the library's own), or commtap's all-reduce
-                              -- ('hier', 'hier-rs', 'hier-pipe', 'star', 'ring', 'rd')
+                              -- ('hier', 'hier-rs', 'hier-pipe', 'hier-star', 'star', 'ring',
+                              -- 'rd', 'rabenseifner')
   PRIMARY KEY (rank, comm_id, seq)
 ) WITHOUT ROWID;
 
