@@ -253,20 +253,21 @@ int reduce(const Call& c, const void* in, void* inout, MPI_Count count) {
 
 // ---- Flat algorithms (in place on `buffer`) ----------------------------------------------------
 
-// Recursive doubling; a non-power-of-two size first folds the extra ranks into their
-// neighbours. Every exchange combines two partial results of equal shape, and the operations are
-// commutative, so all ranks end with the same bits.
-int recursive_doubling(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
-                       std::vector<char>& scratch) {
+// Runs `core(virtual_rank, p2, real_rank)` on the largest power of two p2 <= size: the first
+// 2 * extra ranks pair up, the even one of each pair hands its buffer to the odd one, which
+// takes part as virtual rank rank / 2 and sends the result back at the end; the other ranks are
+// virtual rank - extra. `real_rank(v)` is the communicator rank of virtual rank v.
+template <typename Core>
+int with_extra_ranks_folded(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, void* tmp,
+                            Core core) {
   int size = 0, rank = 0;
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_rank(comm, &rank);
-  scratch.resize(static_cast<std::size_t>(count * c.extent));
-  void* tmp = scratch.data();
   int p2 = 1;
   while (p2 * 2 <= size) p2 *= 2;
   const int extra = size - p2;
-  int new_rank = rank >= 2 * extra ? rank - extra : (rank % 2 == 1 ? rank / 2 : -1);
+  const int virtual_rank = rank >= 2 * extra ? rank - extra : (rank % 2 == 1 ? rank / 2 : -1);
+  auto real_rank = [extra](int v) { return v < extra ? v * 2 + 1 : v + extra; };
   if (rank < 2 * extra) {
     if (rank % 2 == 0) {
       COMMTAP_TRY(send(c, comm, rank + 1, buffer, count));
@@ -275,14 +276,7 @@ int recursive_doubling(const Call& c, MPI_Comm comm, void* buffer, MPI_Count cou
       COMMTAP_TRY(reduce(c, tmp, buffer, count));
     }
   }
-  if (new_rank >= 0) {
-    for (int mask = 1; mask < p2; mask <<= 1) {
-      const int partner_new = new_rank ^ mask;
-      const int partner = partner_new < extra ? partner_new * 2 + 1 : partner_new + extra;
-      COMMTAP_TRY(exchange(c, comm, partner, buffer, count, tmp, count));
-      COMMTAP_TRY(reduce(c, tmp, buffer, count));
-    }
-  }
+  if (virtual_rank >= 0) COMMTAP_TRY(core(virtual_rank, p2, real_rank));
   if (rank < 2 * extra) {
     if (rank % 2 == 1)
       COMMTAP_TRY(send(c, comm, rank - 1, buffer, count));
@@ -292,65 +286,59 @@ int recursive_doubling(const Call& c, MPI_Comm comm, void* buffer, MPI_Count cou
   return MPI_SUCCESS;
 }
 
+// Recursive doubling (extra ranks folded in first). Every exchange combines two partial results
+// of equal shape, and the operations are commutative, so all ranks end with the same bits.
+int recursive_doubling(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
+                       std::vector<char>& scratch) {
+  scratch.resize(static_cast<std::size_t>(count * c.extent));
+  void* tmp = scratch.data();
+  return with_extra_ranks_folded(
+      c, comm, buffer, count, tmp, [&](int virtual_rank, int p2, auto real_rank) {
+        for (int mask = 1; mask < p2; mask <<= 1) {
+          COMMTAP_TRY(exchange(c, comm, real_rank(virtual_rank ^ mask), buffer, count, tmp, count));
+          COMMTAP_TRY(reduce(c, tmp, buffer, count));
+        }
+        return MPI_SUCCESS;
+      });
+}
+
 // Rabenseifner: a reduce-scatter by recursive halving (each round exchanges half of what is
 // left, so every rank ends owning one fully reduced chunk), then an all-gather by recursive
-// doubling; extra ranks of a non-power-of-two size are folded in first and served last, as in
-// recursive doubling. Each chunk is reduced by one rank only and then copied, so all ranks end
-// with the same bits. Moves 2n bytes per rank instead of recursive doubling's n log p.
+// doubling; extra ranks folded in as for recursive doubling. Each chunk is reduced by one rank
+// only and then copied, so all ranks end with the same bits. Moves 2n bytes per rank instead
+// of recursive doubling's n log p.
 int rabenseifner(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
                  std::vector<char>& scratch) {
-  int size = 0, rank = 0;
-  PMPI_Comm_size(comm, &size);
-  PMPI_Comm_rank(comm, &rank);
-  int p2 = 1;
-  while (p2 * 2 <= size) p2 *= 2;
-  const int extra = size - p2;
-  const int new_rank = rank >= 2 * extra ? rank - extra : (rank % 2 == 1 ? rank / 2 : -1);
-  auto real_rank = [&](int virtual_rank) {
-    return virtual_rank < extra ? virtual_rank * 2 + 1 : virtual_rank + extra;
-  };
   scratch.resize(static_cast<std::size_t>(std::max<MPI_Count>(1, count) * c.extent));
   void* tmp = scratch.data();
-  if (rank < 2 * extra) {
-    if (rank % 2 == 0) {
-      COMMTAP_TRY(send(c, comm, rank + 1, buffer, count));
-    } else {
-      COMMTAP_TRY(receive(c, comm, rank - 1, tmp, count));
-      COMMTAP_TRY(reduce(c, tmp, buffer, count));
-    }
-  }
-  if (new_rank >= 0) {
-    // Chunk i holds elements [offset(i), offset(i + 1)).
-    auto offset = [&](int i) { return count / p2 * i + std::min<MPI_Count>(i, count % p2); };
-    int low = 0, high = p2;  // the chunks this rank still reduces
-    for (int mask = p2 / 2; mask >= 1; mask >>= 1) {
-      const int middle = (low + high) / 2;
-      const bool lower = (new_rank & mask) == 0;
-      const int keep_low = lower ? low : middle, keep_high = lower ? middle : high;
-      const int give_low = lower ? middle : low, give_high = lower ? high : middle;
-      const MPI_Count keep = offset(keep_high) - offset(keep_low);
-      COMMTAP_TRY(exchange(c, comm, real_rank(new_rank ^ mask), c.at(buffer, offset(give_low)),
-                           offset(give_high) - offset(give_low), tmp, keep));
-      COMMTAP_TRY(reduce(c, tmp, c.at(buffer, offset(keep_low)), keep));
-      low = keep_low;
-      high = keep_high;
-    }
-    for (int mask = 1; mask < p2; mask <<= 1) {
-      // Blocks of `mask` chunks: this rank's is complete; swap it for the partner's.
-      const int partner = new_rank ^ mask;
-      const int mine = new_rank & ~(mask - 1), theirs = partner & ~(mask - 1);
-      COMMTAP_TRY(exchange(c, comm, real_rank(partner), c.at(buffer, offset(mine)),
-                           offset(mine + mask) - offset(mine), c.at(buffer, offset(theirs)),
-                           offset(theirs + mask) - offset(theirs)));
-    }
-  }
-  if (rank < 2 * extra) {
-    if (rank % 2 == 1)
-      COMMTAP_TRY(send(c, comm, rank - 1, buffer, count));
-    else
-      COMMTAP_TRY(receive(c, comm, rank + 1, buffer, count));
-  }
-  return MPI_SUCCESS;
+  return with_extra_ranks_folded(
+      c, comm, buffer, count, tmp, [&](int virtual_rank, int p2, auto real_rank) {
+        // Chunk i holds elements [offset(i), offset(i + 1)).
+        auto offset = [&](int i) { return count / p2 * i + std::min<MPI_Count>(i, count % p2); };
+        int low = 0, high = p2;  // the chunks this rank still reduces
+        for (int mask = p2 / 2; mask >= 1; mask >>= 1) {
+          const int middle = (low + high) / 2;
+          const bool lower = (virtual_rank & mask) == 0;
+          const int keep_low = lower ? low : middle, keep_high = lower ? middle : high;
+          const int give_low = lower ? middle : low, give_high = lower ? high : middle;
+          const MPI_Count keep = offset(keep_high) - offset(keep_low);
+          COMMTAP_TRY(exchange(c, comm, real_rank(virtual_rank ^ mask),
+                               c.at(buffer, offset(give_low)), offset(give_high) - offset(give_low),
+                               tmp, keep));
+          COMMTAP_TRY(reduce(c, tmp, c.at(buffer, offset(keep_low)), keep));
+          low = keep_low;
+          high = keep_high;
+        }
+        for (int mask = 1; mask < p2; mask <<= 1) {
+          // Blocks of `mask` chunks: this rank's is complete; swap it for the partner's.
+          const int partner = virtual_rank ^ mask;
+          const int mine = virtual_rank & ~(mask - 1), theirs = partner & ~(mask - 1);
+          COMMTAP_TRY(exchange(c, comm, real_rank(partner), c.at(buffer, offset(mine)),
+                               offset(mine + mask) - offset(mine), c.at(buffer, offset(theirs)),
+                               offset(theirs + mask) - offset(theirs)));
+        }
+        return MPI_SUCCESS;
+      });
 }
 
 // Ring: reduce-scatter, then all-gather, over `size` chunks. Each chunk is reduced along one
