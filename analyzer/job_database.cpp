@@ -1,6 +1,11 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -139,7 +144,28 @@ bool JobDatabase::save(const std::string& path, std::string& error) const {
   const std::string temporary = path + ".tmp";
   std::error_code ec;
   fs::remove(temporary, ec);
-  if (!exec(db_, "VACUUM INTO " + quoted(temporary), error)) return false;
+  // The merged file is as private as the most private of its inputs (rank files are 0600 or
+  // 0640: they name hosts and command lines), whatever the umask: it is made empty with that
+  // mode first, and VACUUM INTO fills an empty file.
+  mode_t mode = 0600;
+  if (!sources_.empty()) {
+    mode = 0666;
+    for (const std::string& source : sources_) {
+      struct stat info {};
+      mode &= ::stat(source.c_str(), &info) == 0 ? (info.st_mode & 0666) : 0600;
+    }
+  }
+  const int fd = ::open(temporary.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode);
+  if (fd < 0) {
+    error = "cannot create " + temporary + ": " + std::strerror(errno);
+    return false;
+  }
+  ::fchmod(fd, mode);
+  ::close(fd);
+  if (!exec(db_, "VACUUM INTO " + quoted(temporary), error)) {
+    fs::remove(temporary, ec);
+    return false;
+  }
   fs::rename(temporary, path, ec);
   if (ec) {
     error = "cannot rename " + temporary + " to " + path + ": " + ec.message();

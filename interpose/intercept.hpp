@@ -279,8 +279,16 @@ void start_requests(std::uint64_t now, A... a) {
   }
 }
 
-inline std::uint64_t payload_bytes(const CallInfo& info) {
+// Bytes of the principal buffer of a call that succeeded. commtap asks the library about the
+// datatype only where the call's arguments make it significant: an ignored argument may hold
+// anything, and a query on it could raise an error the application never would have.
+inline std::uint64_t payload_bytes(const CallInfo& info, Family family) {
   if (info.count <= 0 || info.datatype == MPI_DATATYPE_NULL) return 0;
+  if (is_collective(family)) {
+    if (info.buffer == MPI_IN_PLACE) return 0;
+    // A rooted collective on an intercommunicator: nothing is significant at MPI_PROC_NULL.
+    if (info.peer == MPI_PROC_NULL || (info.peer == MPI_ROOT && info.root_ignores)) return 0;
+  }
   MPI_Count size = 0;
   if (PMPI_Type_size_c(info.datatype, &size) != MPI_SUCCESS || size <= 0) return 0;
   return static_cast<std::uint64_t>(info.count) * static_cast<std::uint64_t>(size);
@@ -479,7 +487,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     monitor::CallStats& own = stats[index_of(id)];
     monitor::bump(own.calls, 1);
     monitor::bump(own.time_ns, monitor::elapsed_ns(t0, t1));
-    const std::uint64_t bytes = info.count > 0 ? payload_bytes(info) : 0;
+    const std::uint64_t bytes =
+        rc == MPI_SUCCESS && info.count > 0 ? payload_bytes(info, family) : 0;
     monitor::bump(own.bytes, bytes);
     [[maybe_unused]] const std::int32_t root = info.peer >= 0 ? info.peer : -1;
     // Blocking calls: aggregated by call site (the wrapper is always inlined into the exported

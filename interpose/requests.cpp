@@ -1,5 +1,7 @@
 #include "interpose/requests.hpp"
 
+#include <iterator>
+
 namespace commtap::interpose {
 
 void RequestTable::Shard::insert(const Entry& entry) {
@@ -61,20 +63,52 @@ RequestTable::Entry* RequestTable::newest_before(Shard& s, MPI_Request request,
   return newest;
 }
 
+template <typename Take>
+bool RequestTable::take_newest_before(Shard& s, MPI_Request request, std::uint64_t epoch,
+                                      Take take) {
+  if (Entry* entry = newest_before(s, request, epoch)) {
+    if (take(*entry)) erase(s, *entry);
+    return true;
+  }
+  if (s.overflow.empty()) return false;
+  auto list = s.overflow.find(request);
+  if (list == s.overflow.end()) return false;
+  std::deque<Entry>& entries = list->second;
+  for (auto e = entries.rbegin(); e != entries.rend(); ++e) {
+    if (e->sequence >= epoch) continue;
+    if (take(*e)) {
+      entries.erase(std::next(e).base());
+      size_.fetch_sub(1, std::memory_order_relaxed);
+      if (entries.empty()) s.overflow.erase(list);
+    }
+    return true;
+  }
+  return false;
+}
+
 void RequestTable::track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent,
                          const Instance& instance) {
   if (request == MPI_REQUEST_NULL) return;
   const std::uint64_t sequence = sequence_.fetch_add(1, std::memory_order_acq_rel);
   Shard& s = shard(request);
   ShardLock lock(s);
-  // Bound the entries a handle can collect (see kMaxEntriesPerHandle).
+  // A handle with kInlineEntriesPerHandle entries already: its oldest moves to the overflow
+  // list, which keeps at most kMaxEntriesPerHandle (see there).
   std::size_t entries = 0;
   Entry* oldest = nullptr;
   s.for_each(request, [&](Entry& e) {
     ++entries;
     if (oldest == nullptr || e.sequence < oldest->sequence) oldest = &e;
   });
-  if (entries >= kMaxEntriesPerHandle) erase(s, *oldest);
+  if (entries >= kInlineEntriesPerHandle) {
+    std::deque<Entry>& older = s.overflow[request];
+    older.push_back(*oldest);
+    s.remove(*oldest);
+    if (older.size() + kInlineEntriesPerHandle > kMaxEntriesPerHandle) {
+      older.pop_front();
+      size_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
   s.insert(Entry{request, sequence, now_ns, fn, persistent, !persistent, false, instance});
   size_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -99,14 +133,14 @@ std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request reques
   if (request == MPI_REQUEST_NULL) return std::nullopt;
   Shard& s = shard(request);
   ShardLock lock(s);
-  Entry* entry = newest_before(s, request, epoch);
-  if (entry == nullptr || !entry->active) return std::nullopt;
-  Completed done{entry->fn, entry->started_ns, entry->instance};
-  if (entry->persistent) {
-    entry->active = false;
-  } else {
-    erase(s, *entry);
-  }
+  std::optional<Completed> done;
+  take_newest_before(s, request, epoch, [&](Entry& entry) {
+    if (!entry.active) return false;
+    done = Completed{entry.fn, entry.started_ns, entry.instance};
+    if (!entry.persistent) return true;
+    entry.active = false;  // a persistent request stays, inactive, until freed
+    return false;
+  });
   return done;
 }
 
@@ -114,7 +148,7 @@ void RequestTable::forget(MPI_Request request, std::uint64_t epoch) {
   if (request == MPI_REQUEST_NULL) return;
   Shard& s = shard(request);
   ShardLock lock(s);
-  if (Entry* entry = newest_before(s, request, epoch)) erase(s, *entry);
+  take_newest_before(s, request, epoch, [](Entry&) { return true; });
 }
 
 void RequestTable::clear() {
@@ -124,6 +158,9 @@ void RequestTable::clear() {
       if (e.sequence != 0 && !e.erased) size_.fetch_sub(1, std::memory_order_relaxed);
     s.slots.clear();
     s.used = 0;
+    for (const auto& [request, older] : s.overflow)
+      size_.fetch_sub(older.size(), std::memory_order_relaxed);
+    s.overflow.clear();
   }
 }
 

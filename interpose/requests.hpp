@@ -7,7 +7,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "interpose/communicators.hpp"
@@ -69,11 +71,13 @@ class RequestTable {
   void clear();
 
  private:
-  // MPI reuses a handle value as soon as its request is freed, which happens inside the
-  // library's completion call, before that call's wrapper can update this table; another thread
-  // may already have tracked a new request under the same value. So a handle can have several
+  // A handle is not an identity. MPI reuses a handle value as soon as its request is freed,
+  // which happens inside the library's completion call, before that call's wrapper can update
+  // this table; another thread may already have tracked a new request under the same value. And
+  // MPICH hands back one shared handle (0x6c000001) for every send that completed at once, so
+  // any number of outstanding operations can hold the same value. So a handle can have several
   // entries, told apart by their sequence numbers: a completion takes the newest entry made
-  // before the completion call began.
+  // before the completion call began, and a call that lists a handle k times takes k entries.
   struct Entry {
     MPI_Request request;
     std::uint64_t sequence;  // 0: empty slot
@@ -84,9 +88,12 @@ class RequestTable {
     bool erased;  // a tombstone: keeps probe chains intact until the next rebuild
     Instance instance;
   };
+  // The open-addressing table keeps this many entries per handle; older ones move to the
+  // shard's overflow list for that handle (only shared handles and reused ones ever get there).
+  static constexpr std::size_t kInlineEntriesPerHandle = 4;
   // Entries that outlive this many newer ones on the same handle were never completed through
-  // an intercepted call (e.g. freed by MPI_Request_get_status); they are dropped.
-  static constexpr std::size_t kMaxEntriesPerHandle = 4;
+  // an intercepted call (e.g. a completion call that failed); they are dropped.
+  static constexpr std::size_t kMaxEntriesPerHandle = 4096;
 
   // One shard: an open-addressing table (linear probing, duplicates allowed) under a spinlock.
   // Tracking and completing allocate nothing except when the table grows.
@@ -120,6 +127,9 @@ class RequestTable {
     void remove(Entry& entry);
     std::vector<Entry> spare;  // reused by rebuild() so that a rebuild at the same size
                                // allocates nothing
+    // Per handle, the entries beyond kInlineEntriesPerHandle, oldest first (all older than the
+    // handle's entries in `slots`). Empty except while a handle is shared.
+    std::unordered_map<MPI_Request, std::deque<Entry>> overflow;
   };
   struct ShardLock {
     Shard& shard;
@@ -132,6 +142,10 @@ class RequestTable {
   // The newest live entry of `request` made before `epoch`, or nullptr.
   static Entry* newest_before(Shard& shard, MPI_Request request, std::uint64_t epoch);
   void erase(Shard& shard, Entry& entry);
+  // Takes the newest entry of `request` made before `epoch` out of the shard (table first, then
+  // its overflow list); `take(entry)` sees it before it goes. False if there is none.
+  template <typename Take>
+  bool take_newest_before(Shard& shard, MPI_Request request, std::uint64_t epoch, Take take);
 
   std::array<Shard, 16> shards_;
   std::atomic<std::uint64_t> sequence_{1};

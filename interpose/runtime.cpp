@@ -1,5 +1,6 @@
 #include "interpose/runtime.hpp"
 
+#include "interpose/fortran_routes.hpp"
 #include "interpose/yield.hpp"
 
 #include <mpi.h>
@@ -461,6 +462,9 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
                  settings.yield ? ", yield mode" : "");
 
   count_lifecycle_call(init_fn, init_began_ns, monitor::now_ns());
+  // Before any Fortran call can come: mpi_f08 bindings that call PMPI_ directly go through the
+  // wrappers from here on.
+  route_fortran_bindings();
   runtime().active.store(true, std::memory_order_release);
 }
 

@@ -14,4 +14,27 @@ int yield_waitany(int count, MPI_Request requests[], int* index, MPI_Status* sta
 int yield_waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                    MPI_Status statuses[]);
 
+// Same parameters as MPI_Recv(_c): MPI_Irecv, polled; from MPI_PROC_NULL the blocking call, as
+// MPICH 4.0.2's MPI_Irecv from MPI_PROC_NULL completes with a wrong status (source 0, tag 0;
+// tests/mpich_defects/irecv_proc_null_status.c).
+int yield_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+               MPI_Status* status);
+int yield_recv_c(void* buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
+                 MPI_Comm comm, MPI_Status* status);
+
+// Same parameters as MPI_Sendrecv(_replace)(_c): the receive and the send posted as MPI_Irecv
+// and MPI_Isend (the replace forms send a packed copy), then polled. Not MPI_Isendrecv: MPICH
+// 4.0.2 returns a broken status from it (tests/mpich_defects/isendrecv_status.c).
+int yield_sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                   void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                   MPI_Comm comm, MPI_Status* status);
+int yield_sendrecv_c(const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest,
+                     int sendtag, void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                     int source, int recvtag, MPI_Comm comm, MPI_Status* status);
+int yield_sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                           int source, int recvtag, MPI_Comm comm, MPI_Status* status);
+int yield_sendrecv_replace_c(void* buf, MPI_Count count, MPI_Datatype datatype, int dest,
+                             int sendtag, int source, int recvtag, MPI_Comm comm,
+                             MPI_Status* status);
+
 }  // namespace commtap::interpose

@@ -69,8 +69,11 @@ done
 pass "query --list and every canned query"
 
 # merge: one job.db with every rank's rows, which query then prefers.
-"$CLI" merge traced 2>merge.err
+(umask 022 && "$CLI" merge traced 2>merge.err)
 grep -q "merged 2 rank files into traced/job.db" merge.err || fail "$(cat merge.err)"
+# As private as the rank files it merges, whatever the umask.
+expect_equal "$(stat -c %a traced/rank-0.db)" "600" "mode of a rank file"
+expect_equal "$(stat -c %a traced/job.db)" "600" "mode of the merged job.db"
 for table in ranks call_totals collectives communicators heartbeats call_sites; do
   expect_equal "$(db_query traced/rank-0.db "SELECT count(*) FROM $table") + $(db_query traced/rank-1.db "SELECT count(*) FROM $table")" \
     "$(db_query traced/job.db "SELECT count(*) FROM $table WHERE rank = 0") + $(db_query traced/job.db "SELECT count(*) FROM $table WHERE rank = 1")" \
