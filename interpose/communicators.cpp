@@ -185,7 +185,7 @@ CommState* CommunicatorRegistry::new_state(std::int64_t id) {
   return states_.back().get();
 }
 
-CommState* CommunicatorRegistry::state_of(MPI_Comm comm) {
+CommState* CommunicatorRegistry::lookup(MPI_Comm comm, bool identify) {
   // Most threads use one to three communicators: four entries, round robin.
   struct Cache {
     std::uint64_t generation = 0;
@@ -204,6 +204,7 @@ CommState* CommunicatorRegistry::state_of(MPI_Comm comm) {
     std::lock_guard lock(mutex_);
     auto found = live_.find(comm);
     if (found == live_.end()) {
+      if (!identify || comm == MPI_COMM_NULL) return nullptr;
       identify_unseen(comm);
       found = live_.find(comm);
     }

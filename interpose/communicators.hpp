@@ -70,8 +70,12 @@ class CommunicatorRegistry {
  public:
   // The state of `comm` for the hot path: a thread-local cache of recent communicators, else a
   // locked lookup; a communicator commtap did not see being made is identified on first use.
-  // Called only from collective calls on `comm`, on every member.
-  CommState* state_of(MPI_Comm comm);
+  // Called only after a call on `comm` succeeded (so `comm` is valid: identifying it queries
+  // the library, which would raise an error on a handle that is not one).
+  CommState* state_of(MPI_Comm comm) { return lookup(comm, true); }
+  // The state of `comm` if commtap knows it already, else nullptr: safe before a call, on any
+  // handle the application passes.
+  CommState* known(MPI_Comm comm) { return lookup(comm, false); }
   // At MPI_Init: registers MPI_COMM_WORLD and MPI_COMM_SELF.
   void start(int world_rank);
   // After a creation call `fn` on `parent` returned MPI_SUCCESS; `created` may be
@@ -90,6 +94,7 @@ class CommunicatorRegistry {
   std::vector<monitor::CommProgress> progress() const;
 
  private:
+  CommState* lookup(MPI_Comm comm, bool identify);
   struct Live {
     CommState* state;
     std::uint64_t collective_children;  // creation calls collective over all of its ranks

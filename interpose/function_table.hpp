@@ -31,7 +31,7 @@ enum class Family : std::uint8_t {
 };
 
 // How COMMTAP_YIELD=1 completes a blocking call (see mpi_functions.def).
-enum class Yield : std::uint8_t { none, append_request, replace_status, poll };
+enum class Yield : std::uint8_t { none, append_request, poll };
 
 enum class Fn : std::uint16_t {
 #define COMMTAP_MPI(name, family, yield, twin, params, args, info) name,

@@ -32,14 +32,6 @@ int call_yielding(Twin twin, A... a) {
     MPI_Request request = MPI_REQUEST_NULL;
     const int rc = twin(a..., &request);
     return rc != MPI_SUCCESS ? rc : wait_yielding(&request, MPI_STATUS_IGNORE);
-  } else if constexpr (yield == Yield::replace_status) {
-    // The nonblocking form takes every argument but the trailing status, and a request.
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int rc = twin(arg<I>(a...)..., &request);
-      return rc != MPI_SUCCESS ? rc : wait_yielding(&request, arg<sizeof...(A) - 1>(a...));
-    }
-    (std::make_index_sequence<sizeof...(A) - 1>{});
   } else {
     static_assert(yield == Yield::poll);
     return twin(a...);
@@ -429,12 +421,14 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     }
 
     // Collectives get the next sequence number of their communicator at the call (persistent
-    // ones at each MPI_Start instead).
+    // ones at each MPI_Start instead). A communicator commtap has not met yet is identified
+    // after the call succeeded, never on a handle the library may reject.
     [[maybe_unused]] CommState* comm_state = nullptr;
     [[maybe_unused]] std::uint64_t seq = 0;
     if constexpr (is_collective(family)) {
-      comm_state = runtime().communicators.state_of(info.comm);
-      if constexpr (family != Family::collective_init) seq = comm_state->next_seq();
+      comm_state = runtime().communicators.known(info.comm);
+      if constexpr (family != Family::collective_init)
+        if (comm_state != nullptr) seq = comm_state->next_seq();
     }
 
     const std::uint64_t t0 = monitor::now_ns();
@@ -483,6 +477,12 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     }
     const std::uint64_t t1 = monitor::now_ns();
     activity->function.store(0, std::memory_order_relaxed);
+    if constexpr (is_collective(family)) {
+      if (comm_state == nullptr && rc == MPI_SUCCESS) {
+        comm_state = runtime().communicators.state_of(info.comm);
+        if constexpr (family != Family::collective_init) seq = comm_state->next_seq();
+      }
+    }
 
     monitor::CallStats& own = stats[index_of(id)];
     monitor::bump(own.calls, 1);

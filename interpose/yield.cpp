@@ -1,5 +1,7 @@
 #include "interpose/yield.hpp"
 
+#include "interpose/runtime.hpp"
+
 #include <sched.h>
 
 #include <type_traits>
@@ -18,9 +20,35 @@ namespace {
 
 enum class Until { all, any };
 
+// MPI_Request_get_status raises the error of a request that completed in error (a truncated
+// receive) on MPI_COMM_WORLD's handler, and the blocking call that follows raises it again. So
+// while polling, MPI_COMM_WORLD returns errors; the blocking call then calls the application's
+// handler once, as without commtap. Where other threads may call MPI at the same time the
+// handler is left alone (they would see the change): a request that completes in error then
+// calls a user-defined handler twice.
+class QuietWorldWhilePolling {
+ public:
+  QuietWorldWhilePolling() {
+    if (runtime().thread_multiple) return;
+    if (PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved_) != MPI_SUCCESS) return;
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+  ~QuietWorldWhilePolling() {
+    if (saved_ == MPI_ERRHANDLER_NULL) return;
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, saved_);
+    PMPI_Errhandler_free(&saved_);
+  }
+  QuietWorldWhilePolling(const QuietWorldWhilePolling&) = delete;
+  QuietWorldWhilePolling& operator=(const QuietWorldWhilePolling&) = delete;
+
+ private:
+  MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
+};
+
 // Polls until every (Until::all) or some (Until::any) request would complete at once: done,
 // inactive or null; an all-null set counts as ready.
 void poll_yielding(int count, MPI_Request requests[], Until until) {
+  const QuietWorldWhilePolling quiet;
   for (;;) {
     bool all = true, any = false, active = false;
     for (int i = 0; i < count; ++i) {
@@ -69,70 +97,44 @@ int yield_waitsome(int incount, MPI_Request requests[], int* outcount, int indic
 
 namespace {
 
+// Polls MPI_Iprobe until the message is there, then receives it with the library's blocking
+// call: its status, its error and the error handler it calls are exactly the blocking call's
+// (the request of an MPI_Irecv would raise a truncation on MPI_COMM_WORLD's handler instead of
+// the communicator's, and from MPI_PROC_NULL complete with a wrong status).
 template <typename Count>
 int recv_yielding(void* buf, Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Status* status) {
-  // From MPI_PROC_NULL: the blocking call returns at once, and with the right status (see
-  // yield.hpp).
-  if (source == MPI_PROC_NULL) {
-    if constexpr (std::is_same_v<Count, int>)
-      return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
-    else
-      return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
+  for (;;) {
+    int arrived = 0;
+    // An erroneous call (a bad rank or tag) fails here as the blocking call would, once.
+    const int rc = PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+    if (arrived) break;
+    sched_yield();
   }
-  MPI_Request request = MPI_REQUEST_NULL;
-  int rc;
   if constexpr (std::is_same_v<Count, int>)
-    rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, &request);
+    return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
   else
-    rc = PMPI_Irecv_c(buf, count, datatype, source, tag, comm, &request);
-  return rc != MPI_SUCCESS ? rc : wait_yielding(&request, status);
+    return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
 }
 
-// The receive's status is the call's; the send is completed too, whatever the receive returned,
-// so that no request is left behind. The receive's error comes first, as the blocking call
-// reports the receive's truncation.
-int wait_both_yielding(MPI_Request* receive, MPI_Request* send, MPI_Status* status) {
-  const int received = wait_yielding(receive, status);
-  const int sent = wait_yielding(send, MPI_STATUS_IGNORE);
-  return received != MPI_SUCCESS ? received : sent;
-}
-
+// The send goes first, nonblocking, so that two ranks that send-receive with each other both
+// have their messages under way while they poll for the other's.
 template <typename Count>
 int sendrecv_yielding(const void* sendbuf, Count sendcount, MPI_Datatype sendtype, int dest,
                       int sendtag, void* recvbuf, Count recvcount, MPI_Datatype recvtype,
                       int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
-  MPI_Request receive = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL;
+  MPI_Request send = MPI_REQUEST_NULL;
   int rc;
-  if (source == MPI_PROC_NULL) {
-    // The blocking receive returns at once, with the status MPI defines: MPICH 4.0.2's
-    // MPI_Irecv from MPI_PROC_NULL completes with source 0 and tag 0
-    // (tests/mpich_defects/irecv_proc_null_status.c).
-    if constexpr (std::is_same_v<Count, int>)
-      rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
-    else
-      rc = PMPI_Isend_c(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
-    if (rc != MPI_SUCCESS) return rc;
-    const int received =
-        recv_yielding<Count>(recvbuf, recvcount, recvtype, source, recvtag, comm, status);
-    const int sent = wait_yielding(&send, MPI_STATUS_IGNORE);
-    return received != MPI_SUCCESS ? received : sent;
-  }
-  if constexpr (std::is_same_v<Count, int>)
-    rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &receive);
-  else
-    rc = PMPI_Irecv_c(recvbuf, recvcount, recvtype, source, recvtag, comm, &receive);
-  if (rc != MPI_SUCCESS) return rc;
   if constexpr (std::is_same_v<Count, int>)
     rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
   else
     rc = PMPI_Isend_c(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
-  if (rc != MPI_SUCCESS) {
-    PMPI_Cancel(&receive);
-    PMPI_Wait(&receive, MPI_STATUS_IGNORE);
-    return rc;
-  }
-  return wait_both_yielding(&receive, &send, status);
+  if (rc != MPI_SUCCESS) return rc;
+  const int received =
+      recv_yielding<Count>(recvbuf, recvcount, recvtype, source, recvtag, comm, status);
+  const int sent = wait_yielding(&send, MPI_STATUS_IGNORE);
+  return received != MPI_SUCCESS ? received : sent;
 }
 
 // The message sent is a packed copy of `buf` (MPI_PACKED matches any type signature), so the

@@ -14,17 +14,16 @@ int yield_waitany(int count, MPI_Request requests[], int* index, MPI_Status* sta
 int yield_waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                    MPI_Status statuses[]);
 
-// Same parameters as MPI_Recv(_c): MPI_Irecv, polled; from MPI_PROC_NULL the blocking call, as
-// MPICH 4.0.2's MPI_Irecv from MPI_PROC_NULL completes with a wrong status (source 0, tag 0;
-// tests/mpich_defects/irecv_proc_null_status.c).
+// Same parameters as MPI_Recv(_c): MPI_Iprobe polled, then the blocking call (yield.cpp says
+// why not MPI_Irecv).
 int yield_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                MPI_Status* status);
 int yield_recv_c(void* buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                  MPI_Comm comm, MPI_Status* status);
 
-// Same parameters as MPI_Sendrecv(_replace)(_c): the receive and the send posted as MPI_Irecv
-// and MPI_Isend (the replace forms send a packed copy), then polled. Not MPI_Isendrecv: MPICH
-// 4.0.2 returns a broken status from it (tests/mpich_defects/isendrecv_status.c).
+// Same parameters as MPI_Sendrecv(_replace)(_c): the send posted as MPI_Isend (the replace
+// forms send a packed copy), the receive as in yield_recv. Not MPI_Isendrecv: MPICH 4.0.2 returns
+// broken statuses from it and crashes on derived datatypes (tests/mpich_defects/).
 int yield_sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                    void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                    MPI_Comm comm, MPI_Status* status);

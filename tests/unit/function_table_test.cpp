@@ -117,10 +117,6 @@ struct ArgsOf<int(A...)> {
   using type = std::tuple<A...>;
 };
 
-template <typename Tuple, std::size_t... I>
-auto without_last_plus_request(std::index_sequence<I...>)
-    -> std::tuple<std::tuple_element_t<I, Tuple>..., MPI_Request*>;
-
 template <Yield yield, typename Blocking, typename Twin>
 constexpr bool twin_matches() {
   using B = typename ArgsOf<Blocking>::type;
@@ -129,11 +125,6 @@ constexpr bool twin_matches() {
     return std::is_void_v<T>;
   } else if constexpr (yield == Yield::append_request) {
     return std::is_same_v<decltype(std::tuple_cat(B{}, std::tuple<MPI_Request*>{})), T>;
-  } else if constexpr (yield == Yield::replace_status) {
-    constexpr std::size_t n = std::tuple_size_v<B>;
-    return std::is_same_v<std::tuple_element_t<n - 1, B>, MPI_Status*> &&
-           std::is_same_v<decltype(without_last_plus_request<B>(std::make_index_sequence<n - 1>{})),
-                          T>;
   } else {
     return std::is_same_v<B, T>;
   }
