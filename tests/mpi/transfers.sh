@@ -78,3 +78,16 @@ estimates=$(db_query trace3 "SELECT group_concat(n, ' ') FROM
   (SELECT count(*) AS n FROM clock_offsets GROUP BY rank ORDER BY rank)")
 expect_equal "5 5 5" "$estimates" "clock estimates per rank"
 pass "clock offsets re-estimated periodically and at MPI_Finalize"
+
+# Sends that share one request handle (MPICH completes small sends at once and hands back one
+# handle for all of them): every completion counted, every send recorded and joined.
+COMMTAP_DIR=trace-shared COMMTAP_SAMPLE=1 run_preloaded 2 "$PROGRAMS/shared_handles" 10 >shared.txt
+grep -q "^sends 80," shared.txt || fail "shared_handles: $(cat shared.txt)"
+expect_equal "80|80" "$(db_query trace-shared/rank-0.db \
+  "SELECT calls, completions FROM call_totals WHERE function = 'MPI_Isend'")" \
+  "MPI_Isend calls and completions"
+expect_equal 80 "$(db_query trace-shared "SELECT count(*) FROM transfers WHERE direction = 'send'")" \
+  "send rows"
+expect_equal 80 "$(db_query trace-shared "SELECT count(*) FROM transfers_joined")" \
+  "joined messages"
+pass "80 sends sharing one handle: 80 completions, 80 send rows, 80 joined"
