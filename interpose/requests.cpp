@@ -63,27 +63,25 @@ RequestTable::Entry* RequestTable::newest_before(Shard& s, MPI_Request request,
   return newest;
 }
 
-template <typename Take>
-bool RequestTable::take_newest_before(Shard& s, MPI_Request request, std::uint64_t epoch,
-                                      Take take) {
-  if (Entry* entry = newest_before(s, request, epoch)) {
-    if (take(*entry)) erase(s, *entry);
-    return true;
-  }
-  if (s.overflow.empty()) return false;
-  auto list = s.overflow.find(request);
-  if (list == s.overflow.end()) return false;
+RequestTable::Found RequestTable::find_newest_before(Shard& s, MPI_Request request,
+                                                     std::uint64_t epoch) {
+  if (Entry* entry = newest_before(s, request, epoch)) return {entry};
+  if (s.overflow.empty()) return {};
+  const auto list = s.overflow.find(request);
+  if (list == s.overflow.end()) return {};
   std::deque<Entry>& entries = list->second;
-  for (auto e = entries.rbegin(); e != entries.rend(); ++e) {
-    if (e->sequence >= epoch) continue;
-    if (take(*e)) {
-      entries.erase(std::next(e).base());
-      size_.fetch_sub(1, std::memory_order_relaxed);
-      if (entries.empty()) s.overflow.erase(list);
-    }
-    return true;
-  }
-  return false;
+  for (std::size_t i = entries.size(); i-- > 0;)
+    if (entries[i].sequence < epoch) return {&entries[i], &entries, i};
+  return {};
+}
+
+void RequestTable::drop(Shard& s, const Found& found) {
+  if (found.overflow == nullptr) return erase(s, *found.entry);
+  std::deque<Entry>& entries = *found.overflow;
+  const MPI_Request request = found.entry->request;
+  entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(found.index));
+  size_.fetch_sub(1, std::memory_order_relaxed);
+  if (entries.empty()) s.overflow.erase(request);
 }
 
 void RequestTable::track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent,
@@ -133,14 +131,13 @@ std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request reques
   if (request == MPI_REQUEST_NULL) return std::nullopt;
   Shard& s = shard(request);
   ShardLock lock(s);
-  std::optional<Completed> done;
-  take_newest_before(s, request, epoch, [&](Entry& entry) {
-    if (!entry.active) return false;
-    done = Completed{entry.fn, entry.started_ns, entry.instance};
-    if (!entry.persistent) return true;
-    entry.active = false;  // a persistent request stays, inactive, until freed
-    return false;
-  });
+  const Found found = find_newest_before(s, request, epoch);
+  if (found.entry == nullptr || !found.entry->active) return std::nullopt;
+  Completed done{found.entry->fn, found.entry->started_ns, found.entry->instance};
+  if (found.entry->persistent)
+    found.entry->active = false;  // stays, inactive, until freed
+  else
+    drop(s, found);
   return done;
 }
 
@@ -148,7 +145,8 @@ void RequestTable::forget(MPI_Request request, std::uint64_t epoch) {
   if (request == MPI_REQUEST_NULL) return;
   Shard& s = shard(request);
   ShardLock lock(s);
-  take_newest_before(s, request, epoch, [](Entry&) { return true; });
+  const Found found = find_newest_before(s, request, epoch);
+  if (found.entry != nullptr) drop(s, found);
 }
 
 void RequestTable::clear() {

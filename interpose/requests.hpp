@@ -142,10 +142,16 @@ class RequestTable {
   // The newest live entry of `request` made before `epoch`, or nullptr.
   static Entry* newest_before(Shard& shard, MPI_Request request, std::uint64_t epoch);
   void erase(Shard& shard, Entry& entry);
-  // Takes the newest entry of `request` made before `epoch` out of the shard (table first, then
-  // its overflow list); `take(entry)` sees it before it goes. False if there is none.
-  template <typename Take>
-  bool take_newest_before(Shard& shard, MPI_Request request, std::uint64_t epoch, Take take);
+  // The newest entry of `request` made before `epoch`: in the table, or in its overflow list
+  // (then `overflow` and `index` say where).
+  struct Found {
+    Entry* entry = nullptr;
+    std::deque<Entry>* overflow = nullptr;
+    std::size_t index = 0;
+  };
+  static Found find_newest_before(Shard& shard, MPI_Request request, std::uint64_t epoch);
+  // Removes a found entry.
+  void drop(Shard& shard, const Found& found);
 
   std::array<Shard, 16> shards_;
   std::atomic<std::uint64_t> sequence_{1};

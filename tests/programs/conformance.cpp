@@ -42,7 +42,7 @@ std::string code(int rc);
 // The error handler of every communicator here: one line, then the call returns the error.
 MPI_Errhandler logging_handler = MPI_ERRHANDLER_NULL;
 void log_error(MPI_Comm* comm, int* error, ...) {
-  const char* which = *comm == MPI_COMM_WORLD ? "MPI_COMM_WORLD"
+  const char* which = *comm == MPI_COMM_WORLD  ? "MPI_COMM_WORLD"
                       : *comm == MPI_COMM_SELF ? "MPI_COMM_SELF"
                                                : "a communicator of the program";
   line("error handler of %s called: %s", which, code(*error).c_str());
