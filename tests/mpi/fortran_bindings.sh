@@ -17,17 +17,16 @@ fi
 grep -q "NOT ROUTED PMPI_Barrier" unrouted.out || fail "$(tail -3 unrouted.out)"
 pass "the check fails where nothing is routed"
 
-# A mpi_f08 program: what it says it called is what the trace recorded (rank 0's tally).
-run_native 2 "$PROGRAMS/fortran_f08_calls" >native.out || fail "native run failed"
+# A mpi_f08 program: what it says it called is what the trace recorded (rank 0's tally; how
+# many MPI_Test polls it took varies from run to run, so the run's own tally is the truth).
 COMMTAP_DIR=trace-f08 run_preloaded 2 "$PROGRAMS/fortran_f08_calls" >preloaded.out ||
   fail "preloaded run failed"
-expect_same_files native.out preloaded.out "native and preloaded outputs"
 while read -r function calls; do
   got=$(db_query trace-f08/rank-0.db "SELECT calls FROM call_totals WHERE function = '$function'")
   expect_equal "$calls" "$got" "$function calls recorded"
 done <preloaded.out
-# Every completion of a request made in Fortran was attributed (8 per round: Isend, Irecv x2,
-# Ibarrier x2 ... as the program's tally says).
+# Completions of requests made in Fortran are attributed, also when MPI_Waitall (a PMPI_ route
+# in MPICH's mpi_f08) completes them.
 isend=$(db_query trace-f08/rank-0.db "SELECT completions FROM call_totals WHERE function = 'MPI_Isend'")
 expect_equal 3 "$isend" "MPI_Isend completions (by MPI_Waitall, a PMPI_ route)"
 pass "use mpi_f08: every call recorded ($(wc -l <preloaded.out) functions)"
