@@ -38,6 +38,13 @@ const char* algorithm_name(Algorithm algorithm) noexcept {
   return "?";
 }
 
+std::string algorithm_names() {
+  std::string names;
+  for (int i = 0; i <= static_cast<int>(kLastAlgorithm); ++i)
+    names += (i == 0 ? "" : ", ") + std::string(algorithm_name(static_cast<Algorithm>(i)));
+  return names;
+}
+
 bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept {
   for (int i = 0; i <= static_cast<int>(kLastAlgorithm); ++i)
     if (const auto a = static_cast<Algorithm>(i); text == algorithm_name(a)) {

@@ -47,8 +47,9 @@ enum class Algorithm {
 };
 constexpr Algorithm kLastAlgorithm = Algorithm::hier_star;  // for loops over all of them
 const char* algorithm_name(Algorithm algorithm) noexcept;
-// Accepts the names COMMTAP_ALLREDUCE takes: native, auto, hier, hier-rs, hier-pipe, hier-star,
-// star, ring, rd, rabenseifner.
+// Every name COMMTAP_ALLREDUCE takes, in enumeration order, separated by ", ".
+std::string algorithm_names();
+// Accepts the names of algorithm_names().
 bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept;
 
 // Where a communicator's ranks live, and commtap's private communicators for it: made by the

@@ -1,6 +1,6 @@
-// The body every generated MPI wrapper shares. Pass-through costs one relaxed load and one TLS
-// read; recording adds two clock reads and a few thread-local adds (and, for calls that make or
-// complete requests, one request-table operation).
+// The body every generated MPI wrapper shares. Pass-through costs one acquire load (a plain load
+// on x86) and one TLS read; recording adds two clock reads and a few thread-local adds (and, for
+// calls that make or complete requests, one request-table operation).
 #pragma once
 
 #include <mpi.h>

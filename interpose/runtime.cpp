@@ -384,9 +384,8 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   const Settings& settings = runtime().settings;
   if (!collectives::parse_algorithm(parsed.settings.allreduce, runtime().allreduce)) {
     parsed.problems.push_back("commtap: COMMTAP_ALLREDUCE=" + parsed.settings.allreduce +
-                              " is not one of native, auto, hier, hier-rs, hier-pipe, star, "
-                              "ring, rd; "
-                              "using native");
+                              " is not one of " + collectives::algorithm_names() +
+                              "; using native");
     runtime().allreduce = collectives::Algorithm::native;
   }
   if (rank == 0)

@@ -26,8 +26,8 @@ int commtap_active(void);
  * element is written there, cut to `length` bytes with a terminating NUL. */
 int commtap_datatype_plan(const void* datatype, char* description, int length);
 
-/* Switches the algorithm MPI_Allreduce uses from now on, as COMMTAP_ALLREDUCE does at start
- * ("native", "auto", "hier", "hier-rs", "star", "ring", "rd"). For benchmarks and experiments:
+/* Switches the algorithm MPI_Allreduce uses from now on, as COMMTAP_ALLREDUCE does at start (any
+ * name that setting takes: `commtap settings` lists them). For benchmarks and experiments:
  * every rank must switch at the same point of the program. Returns 0, or -1 for an unknown
  * name (nothing changes). */
 int commtap_allreduce_algorithm(const char* name);
