@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "analyzer/analyzer.hpp"
+#include "analyzer/trace_files.hpp"
 #include "monitor/monitor.hpp"
 
 namespace commtap::analyzer {
@@ -33,41 +34,12 @@ std::string quoted(const std::string& text) {
   return out + "'";
 }
 
-// Rank files in rank order (rank-2.db before rank-10.db).
-std::vector<fs::path> rank_files(const fs::path& directory) {
-  std::vector<std::pair<long, fs::path>> found;
-  for (const auto& entry : fs::directory_iterator(directory)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("rank-", 0) != 0 || entry.path().extension() != ".db") continue;
-    const std::string number = name.substr(5, name.size() - 8);
-    if (number.empty() || !std::all_of(number.begin(), number.end(), ::isdigit)) continue;
-    found.emplace_back(std::stol(number), entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<fs::path> files;
-  for (auto& [rank, path] : found) files.push_back(path);
-  return files;
-}
-
 }  // namespace
 
 std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::string& error,
                                                bool prefer_merged) {
-  std::error_code ec;
-  std::vector<fs::path> files;
-  if (fs::is_directory(path, ec)) {
-    files = rank_files(path);
-    if (prefer_merged && fs::exists(fs::path(path) / "job.db")) files = {fs::path(path) / "job.db"};
-    if (files.empty()) {
-      error = path + ": no rank-<N>.db or job.db files in this directory";
-      return nullptr;
-    }
-  } else if (fs::is_regular_file(path, ec)) {
-    files = {path};
-  } else {
-    error = path + ": no such file or directory";
-    return nullptr;
-  }
+  std::vector<std::string> files;
+  if (!job_files(path, prefer_merged, files, error)) return nullptr;
 
   std::unique_ptr<JobDatabase> job(new JobDatabase());
   if (sqlite3_open_v2(":memory:", &job->db_,
@@ -90,8 +62,7 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
   // Copy every table of the schema from each file, one file attached at a time so that jobs of
   // any size load within SQLite's attachment limit. Files are opened read-only: a live job's
   // writers are never blocked.
-  for (const fs::path& file : files) {
-    const std::string where = file.string();
+  for (const std::string& where : files) {
     std::string reason;
     bool ok = exec(job->db_, "ATTACH " + quoted("file:" + where + "?mode=ro") + " AS src", reason);
     if (ok) {
@@ -105,10 +76,9 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
           sqlite3_step(stmt) == SQLITE_ROW)
         version = sqlite3_column_int(stmt, 0);
       sqlite3_finalize(stmt);
-      if (version != monitor::kSchemaVersion) {
+      if (const std::string problem = schema_version_problem(version); !problem.empty()) {
         ok = false;
-        reason = "schema version " + std::to_string(version) + ", this commtap reads version " +
-                 std::to_string(monitor::kSchemaVersion);
+        reason = problem;
       }
     }
     if (ok) {

@@ -1,0 +1,142 @@
+// Hangs and lost ranks (docs/analyzer.md).
+#include "analyzer/detectors.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "analyzer/statistics.hpp"
+#include "analyzer/trace_files.hpp"
+
+namespace commtap::analyzer {
+
+using json = nlohmann::json;
+
+void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out) {
+  const double stale_s =
+      options.stale_after_s > 0 ? options.stale_after_s : 3 * job.interval_s + 1.0;
+  const auto stale_ns = static_cast<std::uint64_t>(stale_s * 1e9);
+  const auto hang_ns = static_cast<std::uint64_t>(options.hang_after_s * 1e9);
+  // A launcher that tears a job down SIGKILLs ranks without a last window, so "never wrote how
+  // it ended" alone does not mark the first to go; a heartbeat silent for a while does.
+  // A rank that has not written its first heartbeat yet has been silent since its start.
+  auto heard = [](const Rank& r) { return r.last.wall_ns != 0 ? r.last.wall_ns : r.start_ns; };
+  auto lost = [&](const Rank& r) {
+    return r.ended_by == "running" && job.now_wall > heard(r) + stale_ns;
+  };
+  // Lost ranks: no heartbeat for a while although others go on (or ended properly).
+  for (const auto& [number, r] : job.ranks) {
+    if (!lost(r)) continue;
+    Finding f;
+    f.kind = "rank_lost";
+    f.subject = job.rank_name(number);
+    f.severity = Severity::critical;
+    f.first_seen_ns = heard(r);
+    f.last_seen_ns = job.now_wall;
+    const double silent = static_cast<double>(job.now_wall - heard(r));
+    f.summary = job.rank_name(number) + ": no heartbeat for " + ms_text(silent) +
+                " while other ranks go on (crashed or frozen); it was last " +
+                (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
+    f.evidence = {{"rank", number},
+                  {"host", job.hosts[static_cast<std::size_t>(r.host)]},
+                  {"last_heartbeat_ns", r.last.wall_ns},
+                  {"silent_ns", job.now_wall - heard(r)},
+                  {"last_state", r.last.state},
+                  {"last_function", r.last.function}};
+    out.push_back(f);
+  }
+  // Ranks stuck in the same collective instance.
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::vector<int>> stuck;
+  for (const auto& [number, r] : job.ranks) {
+    const Heartbeat& h = r.last;
+    if (lost(r) || h.state != "in_call" || h.comm_id == 0 || h.seq == 0) continue;
+    if (job.now_wall < h.since_ns + hang_ns) continue;
+    stuck[{h.comm_id, h.seq}].push_back(number);
+  }
+  for (const auto& [instance, ranks] : stuck) {
+    const auto [comm_id, seq] = instance;
+    std::vector<int> members;
+    if (auto c = job.comms.find(comm_id); c != job.comms.end()) members = c->second.members;
+    if (members.empty())
+      for (const auto& [number, r] : job.ranks)
+        if (r.progress.count(comm_id)) members.push_back(number);
+    std::vector<int> culprits;
+    for (int m : members) {
+      if (std::find(ranks.begin(), ranks.end(), m) != ranks.end()) continue;
+      auto r = job.ranks.find(m);
+      std::uint64_t entered = 0;
+      if (r != job.ranks.end())
+        if (auto p = r->second.progress.find(comm_id); p != r->second.progress.end())
+          entered = p->second.entered;
+      if (entered < seq) culprits.push_back(m);
+    }
+    const Rank& first = job.ranks.at(ranks.front());
+    std::uint64_t since = first.last.since_ns;
+    for (int number : ranks) since = std::min(since, job.ranks.at(number).last.since_ns);
+    Finding f;
+    f.first_seen_ns = since;
+    f.last_seen_ns = job.now_wall;
+    f.severity = Severity::critical;
+    const std::string where =
+        first.last.function + " #" + std::to_string(seq) + " on comm " + std::to_string(comm_id);
+    json stuck_ranks = ranks;
+    if (!culprits.empty()) {
+      f.kind = "hang";
+      // All culprits on one host, and all of that host's ranks among them: name the host.
+      std::set<int> culprit_hosts;
+      for (int c : culprits)
+        if (auto r = job.ranks.find(c); r != job.ranks.end()) culprit_hosts.insert(r->second.host);
+      f.subject = job.rank_name(culprits.front());
+      if (culprits.size() > 1 && culprit_hosts.size() == 1)
+        f.subject = "host " + job.hosts[static_cast<std::size_t>(*culprit_hosts.begin())];
+      std::string doing;
+      for (int c : culprits) {
+        auto r = job.ranks.find(c);
+        if (!doing.empty()) doing += "; ";
+        if (r == job.ranks.end()) {
+          doing += "rank " + std::to_string(c) + " has no trace";
+          continue;
+        }
+        const Rank& cr = r->second;
+        std::uint64_t entered = 0;
+        if (auto p = cr.progress.find(comm_id); p != cr.progress.end()) entered = p->second.entered;
+        doing += job.rank_name(c) + " last entered #" + std::to_string(entered) + ", ";
+        if (lost(cr))
+          doing +=
+              "no heartbeat for " + ms_text(static_cast<double>(job.now_wall - cr.last.wall_ns));
+        else if (cr.last.state == "in_call")
+          doing += "in " + cr.last.function + " for " +
+                   ms_text(static_cast<double>(job.now_wall - cr.last.since_ns));
+        else
+          doing += cr.last.state;
+      }
+      f.summary = std::to_string(ranks.size()) + " of " + std::to_string(members.size()) +
+                  " ranks stuck in " + where + " for " +
+                  ms_text(static_cast<double>(job.now_wall - since)) + "; never arrived: " + doing;
+      f.evidence = {{"comm_id", comm_id},
+                    {"seq", seq},
+                    {"function", first.last.function},
+                    {"stuck_ranks", stuck_ranks},
+                    {"culprits", culprits},
+                    {"members", members.size()},
+                    {"stuck_ns", job.now_wall - since}};
+    } else if (ranks.size() == members.size()) {
+      f.kind = "communication_hang";
+      f.subject = "comm " + std::to_string(comm_id);
+      f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +
+                  std::to_string(comm_id) + " entered " + where + " and none left for " +
+                  ms_text(static_cast<double>(job.now_wall - since)) +
+                  " (a communication hang: see the link findings for the likely link)";
+      f.evidence = {{"comm_id", comm_id},
+                    {"seq", seq},
+                    {"stuck_ranks", stuck_ranks},
+                    {"stuck_ns", job.now_wall - since}};
+    } else {
+      continue;  // others passed this instance: a rooted collective's slow tail, not a hang
+    }
+    out.push_back(f);
+  }
+}
+
+}  // namespace commtap::analyzer

@@ -1,0 +1,333 @@
+// Slow links and hosts, the network side (docs/analyzer.md).
+#include "analyzer/detectors.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+#include "analyzer/statistics.hpp"
+#include "analyzer/trace_files.hpp"
+
+namespace commtap::analyzer {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct MessageKey {
+  std::int64_t comm_id;
+  std::int64_t tag;
+  std::int64_t msg;
+  int sender, receiver;
+  bool operator==(const MessageKey&) const = default;
+};
+struct MessageKeyHash {
+  std::size_t operator()(const MessageKey& k) const {
+    std::size_t h = std::hash<std::int64_t>()(k.comm_id);
+    h = h * 1000003 ^ std::hash<std::int64_t>()(k.tag);
+    h = h * 1000003 ^ std::hash<std::int64_t>()(k.msg);
+    h = h * 1000003 ^ static_cast<std::size_t>(k.sender) * 65599 ^
+        static_cast<std::size_t>(k.receiver);
+    return h;
+  }
+};
+
+// A bounded sample of latencies (reservoir sampling, fixed seed).
+struct Reservoir {
+  static constexpr std::size_t kCapacity = 2048;
+  std::vector<double> values;
+  std::uint64_t seen = 0;
+  void add(double v, std::mt19937_64& random) {
+    ++seen;
+    if (values.size() < kCapacity) {
+      values.push_back(v);
+    } else {
+      const std::uint64_t slot = random() % seen;
+      if (slot < kCapacity) values[slot] = v;
+    }
+  }
+};
+
+// One message of the recent window, as evidence about its link: either its one-way time
+// (it was in flight when the receive was posted) or only an upper bound on it (it had arrived
+// before the receive was posted: it took at most that long).
+struct LinkObservation {
+  double ns = 0;
+  bool upper_bound = false;
+  bool later_half = false;  // sent in the second half of the recent window
+};
+
+}  // namespace
+
+bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
+                       std::string& error) {
+  const std::int64_t since_aligned = since_aligned_ns(job, options);
+  const std::int64_t until_aligned = job.until_aligned();
+  // The recent window, on rank 0's clock: where a link is judged slow or not.
+  const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  const std::int64_t recent_aligned =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
+  const std::int64_t recent_middle = recent_aligned + window_ns / 2;
+  struct Sent {
+    std::int64_t start;
+    std::int64_t bytes;
+  };
+  std::unordered_map<MessageKey, Sent, MessageKeyHash> sends;
+  if (!each_row(
+          job,
+          "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns FROM transfers "
+          "WHERE direction = 'send'",
+          [&](sqlite3_stmt* s) {
+            const int rank = static_cast<int>(column_i64(s, 0));
+            auto r = job.ranks.find(rank);
+            if (r == job.ranks.end()) return;
+            const std::int64_t start =
+                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
+            if (start < since_aligned || start > until_aligned) return;
+            sends[{column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), rank,
+                   static_cast<int>(column_i64(s, 1))}] = {start, column_i64(s, 5)};
+          },
+          error))
+    return false;
+  // Per (sender host, receiver host, size class): one-way times of the messages measured in
+  // flight (for the baseline and the matrix), and the recent window's observations.
+  using CellKey = std::tuple<int, int, int>;
+  std::map<CellKey, Reservoir> cells;
+  std::map<CellKey, std::vector<LinkObservation>> recent;
+  std::mt19937_64 random(12345);
+  std::uint64_t joined = 0;
+  if (!each_row(
+          job,
+          "SELECT rank, peer, comm_id, tag, msg, start_ns, end_ns FROM transfers "
+          "WHERE direction = 'recv'",
+          [&](sqlite3_stmt* s) {
+            const int rank = static_cast<int>(column_i64(s, 0));
+            const int peer = static_cast<int>(column_i64(s, 1));
+            auto found =
+                sends.find({column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), peer, rank});
+            auto r = job.ranks.find(rank);
+            auto p = job.ranks.find(peer);
+            if (found == sends.end() || r == job.ranks.end() || p == job.ranks.end()) return;
+            const std::int64_t posted =
+                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 5)));
+            const std::int64_t done =
+                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
+            if (done > until_aligned) return;
+            ++joined;
+            if (r->second.host == p->second.host) return;  // shared memory: not a link
+            // In flight (the receive was posted before the send, or the data came in well
+            // after the post): completion minus send is the one-way time. Otherwise the data
+            // was there when the receive was posted: the one-way time was at most that, and a
+            // receiver that posts late says nothing more about the link.
+            const std::int64_t start = found->second.start;
+            constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
+            const bool in_flight = posted <= start || done - posted >= kCopyNs;
+            const CellKey key{p->second.host, r->second.host, size_class(found->second.bytes)};
+            const double one_way = std::max(0.0, static_cast<double>(done - start));
+            if (in_flight) cells[key].add(one_way, random);
+            if (start >= recent_aligned)
+              recent[key].push_back({one_way, !in_flight, start >= recent_middle});
+          },
+          error))
+    return false;
+  health.messages = joined;
+  if (cells.empty()) return true;
+  // Baseline per size class: the lower quartile of the cells' medians (robust to a slow host,
+  // whose cells can be most of a small cluster's).
+  std::map<int, std::vector<double>> class_medians;
+  std::map<CellKey, double> cell_median;
+  for (auto& [key, reservoir] : cells) {
+    const double m = median_of(reservoir.values);
+    cell_median[key] = m;
+    class_medians[std::get<2>(key)].push_back(m);
+  }
+  std::map<int, double> baseline;
+  for (auto& [c, medians] : class_medians) baseline[c] = lower_quartile_of(medians);
+  // Per directed host pair. A link is slow when, in the recent window, at least kMinSlow
+  // messages took longer than the threshold (link_factor times the baseline and
+  // min_link_delay more) and, in each half of the window, slow messages were at least as many
+  // as the messages shown to be faster (measured faster, or arrived before a receive posted
+  // sooner than the threshold): a slowness that lasts, not a burst. Counting the censored
+  // messages matters: behind a slow host the receivers are late and find most messages
+  // already there, so a median over the measured ones alone would be mostly from before the
+  // fault. The matrix shows the medians over the whole --since range.
+  constexpr std::uint64_t kMinSlow = 3;
+  struct Cell {
+    double ratio = 0, median = 0, base = 0;
+    std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
+    std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
+    bool slow = false;
+    // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
+    bool suspect = false;
+  };
+  std::map<std::pair<int, int>, Cell> pairs;
+  for (auto& [key, reservoir] : cells) {
+    Cell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
+    const double base = std::max(1000.0, baseline[std::get<2>(key)]);
+    const double weight = static_cast<double>(reservoir.seen);
+    cell.ratio += weight * cell_median[key] / base;
+    cell.median += weight * cell_median[key];
+    cell.base += weight * base;
+    cell.messages += reservoir.seen;
+  }
+  for (auto& [key, observations] : recent) {
+    Cell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
+    auto c = baseline.find(std::get<2>(key));
+    if (c == baseline.end()) continue;  // no message of this size class measured anywhere
+    const double base = std::max(1000.0, c->second);
+    const double threshold =
+        std::max(base * options.link_factor, base + options.min_link_delay_us * 1e3);
+    for (const LinkObservation& o : observations) {
+      if (o.ns < threshold) {
+        ++cell.recent_fast;
+        ++cell.half_fast[o.later_half];
+      } else if (!o.upper_bound) {
+        ++cell.recent_slow;
+        ++cell.half_slow[o.later_half];
+      }
+    }
+  }
+  json matrix = json::array();
+  for (auto& [pair, cell] : pairs) {
+    const double n = static_cast<double>(std::max<std::uint64_t>(1, cell.messages));
+    cell.ratio /= n;
+    cell.median /= n;
+    cell.base /= n;
+    auto half_slow = [&](int h) {
+      return cell.half_slow[h] > 0 && cell.half_slow[h] >= cell.half_fast[h];
+    };
+    cell.slow = cell.recent_slow >= kMinSlow && half_slow(0) && half_slow(1);
+    cell.suspect = !cell.slow && cell.recent_slow > 0 && cell.recent_slow >= cell.recent_fast;
+    matrix.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
+                      {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
+                      {"median_us", cell.median / 1e3},
+                      {"ratio", cell.ratio},
+                      {"messages", cell.messages},
+                      {"recent_slow", cell.recent_slow},
+                      {"recent_fast", cell.recent_fast},
+                      {"slow", cell.slow}});
+  }
+  health.details["links"] = matrix;
+  json delayed = json::array();  // hosts that receive slow (or suspect) messages
+  for (const auto& [pair, cell] : pairs)
+    if (cell.slow || cell.suspect)
+      delayed.push_back(job.hosts[static_cast<std::size_t>(pair.second)]);
+  health.details["delayed_hosts"] = delayed;
+  // A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
+  // network; the remaining slow cells are links. Candidates are taken strongest first (by the
+  // fewest slow messages on any of their slow pairs), and a later one counts only the pairs no
+  // accepted host explains: behind a slow host, a neighbour that sends to it completes its
+  // other messages late too (a receive completed by the same MPI_Waitall as a send stuck
+  // towards the slow host reads slow), so the neighbour can look like a second slow host.
+  auto involves = [](const std::pair<int, int>& pair, int h) {
+    return pair.first == h || pair.second == h;
+  };
+  std::vector<std::pair<std::uint64_t, int>> candidates;  // strength, host
+  for (int h = 0; h < static_cast<int>(job.hosts.size()); ++h) {
+    int involved = 0, slow = 0, healthy_elsewhere = 0;
+    std::uint64_t weakest = ~0ull;
+    for (const auto& [pair, cell] : pairs) {
+      if (involves(pair, h)) {
+        ++involved;
+        slow += cell.slow;
+        if (cell.slow) weakest = std::min(weakest, cell.recent_slow);
+      } else if (!cell.slow) {
+        ++healthy_elsewhere;
+      }
+    }
+    if (involved >= 2 && healthy_elsewhere > 0 && slow >= options.host_cell_fraction * involved)
+      candidates.emplace_back(weakest, h);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  std::set<int> slow_hosts;
+  auto explained = [&](const std::pair<int, int>& pair) {
+    return std::any_of(slow_hosts.begin(), slow_hosts.end(),
+                       [&](int h) { return involves(pair, h); });
+  };
+  for (const auto& [strength, h] : candidates) {
+    int involved = 0, slow = 0;
+    for (const auto& [pair, cell] : pairs) {
+      if (!involves(pair, h) || explained(pair)) continue;
+      ++involved;
+      slow += cell.slow;
+    }
+    if (involved >= 2 && slow >= options.host_cell_fraction * involved) slow_hosts.insert(h);
+  }
+  for (int h : slow_hosts) {
+    std::vector<double> mine, others;
+    std::uint64_t n = 0;
+    for (const auto& [pair, cell] : pairs) {
+      if (pair.first == h || pair.second == h) {
+        mine.push_back(cell.median);
+        n += cell.messages;
+      } else {
+        others.push_back(cell.median);
+      }
+    }
+    Finding f;
+    f.kind = "slow_host_network";
+    f.subject = "host " + job.hosts[static_cast<std::size_t>(h)];
+    f.severity = Severity::error;
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = f.subject + ": its links are slow in both directions: median message latency " +
+                ms_text(median_of(mine)) + " over " + with_commas(n) + " messages vs " +
+                ms_text(median_of(others)) + " between other hosts (network side: NIC or link)";
+    f.evidence = {{"host", job.hosts[static_cast<std::size_t>(h)]},
+                  {"median_latency_ns", median_of(mine)},
+                  {"others_latency_ns", median_of(others)},
+                  {"messages", n}};
+    health.findings.push_back(f);
+  }
+  // A slow link is named only once its hosts' other links are known to be fine (at least
+  // kMinKnown fast messages in the window, none suspect or slow): until then the slow link may
+  // be the first sign of a slow host (behind a slow host the receivers are late, so evidence
+  // about its outgoing links comes in slowly) or an echo of one next to it.
+  constexpr std::uint64_t kMinKnown = 3;
+  auto undecided_around = [&](const std::pair<int, int>& link) {
+    for (const auto& [other, cell] : pairs) {
+      if (other == link || other == std::make_pair(link.second, link.first)) continue;
+      if (!involves(other, link.first) && !involves(other, link.second)) continue;
+      if (cell.slow || cell.suspect || cell.recent_fast < kMinKnown) return true;
+    }
+    return false;
+  };
+  for (const auto& [pair, cell] : pairs) {
+    if (!cell.slow || slow_hosts.count(pair.first) || slow_hosts.count(pair.second)) continue;
+    if (undecided_around(pair)) continue;
+    const std::string from = job.hosts[static_cast<std::size_t>(pair.first)];
+    const std::string to = job.hosts[static_cast<std::size_t>(pair.second)];
+    auto back = pairs.find({pair.second, pair.first});
+    const bool both = back != pairs.end() && back->second.slow;
+    if (both && pair.first > pair.second) continue;  // reported once, with the other direction
+    Finding f;
+    f.kind = "slow_link";
+    f.subject = "link " + from + (both ? " <-> " : " -> ") + to;
+    f.severity = Severity::error;
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = f.subject + ": " + std::to_string(cell.recent_slow) + " of " +
+                std::to_string(cell.recent_slow + cell.recent_fast) + " messages of the last " +
+                ms_text(options.window_s * 1e9) + " took " +
+                std::to_string(static_cast<int>(std::lround(options.link_factor))) +
+                "x the baseline " + ms_text(cell.base) + " or more (median " +
+                ms_text(cell.median) + " over " + with_commas(cell.messages) + " messages)" +
+                (both ? ", both directions" : ", this direction only");
+    f.evidence = {{"from", from},
+                  {"to", to},
+                  {"both_directions", both},
+                  {"median_latency_ns", cell.median},
+                  {"baseline_ns", cell.base},
+                  {"ratio", cell.ratio},
+                  {"recent_slow", cell.recent_slow},
+                  {"recent_fast", cell.recent_fast},
+                  {"messages", cell.messages}};
+    health.findings.push_back(f);
+  }
+  return true;
+}
+
+}  // namespace commtap::analyzer

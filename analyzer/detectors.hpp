@@ -1,0 +1,25 @@
+// analyzer/detectors: one function per kind of finding, each in its own file. Each reads what it
+// needs of the job's files and appends its findings (and, for the report, details) to `health`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analyzer/health.hpp"
+#include "analyzer/job_model.hpp"
+
+namespace commtap::analyzer {
+
+// hang, communication_hang, rank_lost: from the latest heartbeats and communicator progress.
+void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out);
+// slow_rank, slow_host: arrival lateness at aligned collective instances, in persistence windows.
+bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& health,
+                       std::string& error);
+// slow_link, slow_host_network: one-way times of joined messages per directed host pair.
+bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
+                       std::string& error);
+// degradation: a call site's recent aggregate windows against its own earlier ones.
+bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth& health,
+                        std::string& error);
+
+}  // namespace commtap::analyzer

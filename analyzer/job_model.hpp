@@ -1,0 +1,105 @@
+// analyzer/job_model: what the health analysis knows about one job (ranks, hosts, clocks,
+// latest heartbeats, communicators), read from its files in a few streaming passes, and the
+// row loops the detectors run over those files.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analyzer/health.hpp"
+#include "monitor/monitor.hpp"
+
+namespace commtap::analyzer {
+
+struct Heartbeat {
+  std::uint64_t wall_ns = 0;
+  std::string state, function;
+  std::int64_t comm_id = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t since_ns = 0;
+};
+
+struct Rank {
+  int rank = 0;
+  int host = 0;  // index into Job::hosts
+  std::string ended_by;
+  std::uint64_t start_ns = 0;
+  std::int64_t init_offset_ns = 0;
+  std::vector<monitor::ClockEstimate> clocks;  // sorted by at_ns
+  std::int64_t wall_minus_monotonic = 0;       // of this rank's clock
+  Heartbeat last;                              // newest heartbeat
+  std::map<std::int64_t, monitor::CommProgress> progress;
+  bool seen = false;
+
+  // This rank's monotonic time on rank 0's clock: the offset interpolated between estimates.
+  std::int64_t aligned(std::uint64_t t) const {
+    if (clocks.empty()) return static_cast<std::int64_t>(t) + init_offset_ns;
+    if (t <= clocks.front().at_ns || clocks.size() == 1)
+      return static_cast<std::int64_t>(t) + clocks.front().offset.offset_ns;
+    if (t >= clocks.back().at_ns)
+      return static_cast<std::int64_t>(t) + clocks.back().offset.offset_ns;
+    auto next = std::upper_bound(
+        clocks.begin(), clocks.end(), t,
+        [](std::uint64_t v, const monitor::ClockEstimate& e) { return v < e.at_ns; });
+    auto previous = next - 1;
+    const double f = static_cast<double>(t - previous->at_ns) /
+                     static_cast<double>(next->at_ns - previous->at_ns);
+    const double offset =
+        static_cast<double>(previous->offset.offset_ns) +
+        f * static_cast<double>(next->offset.offset_ns - previous->offset.offset_ns);
+    return static_cast<std::int64_t>(t) + static_cast<std::int64_t>(offset);
+  }
+};
+
+struct Communicator {
+  int size = 0;
+  std::vector<int> members;  // world ranks
+};
+
+struct Job {
+  std::string path;
+  std::string job_id;
+  std::vector<std::string> files;  // each holds one or more ranks
+  std::vector<std::string> hosts;
+  std::map<int, Rank> ranks;
+  std::map<std::int64_t, Communicator> comms;
+  double interval_s = 1.0;
+  std::uint64_t now_wall = 0;
+  // rank 0's clock (aligned ns) -> wall ns
+  std::int64_t wall_minus_aligned = 0;
+  // --at: rows written after this wall time are ignored (INT64_MAX: none are).
+  std::int64_t until_wall = INT64_MAX;
+  std::int64_t until_aligned() const {
+    return until_wall == INT64_MAX ? INT64_MAX : until_wall - wall_minus_aligned;
+  }
+
+  std::string rank_name(int rank) const {
+    auto found = ranks.find(rank);
+    const std::string host =
+        found == ranks.end() ? "?" : hosts[static_cast<std::size_t>(found->second.host)];
+    return "rank " + std::to_string(rank) + " (" + host + ")";
+  }
+};
+
+// "1,3,?" -> {1, 3, -1}: a communicators.members value.
+std::vector<int> parse_members(const std::string& text);
+
+// Reads the job's facts from `job.files` (set by the caller), as they stood at options.at_s.
+bool load_facts(Job& job, const HealthOptions& options, std::string& error);
+
+// Runs `sql` on every file of the job (one at a time: memory does not grow with the files).
+bool each_row(const Job& job, const char* sql, const std::function<void(sqlite3_stmt*)>& row,
+              std::string& error);
+
+// The oldest wall-clock time --since keeps (INT64_MIN: everything).
+std::int64_t since_wall_ns(const Job& job, const HealthOptions& options);
+// The same on rank 0's monotonic clock, for instance and transfer times.
+std::int64_t since_aligned_ns(const Job& job, const HealthOptions& options);
+
+}  // namespace commtap::analyzer

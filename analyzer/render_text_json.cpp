@@ -1,0 +1,55 @@
+// The analysis as text (for people and cron mail) and as JSON (docs/analyzer.md has the schema).
+#include <cctype>
+
+#include "analyzer/health.hpp"
+#include "analyzer/statistics.hpp"
+
+namespace commtap::analyzer {
+
+using json = nlohmann::json;
+
+std::string health_text(const std::vector<JobHealth>& jobs) {
+  std::string out;
+  for (const JobHealth& job : jobs) {
+    out += "job " + job.job_id + " (" + job.path + "): " + std::to_string(job.ranks) +
+           " ranks on " + std::to_string(job.hosts) + " hosts, " +
+           (job.running ? "running" : "ended") + "; " + with_commas(job.instances) +
+           " collective instances and " + with_commas(job.messages) + " messages compared\n";
+    if (job.findings.empty()) out += "  healthy: no findings\n";
+    for (const Finding& f : job.findings) {
+      std::string severity = severity_name(f.severity);
+      for (char& c : severity) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      out += "  " + severity + " " + f.kind + ": " + f.summary + "\n";
+    }
+  }
+  return out;
+}
+
+json health_json(const std::vector<JobHealth>& jobs) {
+  json out = {{"format", "commtap-health"}, {"version", 1}, {"jobs", json::array()}};
+  for (const JobHealth& job : jobs) {
+    json findings = json::array();
+    for (const Finding& f : job.findings)
+      findings.push_back({{"kind", f.kind},
+                          {"subject", f.subject},
+                          {"severity", severity_name(f.severity)},
+                          {"summary", f.summary},
+                          {"evidence", f.evidence},
+                          {"first_seen_ns", f.first_seen_ns},
+                          {"last_seen_ns", f.last_seen_ns}});
+    out["jobs"].push_back({{"job_id", job.job_id},
+                           {"path", job.path},
+                           {"ranks", job.ranks},
+                           {"hosts", job.hosts},
+                           {"running", job.running},
+                           {"now_ns", job.now_ns},
+                           {"instances", job.instances},
+                           {"messages", job.messages},
+                           {"healthy", job.findings.empty()},
+                           {"findings", findings},
+                           {"links", job.details.value("links", json::array())}});
+  }
+  return out;
+}
+
+}  // namespace commtap::analyzer

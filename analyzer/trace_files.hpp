@@ -1,0 +1,53 @@
+// analyzer/trace_files: which database files make up a job, and reading one of them. The one
+// place that lists a job directory (rank files in rank order, or its merged job.db) and checks
+// a file's schema version, for `commtap query`/`merge` and the health analysis alike.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace commtap::analyzer {
+
+// The files of the job at `path`: a database file itself, or a directory's rank-<N>.db files in
+// rank order (rank-2.db before rank-10.db); a directory's merged job.db instead when
+// `prefer_merged` and it exists. False with `error` naming the path if there are none.
+bool job_files(const std::string& path, bool prefer_merged, std::vector<std::string>& files,
+               std::string& error);
+
+// Empty if `version` (a file's PRAGMA user_version) is the schema this commtap reads, else why
+// not.
+std::string schema_version_problem(int version);
+
+// One database file, opened read-only (a live job's writers are never blocked).
+class TraceReader {
+ public:
+  static std::unique_ptr<TraceReader> open(const std::string& path, std::string& error);
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  // Runs `sql` with integer parameters, calling `row` for each result row.
+  bool each(const std::string& sql, std::initializer_list<std::int64_t> binds,
+            const std::function<void(sqlite3_stmt*)>& row, std::string& error);
+
+ private:
+  TraceReader() = default;
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+inline std::int64_t column_i64(sqlite3_stmt* s, int i) {
+  return sqlite3_column_int64(s, i);
+}
+inline std::string column_text(sqlite3_stmt* s, int i) {
+  const unsigned char* text = sqlite3_column_text(s, i);
+  return text ? reinterpret_cast<const char*>(text) : "";
+}
+
+}  // namespace commtap::analyzer
