@@ -266,6 +266,14 @@ int main(int argc, char** argv) {
                      "Slow rank: how often its host must be last to arrive")
         ->capture_default_str();
     command
+        ->add_option("--min-evidence", health_options.min_evidence_instances,
+                     "Slow rank or host: least compared collectives for any finding")
+        ->capture_default_str();
+    command
+        ->add_option("--error-windows", health_options.error_windows,
+                     "Slow rank or host: flagged windows for an error (fewer: a warning)")
+        ->capture_default_str();
+    command
         ->add_option("--link-factor", health_options.link_factor,
                      "Slow link: median latency over the baseline")
         ->capture_default_str();

@@ -212,20 +212,24 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       const double others_mpi = others_share.empty() ? 1.0 : median_of(others_share);
       // Clearly less (a fifth): with equal shares nobody is waiting for this rank.
       if (!own_share.empty() && !others_share.empty() && own_mpi > 0.8 * others_mpi) continue;
+      // Too little to tell a faulty machine from the program's own imbalance.
+      const std::uint64_t compared = n / (whole_host ? ranks.size() : 1);
+      if (compared < static_cast<std::uint64_t>(std::max(0, options.min_evidence_instances)))
+        continue;
+      const int flagged = flagged_windows[subject_rank], eligible = eligible_windows[subject_rank];
       Finding f;
       f.kind = whole_host ? "slow_host" : "slow_rank";
       const std::string host_name = job.hosts[static_cast<std::size_t>(host)];
       f.subject = whole_host ? "host " + host_name : job.rank_name(subject_rank);
-      f.severity = Severity::error;
+      f.severity = flagged >= options.error_windows ? Severity::error : Severity::warning;
       f.first_seen_ns = first_wall;
       f.last_seen_ns = job.now_wall;
-      const int flagged = flagged_windows[subject_rank], eligible = eligible_windows[subject_rank];
       f.summary = f.subject + ": last to arrive in " + percent_text(median_of(fractions)) + " of " +
-                  with_commas(n / (whole_host ? ranks.size() : 1)) +
-                  " collectives, median lateness " + ms_text(median_of(own)) + " vs " +
-                  ms_text(median_of(others)) + " for the others, in " + std::to_string(flagged) +
-                  " of " + std::to_string(eligible) + " windows, inside MPI " +
-                  percent_text(own_mpi) + " of the time vs " + percent_text(others_mpi) +
+                  with_commas(compared) + " collectives, median lateness " +
+                  ms_text(median_of(own)) + " vs " + ms_text(median_of(others)) +
+                  " for the others, in " + std::to_string(flagged) + " of " +
+                  std::to_string(eligible) + " windows, inside MPI " + percent_text(own_mpi) +
+                  " of the time vs " + percent_text(others_mpi) +
                   " for the others (compute side: it arrives late)";
       f.evidence = {{"host", host_name},
                     {"mpi_time_share", own_mpi},

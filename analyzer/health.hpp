@@ -13,20 +13,26 @@ namespace commtap::analyzer {
 
 // Thresholds of the detectors; the defaults are documented in docs/analyzer.md.
 struct HealthOptions {
-  double hang_after_s = 3.0;       // in the same collective this long: stuck
-  double stale_after_s = 0.0;      // no heartbeat for this long while others go on: lost (0: three
-                                   // of the job's COMMTAP_INTERVAL plus 1 s)
-  double since_s = 0.0;            // only data of the last this many seconds (0: all)
-  double at_s = 0.0;               // analyze the job as it stood this many seconds after its
-                                   // start, ignoring later rows (0: as it is now)
-  double window_s = 10.0;          // persistence windows
-  double persistence = 0.6;        // flagged in at least this fraction of the eligible windows
-  int min_instances = 8;           // a window needs this many aligned instances to count
-  double min_lateness_ms = 1.0;    // slow rank: median lateness at least this ...
-  double lateness_factor = 5.0;    // ... and this many times the ranks' lower quartile ...
-  double last_fraction = 0.6;      // ... and its host last to arrive this often
-  double link_factor = 3.0;        // slow link: median latency this many times the baseline
-  double min_link_delay_us = 200;  // ... and at least this much more
+  double hang_after_s = 3.0;     // in the same collective this long: stuck
+  double stale_after_s = 0.0;    // no heartbeat for this long while others go on: lost (0: three
+                                 // of the job's COMMTAP_INTERVAL plus 1 s)
+  double since_s = 0.0;          // only data of the last this many seconds (0: all)
+  double at_s = 0.0;             // analyze the job as it stood this many seconds after its
+                                 // start, ignoring later rows (0: as it is now)
+  double window_s = 10.0;        // persistence windows
+  double persistence = 0.6;      // flagged in at least this fraction of the eligible windows
+  int min_instances = 8;         // a window needs this many aligned instances to count
+  double min_lateness_ms = 1.0;  // slow rank: median lateness at least this ...
+  double lateness_factor = 5.0;  // ... and this many times the ranks' lower quartile ...
+  double last_fraction = 0.6;    // ... and its host last to arrive this often
+  // Evidence a compute-side finding (slow rank or host) needs: at least this many compared
+  // collectives for any finding (a short job's few collectives show the program's own
+  // imbalance: its rank 0 reading input, say), and for an ERROR flagged in at least
+  // error_windows windows (fewer: a warning). A cron user pages someone on an ERROR.
+  int min_evidence_instances = 50;
+  int error_windows = 3;
+  double link_factor = 3.0;          // slow link: median latency this many times the baseline
+  double min_link_delay_us = 200;    // ... and at least this much more
   double host_cell_fraction = 0.66;  // slow host (network): this fraction of its links slow
   double degradation_factor = 2.0;   // degradation: recent windows this much slower ...
   double min_degradation_us = 50;    // ... by at least this much per call

@@ -59,6 +59,7 @@ struct SyntheticJob {
     return 0.0;
   };
   std::function<double(double t)> call_us = [](double) { return 100.0; };  // aggregates
+  const char* timed_function = "MPI_Allreduce";  // the name the collectives and call_us carry
   // Milliseconds per second a rank also waits in MPI_Irecv completions (aggregates).
   std::function<double(int rank)> receive_wait_ms = [](int) { return 0.0; };
   // Hang: from `hang_at` s on, every rank but `hang_culprit` waits in the next all-reduce.
@@ -153,7 +154,7 @@ struct SyntheticJob {
         monitor::Snapshot& s = windows_of_rank[static_cast<std::size_t>(w)];
         s.wall_ns = kStartWall + static_cast<std::uint64_t>(w + 1) * 1'000'000'000ull;
         s.wall_minus_monotonic_ns = static_cast<std::int64_t>(kStartWall - kMono0);
-        s.function_names = {"MPI_Allreduce", "MPI_Isend", "MPI_Irecv"};
+        s.function_names = {timed_function, "MPI_Isend", "MPI_Irecv"};
         if (w == 0) {
           s.clock_estimates = {{kMono0, {0, 0}}};
           monitor::CommunicatorRow world;
@@ -254,6 +255,25 @@ TEST(Health, OneSlowRankIsNamedNotItsHost) {
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
   EXPECT_NE(health.findings.at(0).summary.find("3."), std::string::npos) << describe(health);
+  EXPECT_EQ(health.findings.at(0).severity, commtap::analyzer::Severity::error);  // in all 6 windows of 5 s
+}
+
+// Few collectives show the program's own imbalance (its rank 0 reading input, say) as well as a
+// faulty machine: no finding; a few windows only: a warning, not an error that pages someone.
+TEST(Health, SlowRankFindingsNeedEvidence) {
+  SyntheticJob job;
+  job.late_us = [](int rank, double) { return rank == 0 ? 3000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 0 ? 0.0 : 60.0; };
+  job.seconds = 2;  // 40 all-reduces
+  HealthOptions options = test_options();
+  options.min_instances = 4;
+  expect_exactly(analyze(job, options), {});
+  options.min_evidence_instances = 20;  // the same job with the bar lowered: found
+  expect_exactly(analyze(job, options), {{"slow_rank", "rank 0 (h0)"}});
+  job.seconds = 9;  // 2 windows of 5 s
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_rank", "rank 0 (h0)"}});
+  EXPECT_EQ(health.findings.at(0).severity, commtap::analyzer::Severity::warning) << describe(health);
 }
 
 // A rank that arrives late because it waits for messages (a slow sender upstream) spends more
@@ -334,6 +354,15 @@ TEST(Health, GradualDegradationOfEveryRankIsFlagged) {
   job.call_us = [](double t) { return t < 20 ? 100.0 : 100.0 + (t - 19) * 150.0; };
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"degradation", "MPI_Allreduce from train_step (1024 B class)"}});
+}
+
+// A completion call's time is that of what it completes: slower MPI_Waitall calls as a program
+// moves on to larger messages are not a degradation.
+TEST(Health, SlowerCompletionsAreNotDegradation) {
+  SyntheticJob job;
+  job.call_us = [](double t) { return t < 20 ? 100.0 : 100.0 + (t - 19) * 150.0; };
+  job.timed_function = "MPI_Waitall";
+  expect_exactly(analyze(job), {});
 }
 
 TEST(Health, CorruptAndEmptyInputsAreErrorsNamingTheFile) {
