@@ -15,7 +15,7 @@
 #include "analyzer/analyzer.hpp"
 #include "analyzer/health.hpp"
 #include "analyzer/launch.hpp"
-#include "monitor/monitor.hpp"
+#include "monitor/trace_schema.hpp"
 
 namespace fs = std::filesystem;
 using namespace commtap::analyzer;

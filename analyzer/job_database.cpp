@@ -12,7 +12,7 @@
 
 #include "analyzer/analyzer.hpp"
 #include "analyzer/trace_files.hpp"
-#include "monitor/monitor.hpp"
+#include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "analyzer/health.hpp"
-#include "monitor/monitor.hpp"
+#include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
 

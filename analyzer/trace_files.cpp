@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "monitor/monitor.hpp"
+#include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
 

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "monitor/trace_schema.hpp"
+
 namespace commtap::monitor {
 
 // CLOCK_MONOTONIC in nanoseconds. Read through clock_gettime (the vDSO, about 25 ns here) until
@@ -50,21 +52,11 @@ struct ClockSample {
   std::uint64_t reference_ns = 0;
   std::uint64_t received_ns = 0;
 };
-// reference time = local now_ns() + offset_ns, within +-error_ns (error_ns < 0: no estimate).
-struct ClockOffset {
-  std::int64_t offset_ns = 0;
-  std::int64_t error_ns = -1;
-};
 // The estimate from the exchange with the shortest round trip (Cristian's method).
 ClockOffset estimate_offset(const std::vector<ClockSample>& samples);
 
 // Wall-clock nanoseconds since the epoch, for the database's start/end stamps.
 std::uint64_t wall_ns() noexcept;
-
-// The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,
-// PBS_JOBID, LSB_JOBID, FLUX_JOB_ID), else one made from the UTC time and the process id.
-// '/' and spaces become '_' so that the id can name a directory.
-std::string choose_job_id(const std::string& explicit_id);
 
 // Per-function statistics of one thread. Each field has exactly one writer (its thread), so
 // relaxed load+store compiles to a plain add while still being data-race free for the reader
@@ -297,25 +289,6 @@ struct FunctionRow {
   std::string function;
   std::string family;
   CallTotals totals;
-};
-
-// The schema (monitor/schema.sql) and its version.
-const char* schema_sql();
-constexpr int kSchemaVersion = 4;
-extern const char* const kCommtapVersion;
-
-// How far a rank got on one communicator: collectives entered and completed (sequence numbers).
-struct CommProgress {
-  std::int64_t comm_id = 0;
-  std::uint64_t entered = 0;
-  std::uint64_t completed = 0;
-  bool operator==(const CommProgress&) const = default;
-};
-
-// One estimate of the offset to rank 0's clock, made when this rank's now_ns() read `at_ns`.
-struct ClockEstimate {
-  std::uint64_t at_ns = 0;
-  ClockOffset offset;
 };
 
 // What the writer records at every window, collected from the interposer on the writer thread.

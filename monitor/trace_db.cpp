@@ -19,8 +19,6 @@
 
 namespace commtap::monitor {
 
-const char* const kCommtapVersion = "0.1.0";
-
 namespace {
 
 // A tiny RAII layer over the SQLite C API: the writer needs only exec and one prepared insert

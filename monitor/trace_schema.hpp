@@ -1,0 +1,41 @@
+// monitor/trace_schema: what the trace database is, for its writer (the monitor) and its readers
+// (the analyzer and the `commtap` command) alike: the schema and its version, the row types both
+// sides use, and the job id. A leaf: no MPI, no libunwind, nothing of the runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace commtap::monitor {
+
+// The schema (monitor/schema.sql) and its version.
+const char* schema_sql();
+constexpr int kSchemaVersion = 4;
+extern const char* const kCommtapVersion;
+
+// reference time = local now_ns() + offset_ns, within +-error_ns (error_ns < 0: no estimate).
+struct ClockOffset {
+  std::int64_t offset_ns = 0;
+  std::int64_t error_ns = -1;
+};
+
+// One estimate of the offset to rank 0's clock, made when this rank's now_ns() read `at_ns`.
+struct ClockEstimate {
+  std::uint64_t at_ns = 0;
+  ClockOffset offset;
+};
+
+// How far a rank got on one communicator: collectives entered and completed (sequence numbers).
+struct CommProgress {
+  std::int64_t comm_id = 0;
+  std::uint64_t entered = 0;
+  std::uint64_t completed = 0;
+  bool operator==(const CommProgress&) const = default;
+};
+
+// The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,
+// PBS_JOBID, LSB_JOBID, FLUX_JOB_ID), else one made from the UTC time and the process id.
+// '/' and spaces become '_' so that the id can name a directory.
+std::string choose_job_id(const std::string& explicit_id);
+
+}  // namespace commtap::monitor
