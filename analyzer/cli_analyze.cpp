@@ -1,0 +1,143 @@
+// `commtap analyze`: findings with their evidence, for people, scripts and cron.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "analyzer/cli.hpp"
+
+namespace commtap::analyzer::cli {
+
+void add_health_options(CLI::App* command, HealthOptions& options) {
+  command
+      ->add_option("--hang-after", options.hang_after_s,
+                   "Seconds in one collective before ranks count as stuck")
+      ->capture_default_str();
+  command
+      ->add_option("--stale-after", options.stale_after_s,
+                   "Seconds without a heartbeat before a rank counts as lost (0: three "
+                   "COMMTAP_INTERVALs + 1 s)")
+      ->capture_default_str();
+  command
+      ->add_option("--since", options.since_s,
+                   "Look only at the last this many seconds of data (0: all)")
+      ->capture_default_str();
+  command
+      ->add_option("--at", options.at_s,
+                   "Analyze the job as it stood this many seconds after it started, ignoring "
+                   "what was written later: what a cron analysis saw then (0: now)")
+      ->capture_default_str();
+  command->add_option("--window", options.window_s, "Persistence window, seconds")
+      ->capture_default_str();
+  command
+      ->add_option("--persistence", options.persistence,
+                   "Fraction of windows a slow rank must be flagged in")
+      ->capture_default_str();
+  command
+      ->add_option("--min-instances", options.min_instances,
+                   "Aligned instances a window needs to count")
+      ->capture_default_str();
+  command
+      ->add_option("--min-lateness-ms", options.min_lateness_ms, "Slow rank: least median lateness")
+      ->capture_default_str();
+  command
+      ->add_option("--lateness-factor", options.lateness_factor,
+                   "Slow rank: median lateness over the ranks' lower quartile")
+      ->capture_default_str();
+  command
+      ->add_option("--last-fraction", options.last_fraction,
+                   "Slow rank: how often its host must be last to arrive")
+      ->capture_default_str();
+  command
+      ->add_option("--min-evidence", options.min_evidence_instances,
+                   "Slow rank or host: least compared collectives for any finding")
+      ->capture_default_str();
+  command
+      ->add_option("--error-windows", options.error_windows,
+                   "Slow rank or host: flagged windows for an error (fewer: a warning)")
+      ->capture_default_str();
+  command
+      ->add_option("--link-factor", options.link_factor,
+                   "Slow link: median latency over the baseline")
+      ->capture_default_str();
+  command
+      ->add_option("--min-link-delay-us", options.min_link_delay_us,
+                   "Slow link: least excess latency")
+      ->capture_default_str();
+  command
+      ->add_option("--degradation-factor", options.degradation_factor,
+                   "Degradation: recent time per call over the job's baseline")
+      ->capture_default_str();
+  command
+      ->add_option("--min-degradation-us", options.min_degradation_us,
+                   "Degradation: least excess per call")
+      ->capture_default_str();
+  command
+      ->add_option("--degradation-windows", options.degradation_windows,
+                   "Degradation: latest windows that must all be slow")
+      ->capture_default_str();
+}
+
+Subcommand add_analyze_command(CLI::App& app) {
+  struct Options {
+    HealthOptions health_options;
+    std::vector<std::string> analyze_paths;
+    bool analyze_json = false;
+    std::string store, fail_on = "error";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* analyze = app.add_subcommand(
+      "analyze", "Find hung ranks, lost ranks, slow hosts and ranks, slow links and degradation");
+  add_health_options(analyze, o->health_options);
+  analyze
+      ->add_option("jobs", o->analyze_paths,
+                   "Job directories, database files, or directories of job directories")
+      ->required();
+  analyze->add_flag("--json", o->analyze_json, "JSON output (schema in docs/analyzer.md)");
+  analyze->add_option("--store", o->store,
+                      "Record findings in this SQLite database (first/last seen, active)");
+  analyze
+      ->add_option("--fail-on", o->fail_on,
+                   "Exit 1 when a finding is at least this severe (info, warning, error, "
+                   "critical)")
+      ->capture_default_str();
+  return {
+      analyze, [o]() -> int {
+        auto& [health_options, analyze_paths, analyze_json, store, fail_on] = *o;
+        Severity threshold = Severity::error;
+        if (!parse_severity(fail_on, threshold)) {
+          std::fprintf(stderr,
+                       "commtap analyze: --fail-on %s: expected info, warning, error or "
+                       "critical\n",
+                       fail_on.c_str());
+          return kExitError;
+        }
+        std::vector<std::string> errors;
+        const std::vector<std::string> jobs = find_jobs(analyze_paths, errors);
+        std::vector<JobHealth> results;
+        for (const std::string& path : jobs) {
+          JobHealth health;
+          std::string error;
+          if (analyze_job(path, health_options, health, error))
+            results.push_back(std::move(health));
+          else
+            errors.push_back(error);
+        }
+        for (const std::string& error : errors)
+          std::fprintf(stderr, "commtap: %s\n", error.c_str());
+        std::cout << (analyze_json ? health_json(results).dump(2) + "\n" : health_text(results));
+        if (!store.empty()) {
+          std::string error;
+          if (!store_findings(store, results, error)) {
+            std::fprintf(stderr, "commtap: cannot store findings: %s\n", error.c_str());
+            return kExitError;
+          }
+        }
+        if (!errors.empty()) return kExitError;
+        for (const JobHealth& job : results)
+          for (const Finding& f : job.findings)
+            if (f.severity >= threshold) return 1;
+        return 0;
+      }};
+}
+
+}  // namespace commtap::analyzer::cli

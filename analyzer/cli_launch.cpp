@@ -1,0 +1,278 @@
+// `commtap run`, `commtap calibrate` and `commtap settings`: the subcommands that start the
+// library or a launcher. They share one look at the command line before CLI11's: `--library`
+// names the libcommtap.so whose settings become run's flags (and that settings describes), and
+// everything after `--` is the launcher command.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "analyzer/cli.hpp"
+#include "analyzer/launch.hpp"
+#include "monitor/trace_schema.hpp"
+
+namespace commtap::analyzer::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Settings as the library describes them.
+struct Setting {
+  std::string variable, field, kind, default_text, description;
+  long min = 0, max = 0;
+  std::string flag() const {
+    std::string name = field;
+    std::replace(name.begin(), name.end(), '_', '-');
+    return "--" + name;
+  }
+};
+
+std::vector<Setting> load_settings(const std::string& library) {
+  std::string error;
+  auto json = library_settings_json(library, error);
+  if (!json) {
+    std::fprintf(stderr, "commtap: cannot read the settings of %s: %s\n", library.c_str(),
+                 error.c_str());
+    std::exit(kExitError);
+  }
+  std::vector<Setting> settings;
+  for (const auto& item : nlohmann::json::parse(*json)) {
+    Setting s{item.at("variable"), item.at("field"), item.at("kind"), item.at("default"),
+              item.at("description")};
+    if (s.kind == "integer") {
+      s.min = item.at("min");
+      s.max = item.at("max");
+    }
+    settings.push_back(std::move(s));
+  }
+  return settings;
+}
+
+// --library may appear anywhere; it is needed before the other options can be declared.
+std::string library_option(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--") break;
+    if (std::string(argv[i]) == "--library") return argv[i + 1];
+    if (std::string(argv[i]).rfind("--library=", 0) == 0) return std::string(argv[i]).substr(10);
+  }
+  return "";
+}
+
+std::string require_library(const std::string& explicit_path) {
+  const std::string library = find_library(explicit_path);
+  if (library.empty()) {
+    std::fprintf(stderr,
+                 "commtap: cannot find libcommtap.so (give --library PATH or set "
+                 "COMMTAP_LIBRARY)\n");
+    std::exit(kExitError);
+  }
+  return library;
+}
+
+std::string settings_markdown(const std::vector<Setting>& settings) {
+  std::string out =
+      "| Variable | `commtap run` flag | Kind | Default | Description |\n"
+      "|---|---|---|---|---|\n";
+  for (const Setting& s : settings) {
+    std::string kind = s.kind;
+    if (s.kind == "integer") kind += " " + std::to_string(s.min) + ".." + std::to_string(s.max);
+    const std::string flag = s.kind == "flag" ? s.flag() : s.flag() + " VALUE";
+    out += "| `" + s.variable + "` | `" + flag + "` | " + kind + " | " +
+           (s.default_text.empty() ? "(empty)" : "`" + s.default_text + "`") + " | " +
+           s.description + " |\n";
+  }
+  return out;
+}
+
+// The job id the library will use, so that `commtap run` can say where the trace went; passed on
+// explicitly so that the library cannot choose another.
+std::string choose_job_id(std::map<std::string, std::string>& variables) {
+  std::string explicit_id;
+  if (auto it = variables.find("COMMTAP_JOB_ID"); it != variables.end())
+    explicit_id = it->second;
+  else if (const char* value = std::getenv("COMMTAP_JOB_ID"))
+    explicit_id = value;
+  const std::string id = monitor::choose_job_id(explicit_id);
+  variables["COMMTAP_JOB_ID"] = id;
+  return id;
+}
+
+// What the three subcommands share: options given on the command line, and the settings.
+struct LaunchState {
+  std::string library_path;
+  std::vector<Setting> settings;
+  std::map<std::string, std::string> flag_values;
+  std::vector<std::string> command_after_dashes;
+  bool settings_as_json = false, settings_as_markdown = false;
+  std::string model_output = "commtap-model.json";
+  long long choices_up_to = 4 << 20;
+  int choice_rounds = 5;
+  bool calibrate_yield = false;
+};
+
+}  // namespace
+
+std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** argv) {
+  auto state = std::make_shared<LaunchState>();
+  // ---- run ----
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a launcher command (e.g. mpiexec -n 4 ./app) with libcommtap.so preloaded");
+  run->add_option("--library", state->library_path, "libcommtap.so to preload");
+  // Everything from the first word that is not a commtap option (or after --) is the command.
+  run->prefix_command();
+  run->footer("Usage: commtap run [settings] [--] <launcher command...>");
+  // ---- calibrate ----
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate",
+      "Measure the all-reduce cost model on the machines a launcher command runs on (e.g. "
+      "mpiexec -n 4 -ppn 2 -hosts a,b) and write it for COMMTAP_MODEL");
+  calibrate->add_option("-o,--output", state->model_output, "Model file to write")
+      ->capture_default_str();
+  calibrate
+      ->add_option("--choices-up-to", state->choices_up_to,
+                   "Also time the library's all-reduce against each of commtap's from 8 B up to "
+                   "this many bytes (x4) and store the measured choices; 0: the formulas only")
+      ->capture_default_str()
+      ->check(CLI::Range(0LL, 1LL << 31));
+  calibrate->add_option("--rounds", state->choice_rounds, "Interleaved rounds per measured size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20));
+  calibrate->add_flag("--yield", state->calibrate_yield,
+                      "Measure in yield mode, as jobs run with COMMTAP_YIELD=1 (oversubscribed)");
+  calibrate->prefix_command();
+  calibrate->footer(
+      "Usage: commtap calibrate [-o FILE] [--choices-up-to BYTES] [--rounds N] [--yield] [--] "
+      "<launcher command...>");
+  const bool wants_run =
+      argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "calibrate");
+  const bool wants_settings = argc > 1 && std::string(argv[1]) == "settings";
+  if ((wants_run && std::string(argv[1]) == "run") || wants_settings) {
+    const std::string chosen = require_library(library_option(argc, argv));
+    state->settings = load_settings(chosen);
+  }
+  for (const Setting& setting : state->settings) {
+    if (setting.kind == "flag") {
+      run->add_flag_callback(
+          setting.flag(),
+          [state, variable = setting.variable] { state->flag_values[variable] = "1"; },
+          setting.description + " (" + setting.variable + ")");
+    } else {
+      auto* option = run->add_option_function<std::string>(
+          setting.flag(),
+          [state, variable = setting.variable](const std::string& value) {
+            state->flag_values[variable] = value;
+          },
+          setting.description + " (" + setting.variable + ")");
+      if (setting.kind == "integer") option->check(CLI::Range(setting.min, setting.max));
+    }
+  }
+
+  // ---- settings ----
+  CLI::App* settings_command =
+      app.add_subcommand("settings", "List the COMMTAP_* settings the library understands");
+  settings_command->add_option("--library", state->library_path, "libcommtap.so to describe");
+  settings_command->add_flag("--json", state->settings_as_json, "As JSON");
+  settings_command->add_flag("--markdown", state->settings_as_markdown, "As a Markdown table");
+
+  // `commtap run [settings] -- command...`: the command is split off here, before CLI11 sees it
+  // (without --, prefix_command() takes everything from the first non-option word).
+  if (wants_run) {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) != "--") continue;
+      state->command_after_dashes.assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  }
+
+  return {
+      {run,
+       [state, run]() -> int {
+         auto& [library_path, settings, flag_values, command_after_dashes, settings_as_json,
+                settings_as_markdown, model_output, choices_up_to, choice_rounds, calibrate_yield] =
+             *state;
+         std::vector<std::string> command = run->remaining();
+         command.insert(command.end(), command_after_dashes.begin(), command_after_dashes.end());
+         if (command.empty()) {
+           std::fprintf(stderr,
+                        "commtap run: no command given (commtap run [settings] -- mpiexec ...)\n");
+           return kExitError;
+         }
+         const std::string library = require_library(library_path);
+         const std::string job_id = choose_job_id(flag_values);
+         const int status = run_preloaded(library, flag_values, command);
+         std::string directory = "commtap-" + job_id;
+         if (auto it = flag_values.find("COMMTAP_DIR"); it != flag_values.end())
+           directory = it->second;
+         else if (const char* dir = std::getenv("COMMTAP_DIR"); dir && *dir)
+           directory = dir;
+         std::error_code ec;
+         if (fs::is_directory(directory, ec)) {
+           std::size_t files = 0;
+           for (const auto& entry : fs::directory_iterator(directory, ec))
+             files += entry.path().extension() == ".db" ? 1 : 0;
+           std::fprintf(stderr, "commtap: trace database: %s (%zu rank files)\n", directory.c_str(),
+                        files);
+         }
+         return status;
+       }},
+      {calibrate,
+       [state, calibrate]() -> int {
+         auto& [library_path, settings, flag_values, command_after_dashes, settings_as_json,
+                settings_as_markdown, model_output, choices_up_to, choice_rounds, calibrate_yield] =
+             *state;
+         std::vector<std::string> command = calibrate->remaining();
+         command.insert(command.end(), command_after_dashes.begin(), command_after_dashes.end());
+         const std::string program = find_calibrate_program();
+         if (command.empty() || program.empty()) {
+           std::fprintf(stderr, "commtap calibrate: %s\n",
+                        command.empty()
+                            ? "no launcher given (commtap calibrate -- mpiexec -n 4 ...)"
+                            : "commtap-calibrate is not installed next to commtap");
+           return kExitError;
+         }
+         std::error_code ec;
+         const fs::path output = fs::absolute(model_output, ec);
+         command.push_back(program);
+         command.push_back(output.string());
+         command.push_back(std::to_string(choices_up_to));
+         command.push_back(std::to_string(choice_rounds));
+         command.push_back(calibrate_yield ? "1" : "0");
+         const int status = run_preloaded("", {}, command);
+         if (status != 0 || !fs::exists(output, ec)) {
+           std::fprintf(stderr, "commtap calibrate: the measurement failed (exit %d)\n", status);
+           return kExitError;
+         }
+         return 0;
+       }},
+      {settings_command,
+       [state]() -> int {
+         auto& [library_path, settings, flag_values, command_after_dashes, settings_as_json,
+                settings_as_markdown, model_output, choices_up_to, choice_rounds, calibrate_yield] =
+             *state;
+         if (settings_as_json) {
+           std::string error;
+           std::cout << *library_settings_json(require_library(library_path), error) << "\n";
+         } else if (settings_as_markdown) {
+           std::cout << settings_markdown(settings);
+         } else {
+           for (const Setting& s : settings) {
+             std::cout << s.variable << " (" << s.kind;
+             if (s.kind == "integer") std::cout << " " << s.min << ".." << s.max;
+             std::cout << ", default " << (s.default_text.empty() ? "empty" : s.default_text)
+                       << ")\n    " << s.description << "\n";
+           }
+         }
+         return 0;
+       }},
+  };
+}
+
+}  // namespace commtap::analyzer::cli
