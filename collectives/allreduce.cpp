@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "collectives/collectives.hpp"
+#include "datatypes/datatypes.hpp"
 #include "monitor/monitor.hpp"
 
 namespace commtap::collectives {
@@ -624,6 +625,29 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
   if (best >= 0.9 * native) return Algorithm::native;
   if (best == hier) return Algorithm::hier;
   return best == pipe ? Algorithm::hier_pipe : Algorithm::star;
+}
+
+std::optional<int> try_allreduce(const Context& context, const void* sendbuf, void* recvbuf,
+                                 MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                                 Algorithm& used, std::vector<Step>* steps) {
+  used = Algorithm::native;
+  if (context.allreduce == Algorithm::native ||
+      allreduce_eligibility(count, type, op, comm) != Eligibility::eligible)
+    return std::nullopt;
+  using datatypes::MemoryKind;
+  if (datatypes::memory_kind(recvbuf) != MemoryKind::host ||
+      (sendbuf != MPI_IN_PLACE && datatypes::memory_kind(sendbuf) != MemoryKind::host))
+    return std::nullopt;
+  Topology* topology = topology_of(comm, context.test_nodes, context.avoid_hosts);
+  Algorithm algorithm = context.allreduce;
+  if (algorithm == Algorithm::automatic) {
+    MPI_Count size = 0;
+    PMPI_Type_size_c(type, &size);
+    algorithm = choose(context.cost_model, *topology, count * size);
+    if (algorithm == Algorithm::native) return std::nullopt;
+  }
+  used = algorithm;
+  return allreduce(algorithm, sendbuf, recvbuf, count, type, op, *topology, context.yield, steps);
 }
 
 }  // namespace commtap::collectives

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,6 +129,25 @@ struct CostModel {
   std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes);
+
+// What the module is told once, at MPI_Init: the settings and the agreed cost model, equal on all
+// ranks (only the algorithm can change later, at the same point on every rank).
+struct Context {
+  Algorithm allreduce = Algorithm::native;  // COMMTAP_ALLREDUCE
+  CostModel cost_model;                     // for automatic
+  std::vector<std::string> avoid_hosts;     // the star's root not on these (COMMTAP_AVOID_HOSTS)
+  int test_nodes = 0;                       // COMMTAP_TEST_NODES
+  bool yield = false;                       // COMMTAP_YIELD
+};
+
+// MPI_Allreduce by commtap, if `context` asks for one of its algorithms, the call is eligible
+// (allreduce_eligibility) and its buffers are in host memory, and (automatic) the model chooses
+// one: the MPI error code, with `used` naming the algorithm (and `steps` its messages, see
+// allreduce()). nullopt: not taken, the caller runs the library's, which also reports every
+// erroneous call.
+std::optional<int> try_allreduce(const Context& context, const void* sendbuf, void* recvbuf,
+                                 MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                                 Algorithm& used, std::vector<Step>* steps);
 
 // Measures the choices on this topology (collective over `topology.flat`): for each size from
 // 8 B up to `max_bytes` (x4), the library's all-reduce and each of commtap's, interleaved, in

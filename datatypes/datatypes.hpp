@@ -139,4 +139,14 @@ class PlanCache {
   std::unordered_map<MPI_Datatype, bool> named_tried_;
 };
 
+// MPI_Pack/MPI_Unpack (and _c) done by commtap: on host buffers with a datatype `plans` has a
+// plan for, byte for byte what the library would produce. Returns MPI_SUCCESS when it packed,
+// or nullopt ("not taken": the caller calls the library), also for every case that is an error
+// (bad count, no room, MPI_COMM_NULL, an uncommitted type), which the library then reports.
+// Pack: in = the typed buffer, out = the packed one; unpack: the other way round.
+template <typename Count>
+std::optional<int> try_pack(PlanCache& plans, bool packing, const void* in, Count count,
+                            MPI_Datatype datatype, void* out, Count size, Count* position,
+                            MPI_Comm comm);
+
 }  // namespace commtap::datatypes

@@ -182,4 +182,31 @@ void PackPlan::unpack(const void* in, std::int64_t count, void* out) const {
                   const_cast<char*>(static_cast<const char*>(in)));
 }
 
+template <typename Count>
+std::optional<int> try_pack(PlanCache& plans, bool packing, const void* in, Count count,
+                            MPI_Datatype datatype, void* out, Count size, Count* position,
+                            MPI_Comm comm) {
+  if (count < 0 || position == nullptr || comm == MPI_COMM_NULL || *position < 0)
+    return std::nullopt;
+  auto plan = plans.find(datatype);
+  if (!plan) return std::nullopt;
+  const std::int64_t bytes = plan->packed_bytes(count);
+  if (static_cast<std::int64_t>(size) - static_cast<std::int64_t>(*position) < bytes)
+    return std::nullopt;
+  if (bytes > 0 && (memory_kind(in) != MemoryKind::host || memory_kind(out) != MemoryKind::host))
+    return std::nullopt;
+  if (packing)
+    plan->pack(in, count, static_cast<char*>(out) + *position);
+  else
+    plan->unpack(static_cast<const char*>(in) + *position, count, out);
+  *position += static_cast<Count>(bytes);
+  return MPI_SUCCESS;
+}
+
+template std::optional<int> try_pack<int>(PlanCache&, bool, const void*, int, MPI_Datatype, void*,
+                                          int, int*, MPI_Comm);
+template std::optional<int> try_pack<MPI_Count>(PlanCache&, bool, const void*, MPI_Count,
+                                                MPI_Datatype, void*, MPI_Count, MPI_Count*,
+                                                MPI_Comm);
+
 }  // namespace commtap::datatypes

@@ -42,7 +42,7 @@ COMMTAP_EXPORT int commtap_datatype_plan(const void* datatype, char* description
 COMMTAP_EXPORT int commtap_allreduce_algorithm(const char* name) {
   commtap::collectives::Algorithm algorithm{};
   if (name == nullptr || !commtap::collectives::parse_algorithm(name, algorithm)) return -1;
-  commtap::interpose::runtime().allreduce = algorithm;
+  commtap::interpose::runtime().collectives.allreduce = algorithm;
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "interpose/call_info.hpp"
+#include "interpose/call_scope.hpp"
 #include "interpose/function_table.hpp"
 #include "interpose/runtime.hpp"
 #include "interpose/yield.hpp"
@@ -288,9 +289,8 @@ inline std::uint64_t payload_bytes(const CallInfo& info, Family family) {
 
 // ---- Packing --------------------------------------------------------------------------------
 
-// MPI_Pack/Unpack (and _c) on host buffers with a datatype commtap has a plan for: packed by
-// commtap, byte for byte what the library would produce. Anything else, including every case
-// that is an error (bad count, no room, MPI_COMM_NULL), goes to the library, which reports it.
+// MPI_Pack/Unpack (and _c): the datatypes module packs what it has a plan for (see
+// datatypes::try_pack), the library everything else.
 template <Fn id, typename Real, typename... A>
 int pack_call(Real real, A... a) {
   if (!runtime().settings.datatypes) return real(a...);
@@ -305,56 +305,9 @@ int pack_call(Real real, A... a) {
     else
       return std::tuple(a0, a4, a5, a3, a1, a2, a6);
   }();
-  if (count < 0 || position == nullptr || comm == MPI_COMM_NULL || *position < 0) return real(a...);
-  auto plan = runtime().plans.find(datatype);
-  if (!plan) return real(a...);
-  const std::int64_t bytes = plan->packed_bytes(count);
-  if (static_cast<std::int64_t>(size) - static_cast<std::int64_t>(*position) < bytes)
-    return real(a...);
-  using datatypes::MemoryKind;
-  if (bytes > 0 && (datatypes::memory_kind(in) != MemoryKind::host ||
-                    datatypes::memory_kind(out) != MemoryKind::host))
-    return real(a...);
-  if constexpr (packing)
-    plan->pack(in, count, static_cast<char*>(out) + *position);
-  else
-    plan->unpack(static_cast<const char*>(in) + *position, count, out);
-  *position += static_cast<std::remove_reference_t<decltype(*position)>>(bytes);
-  return MPI_SUCCESS;
-}
-
-// ---- All-reduce ------------------------------------------------------------------------------
-
-// MPI_Allreduce (and _c) with COMMTAP_ALLREDUCE other than native: commtap's algorithm when the
-// call is eligible (builtin type and commutative op, intracommunicator of 2+ ranks, host
-// buffers) and chosen; the library's otherwise, which also reports every erroneous call.
-// `used` says which ran.
-template <typename Library, typename... A>
-int allreduce_call(collectives::Algorithm& used, std::vector<collectives::Step>* steps,
-                   Library library, A... a) {
-  using collectives::Algorithm;
-  used = Algorithm::native;
-  const Algorithm setting = runtime().allreduce;
-  const auto [sendbuf, recvbuf, count, type, op, comm] = std::tuple(a...);
-  if (collectives::allreduce_eligibility(count, type, op, comm) !=
-      collectives::Eligibility::eligible)
-    return library();
-  using datatypes::MemoryKind;
-  if (datatypes::memory_kind(recvbuf) != MemoryKind::host ||
-      (sendbuf != MPI_IN_PLACE && datatypes::memory_kind(sendbuf) != MemoryKind::host))
-    return library();
-  collectives::Topology* topology = collectives::topology_of(
-      comm, static_cast<int>(runtime().settings.test_nodes), runtime().avoid_hosts);
-  Algorithm algorithm = setting;
-  if (setting == Algorithm::automatic) {
-    MPI_Count size = 0;
-    PMPI_Type_size_c(type, &size);
-    algorithm = collectives::choose(runtime().cost_model, *topology, count * size);
-    if (algorithm == Algorithm::native) return library();
-  }
-  used = algorithm;
-  return collectives::allreduce(algorithm, sendbuf, recvbuf, count, type, op, *topology,
-                                runtime().yield, steps);
+  const auto taken =
+      datatypes::try_pack(runtime().plans, packing, in, count, datatype, out, size, position, comm);
+  return taken ? *taken : real(a...);
 }
 
 // ---- Communicators -----------------------------------------------------------------------------
@@ -395,12 +348,9 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
   if constexpr (family == Family::lifecycle) {
     return lifecycle_call<id>(real, a...);
   } else {
-    // Acquire pairs with the release in start_after_mpi_init: seeing "active" means seeing the
-    // counters it published (a plain load on x86).
-    if (!runtime().active.load(std::memory_order_acquire) || t_depth != 0) [[unlikely]]
+    if (!CallScope::recording()) [[unlikely]]
       return real(a...);
-    ++t_depth;
-    monitor::CallStats* stats = runtime().counters->local();
+    CallScope scope(id);
 
     constexpr bool consumes_requests = family == Family::completion || id == Fn::Request_free;
     struct NoSnapshot {};
@@ -431,14 +381,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
         if (comm_state != nullptr) seq = comm_state->next_seq();
     }
 
-    const std::uint64_t t0 = monitor::now_ns();
-    // For the heartbeat: what this thread is inside of (a few relaxed stores).
-    monitor::Activity* activity = runtime().counters->local_activity();
-    activity->seq.store(seq, std::memory_order_relaxed);
-    activity->comm_handle.store(static_cast<std::int64_t>(info.comm), std::memory_order_relaxed);
-    activity->since_ns.store(t0, std::memory_order_relaxed);
-    activity->function.store(static_cast<std::uint32_t>(index_of(id)) + 1,
-                             std::memory_order_release);
+    scope.enter(static_cast<std::int64_t>(info.comm), seq);
+    const std::uint64_t t0 = scope.t0();
     int rc;
     // A blocking receive's status names the source and tag a wildcard receive matched: if the
     // application ignores it, commtap passes its own.
@@ -457,10 +401,14 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       auto library = [&] {
         return runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
       };
-      rc = runtime().allreduce == collectives::Algorithm::native
-               ? library()
-               : allreduce_call(algorithm, is_sampled(seq, runtime().sample) ? &steps : nullptr,
-                                library, a...);
+      const auto [sendbuf, recvbuf, count, type, op, comm] = std::tuple(a...);
+      const std::optional<int> taken =
+          runtime().collectives.allreduce == collectives::Algorithm::native
+              ? std::nullopt
+              : collectives::try_allreduce(runtime().collectives, sendbuf, recvbuf, count, type, op,
+                                           comm, algorithm,
+                                           is_sampled(seq, runtime().sample) ? &steps : nullptr);
+      rc = taken ? *taken : library();
     } else if constexpr (yield != Yield::none) {
       rc = runtime().yield ? call_yielding<yield>(twin, a...) : real(a...);
     } else if constexpr (id == Fn::Pack || id == Fn::Pack_c || id == Fn::Unpack ||
@@ -475,8 +423,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     } else if constexpr (id == Fn::Type_free) {
       if (rc == MPI_SUCCESS) runtime().plans.freed(freed_datatype);
     }
-    const std::uint64_t t1 = monitor::now_ns();
-    activity->function.store(0, std::memory_order_relaxed);
+    scope.leave();
+    const std::uint64_t t1 = scope.t1();
     if constexpr (is_collective(family)) {
       if (comm_state == nullptr && rc == MPI_SUCCESS) {
         comm_state = runtime().communicators.state_of(info.comm);
@@ -484,12 +432,9 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       }
     }
 
-    monitor::CallStats& own = stats[index_of(id)];
-    monitor::bump(own.calls, 1);
-    monitor::bump(own.time_ns, monitor::elapsed_ns(t0, t1));
     const std::uint64_t bytes =
         rc == MPI_SUCCESS && info.count > 0 ? payload_bytes(info, family) : 0;
-    monitor::bump(own.bytes, bytes);
+    scope.count(bytes);
     [[maybe_unused]] const std::int32_t root = info.peer >= 0 ? info.peer : -1;
     // Blocking calls: aggregated by call site (the wrapper is always inlined into the exported
     // MPI_ function, so this is the application's return address); sampled collectives and
@@ -522,7 +467,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       }
     }
     if constexpr (consumes_requests) {
-      if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, t1, stats, a...);
+      if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, t1, scope.stats(), a...);
     } else if constexpr (family == Family::start) {
       if (rc == MPI_SUCCESS) start_requests<id>(t0, a...);
     } else if constexpr (id == Fn::Comm_free) {
@@ -564,7 +509,6 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       if (info.request != nullptr && rc == MPI_SUCCESS)
         runtime().requests.track(*info.request, id, t0, is_persistent(family));
     }
-    --t_depth;
     return rc;
   }
 }

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "interpose/call_scope.hpp"
 #include "interpose/export.hpp"
 #include "interpose/runtime.hpp"
 
@@ -156,8 +157,8 @@ monitor::StreamCompletions& stream_completions() {
 template <Fn id, typename Real, typename... A>
 ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type, A... a) {
   if (real == nullptr) return ncclSystemError;
-  if (!runtime().active.load(std::memory_order_acquire) || t_depth != 0) return real(a...);
-  ++t_depth;
+  if (!CallScope::recording()) return real(a...);
+  CallScope scope(id);
   constexpr Family family = family_of(id);
   // Collectives take their communicator's next sequence number at the call.
   CommState* state = nullptr;
@@ -172,14 +173,13 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   monitor::StreamCompletions& completions = stream_completions();
   // An NCCL call returns once the work is enqueued: this is the enqueue time. The completion
   // comes from a CUDA event recorded on the stream after it (at the group's end inside a group).
-  const std::uint64_t t0 = monitor::now_ns();
+  // The heartbeat names the call (its communicator is an NCCL one: no MPI id for it).
+  scope.enter(0, seq);
   const ncclResult_t result = real(a...);
-  const std::uint64_t t1 = monitor::now_ns();
-  monitor::CallStats& stats = runtime().counters->local()[index_of(id)];
-  monitor::bump(stats.calls, 1);
-  monitor::bump(stats.time_ns, monitor::elapsed_ns(t0, t1));
+  scope.leave();
+  const std::uint64_t t0 = scope.t0();
   const std::uint64_t bytes = type != ncclNumTypes ? count * nccl_type_size(type) : 0;
-  monitor::bump(stats.bytes, bytes);
+  scope.count(bytes);
   if constexpr (id == Fn::ncclGroupStart) {
     if (result == ncclSuccess) completions.group_start();
   } else if constexpr (id == Fn::ncclGroupEnd) {
@@ -190,14 +190,20 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   if (result == ncclSuccess) {
     if constexpr (family == Family::nccl_communicator) on_communicator<id>(a...);
     if constexpr (family == Family::nccl_collective) {
-      if (state != nullptr && is_sampled(seq, runtime().sample))
-        completions.enqueued({state->id, seq, bytes, t0, /*exit: from the stream*/ 0,
-                              static_cast<std::uint32_t>(index_of(id)), -1,
-                              runtime().call_sites.site_of(__builtin_return_address(0))},
-                             argument_of_type<cudaStream_t>(a...), device);
+      if (state != nullptr) {
+        // Aggregated per call site like the MPI collectives (the enqueue time: the GPU's time
+        // comes with the sampled instances, from the stream).
+        const std::uint32_t site = runtime().call_sites.site_of(__builtin_return_address(0));
+        runtime().counters->aggregate({state->id, static_cast<std::uint32_t>(index_of(id)), site,
+                                       monitor::size_bucket(bytes)},
+                                      scope.elapsed_ns());
+        if (is_sampled(seq, runtime().sample))
+          completions.enqueued({state->id, seq, bytes, t0, /*exit: from the stream*/ 0,
+                                static_cast<std::uint32_t>(index_of(id)), -1, site},
+                               argument_of_type<cudaStream_t>(a...), device);
+      }
     }
   }
-  --t_depth;
   return result;
 }
 

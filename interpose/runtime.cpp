@@ -179,7 +179,7 @@ collectives::CostModel agree_on_cost_model(const Settings& settings, MPI_Comm co
   collectives::CostModel model;
   if (settings.calibrate) {
     const collectives::Topology* topology = collectives::topology_of(
-        MPI_COMM_WORLD, static_cast<int>(settings.test_nodes), runtime().avoid_hosts);
+        MPI_COMM_WORLD, static_cast<int>(settings.test_nodes), runtime().collectives.avoid_hosts);
     return collectives::measure_cost_model(*topology, model);
   }
   if (settings.model.empty()) return model;
@@ -382,11 +382,11 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   PMPI_Comm_rank(session.comm, &rank);
   PMPI_Comm_size(session.comm, &size);
   const Settings& settings = runtime().settings;
-  if (!collectives::parse_algorithm(parsed.settings.allreduce, runtime().allreduce)) {
+  if (!collectives::parse_algorithm(parsed.settings.allreduce, runtime().collectives.allreduce)) {
     parsed.problems.push_back("commtap: COMMTAP_ALLREDUCE=" + parsed.settings.allreduce +
                               " is not one of " + collectives::algorithm_names() +
                               "; using native");
-    runtime().allreduce = collectives::Algorithm::native;
+    runtime().collectives.allreduce = collectives::Algorithm::native;
   }
   if (rank == 0)
     for (const std::string& problem : parsed.problems)
@@ -419,9 +419,11 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   facts.start_ns = monitor::wall_ns();
   if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
   facts.clock = estimate_clock_offset(session.comm, rank, size);
-  if (runtime().allreduce != collectives::Algorithm::native) {
-    runtime().avoid_hosts = hosts_to_avoid(settings.avoid_hosts, session.comm, rank);
-    runtime().cost_model = agree_on_cost_model(settings, session.comm, rank);
+  runtime().collectives.test_nodes = static_cast<int>(settings.test_nodes);
+  runtime().collectives.yield = settings.yield;
+  if (runtime().collectives.allreduce != collectives::Algorithm::native) {
+    runtime().collectives.avoid_hosts = hosts_to_avoid(settings.avoid_hosts, session.comm, rank);
+    runtime().collectives.cost_model = agree_on_cost_model(settings, session.comm, rank);
   }
   keep_clock_estimate(facts.clock);
 

@@ -29,10 +29,8 @@ struct Runtime {
   // MPI_THREAD_MULTIPLE was provided: threads may be inside MPI calls at the same time.
   bool thread_multiple = false;
   int world_rank = 0;
-  // COMMTAP_ALLREDUCE, parsed at init.
-  collectives::Algorithm allreduce = collectives::Algorithm::native;
-  collectives::CostModel cost_model;
-  std::vector<std::string> avoid_hosts;  // for the star's root (COMMTAP_AVOID_HOSTS)
+  // The collectives module's context (COMMTAP_ALLREDUCE and what goes with it), set at init.
+  collectives::Context collectives;
   std::uint64_t sample = 1;
   Settings settings;
   std::unique_ptr<monitor::CallCounters> counters;

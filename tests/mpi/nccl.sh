@@ -16,7 +16,11 @@ got=$(db_query trace "SELECT function, calls, bytes FROM call_totals WHERE funct
         ORDER BY function" | tr '\n' ' ')
 expect_equal "ncclAllReduce|5|5120 ncclBroadcast|1|1024 ncclCommDestroy|1|0 ncclCommInitRank|1|0 ncclGroupEnd|5|0 ncclGroupStart|5|0 ncclRecv|5|320 ncclSend|5|320 " \
   "$got" "recorded NCCL calls"
-pass "NCCL calls intercepted and forwarded to pnccl*"
+# Collectives are aggregated per call site like MPI's (the shared call scope of interpose/).
+expect_equal "ncclAllReduce|5 ncclBroadcast|1 " "$(db_query trace "SELECT function, sum(calls)
+  FROM aggregates WHERE function LIKE 'nccl%' GROUP BY 1 ORDER BY 1" | tr '\n' ' ')" \
+  "aggregated NCCL collectives"
+pass "NCCL calls intercepted and forwarded to pnccl*, collectives aggregated"
 
 # NCCL communicators and collective instances: the id comes from the ncclUniqueId, so both
 # ranks agree; collectives take sequence numbers (point-to-point and group calls do not); the
