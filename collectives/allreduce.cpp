@@ -78,6 +78,40 @@ int topology_keyval() {
 
 }  // namespace
 
+NodeLayout node_layout(MPI_Comm comm, int test_nodes) {
+  NodeLayout layout;
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  if (test_nodes > 0)
+    PMPI_Comm_split(comm, rank % test_nodes, rank, &layout.node);
+  else
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &layout.node);
+  PMPI_Comm_size(layout.node, &layout.local_size);
+  PMPI_Comm_rank(layout.node, &layout.local_rank);
+  PMPI_Comm_split(comm, layout.local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &layout.leaders);
+  if (layout.leaders != MPI_COMM_NULL) {
+    PMPI_Comm_size(layout.leaders, &layout.nodes);
+    PMPI_Comm_rank(layout.leaders, &layout.node_index);
+  }
+  int facts[2] = {layout.nodes, layout.node_index};
+  PMPI_Bcast(facts, 2, MPI_INT, 0, layout.node);
+  layout.nodes = facts[0];
+  layout.node_index = facts[1];
+  return layout;
+}
+
+std::vector<int> world_ranks_of(MPI_Group group) {
+  MPI_Group world = MPI_GROUP_NULL;
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  int size = 0;
+  PMPI_Group_size(group, &size);
+  std::vector<int> local(static_cast<std::size_t>(size)), global(local.size());
+  for (int i = 0; i < size; ++i) local[static_cast<std::size_t>(i)] = i;
+  PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+  PMPI_Group_free(&world);
+  return global;
+}
+
 Topology* topology_of(MPI_Comm comm, int test_nodes, const std::vector<std::string>& avoid_hosts) {
   void* value = nullptr;
   int found = 0;
@@ -88,21 +122,13 @@ Topology* topology_of(MPI_Comm comm, int test_nodes, const std::vector<std::stri
   PMPI_Comm_dup(comm, &t->flat);
   PMPI_Comm_size(t->flat, &t->size);
   PMPI_Comm_rank(t->flat, &t->rank);
-  if (test_nodes > 0)
-    PMPI_Comm_split(t->flat, t->rank % test_nodes, t->rank, &t->node);
-  else
-    PMPI_Comm_split_type(t->flat, MPI_COMM_TYPE_SHARED, t->rank, MPI_INFO_NULL, &t->node);
-  PMPI_Comm_size(t->node, &t->local_size);
-  PMPI_Comm_rank(t->node, &t->local_rank);
-  PMPI_Comm_split(t->flat, t->local_rank == 0 ? 0 : MPI_UNDEFINED, t->rank, &t->leaders);
-  if (t->leaders != MPI_COMM_NULL) {
-    PMPI_Comm_size(t->leaders, &t->nodes);
-    PMPI_Comm_rank(t->leaders, &t->node_index);
-  }
-  int facts[2] = {t->nodes, t->node_index};
-  PMPI_Bcast(facts, 2, MPI_INT, 0, t->node);
-  t->nodes = facts[0];
-  t->node_index = facts[1];
+  const NodeLayout layout = node_layout(t->flat, test_nodes);
+  t->node = layout.node;
+  t->leaders = layout.leaders;
+  t->nodes = layout.nodes;
+  t->node_index = layout.node_index;
+  t->local_size = layout.local_size;
+  t->local_rank = layout.local_rank;
   int sizes[2] = {t->local_size, -t->local_size}, extremes[2] = {0, 0};
   PMPI_Allreduce(sizes, extremes, 2, MPI_INT, MPI_MAX, t->flat);
   t->regular = extremes[0] == -extremes[1];
@@ -159,17 +185,10 @@ class StepRecorder {
     auto known = std::find_if(t_.world_ranks.begin(), t_.world_ranks.end(),
                               [&](const auto& entry) { return entry.first == comm; });
     if (known == t_.world_ranks.end()) {
-      MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-      int size = 0;
+      MPI_Group group = MPI_GROUP_NULL;
       PMPI_Comm_group(comm, &group);
-      PMPI_Comm_group(MPI_COMM_WORLD, &world);
-      PMPI_Group_size(group, &size);
-      std::vector<int> ranks(static_cast<std::size_t>(size)), in_world(ranks.size());
-      for (int i = 0; i < size; ++i) ranks[static_cast<std::size_t>(i)] = i;
-      PMPI_Group_translate_ranks(group, size, ranks.data(), world, in_world.data());
+      known = t_.world_ranks.insert(t_.world_ranks.end(), {comm, world_ranks_of(group)});
       PMPI_Group_free(&group);
-      PMPI_Group_free(&world);
-      known = t_.world_ranks.insert(t_.world_ranks.end(), {comm, std::move(in_world)});
     }
     const std::vector<int>& ranks = known->second;
     return peer >= 0 && static_cast<std::size_t>(peer) < ranks.size()

@@ -74,6 +74,20 @@ struct Topology {
   std::vector<std::pair<MPI_Comm, std::vector<int>>> world_ranks;
 };
 
+// Nodes of `comm` (collective over it): `test_nodes` > 0 makes that many pretend nodes, ranks
+// dealt round-robin; 0 asks MPI (MPI_COMM_TYPE_SHARED). The node leaders (local rank 0), in rank
+// order, number the nodes. The caller owns (and frees) the two communicators.
+struct NodeLayout {
+  MPI_Comm node = MPI_COMM_NULL;     // the ranks of this rank's node
+  MPI_Comm leaders = MPI_COMM_NULL;  // one rank per node; MPI_COMM_NULL on the others
+  int nodes = 0, node_index = 0, local_size = 0, local_rank = 0;
+};
+NodeLayout node_layout(MPI_Comm comm, int test_nodes);
+
+// The MPI_COMM_WORLD rank of each rank of `group`, in order (MPI_UNDEFINED for ranks outside
+// MPI_COMM_WORLD, as with spawned processes).
+std::vector<int> world_ranks_of(MPI_Group group);
+
 // The topology of `comm`, made on first use. `test_nodes` > 0 makes that many pretend nodes,
 // ranks dealt round-robin (for tests of non-block placements on one machine); 0 asks MPI
 // (MPI_COMM_TYPE_SHARED).

@@ -1,5 +1,7 @@
 #include "interpose/communicators.hpp"
 
+#include "collectives/collectives.hpp"
+
 #include <algorithm>
 #include <array>
 #include <string>
@@ -24,19 +26,7 @@ constexpr std::uint64_t kUnseen = 0x756e7365656e2121ull;
 constexpr std::uint64_t kSelf = 0x73656c6621212121ull;
 }  // namespace
 
-namespace {
-std::vector<int> world_ranks_of(MPI_Group group) {
-  MPI_Group world = MPI_GROUP_NULL;
-  PMPI_Comm_group(MPI_COMM_WORLD, &world);
-  int size = 0;
-  PMPI_Group_size(group, &size);
-  std::vector<int> local(static_cast<std::size_t>(size)), global(local.size());
-  for (int i = 0; i < size; ++i) local[static_cast<std::size_t>(i)] = i;
-  PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
-  PMPI_Group_free(&world);
-  return global;
-}
-}  // namespace
+using collectives::world_ranks_of;
 
 void CommunicatorRegistry::start(int world_rank) {
   std::lock_guard lock(mutex_);
@@ -96,8 +86,6 @@ std::int64_t CommunicatorRegistry::identify_unseen(MPI_Comm comm) {
   // many communicators of that membership this rank has identified so far: every member meets
   // it at the same collective call, in the same order relative to its other communicators.
   std::uint64_t membership = 0x1d;
-  MPI_Group world = MPI_GROUP_NULL;
-  PMPI_Comm_group(MPI_COMM_WORLD, &world);
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   for (int side = 0; side < (inter ? 2 : 1); ++side) {
@@ -106,11 +94,7 @@ std::int64_t CommunicatorRegistry::identify_unseen(MPI_Comm comm) {
       PMPI_Comm_group(comm, &group);
     else
       PMPI_Comm_remote_group(comm, &group);
-    int size = 0;
-    PMPI_Group_size(group, &size);
-    std::vector<int> local(static_cast<std::size_t>(size)), global(local.size());
-    for (int i = 0; i < size; ++i) local[static_cast<std::size_t>(i)] = i;
-    PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+    const std::vector<int> global = world_ranks_of(group);
     // The two sides in a fixed order, so both groups of an intercommunicator agree.
     std::uint64_t side_hash = 0x51de;
     for (int rank : global)
@@ -121,7 +105,6 @@ std::int64_t CommunicatorRegistry::identify_unseen(MPI_Comm comm) {
           mix_id(std::min(membership, side_hash), std::max(membership, side_hash)));
     PMPI_Group_free(&group);
   }
-  PMPI_Group_free(&world);
   const std::int64_t id = mix_id(static_cast<std::uint64_t>(mix_id(kUnseen, membership)),
                                  ++unseen_by_membership_[membership]);
   add(comm, comm, id, 0, "unseen");

@@ -401,18 +401,12 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   ::gethostname(host, sizeof host - 1);
   facts.host = host;
   facts.group_readable = settings.group_read;
-  // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement); the
-  // node leaders, ordered by world rank, number the nodes.
-  MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
-  PMPI_Comm_split_type(session.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  PMPI_Comm_rank(node, &facts.local_rank);
-  PMPI_Comm_split(session.comm, facts.local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders);
-  if (leaders != MPI_COMM_NULL) {
-    PMPI_Comm_rank(leaders, &facts.node);
-    PMPI_Comm_free(&leaders);
-  }
-  PMPI_Bcast(&facts.node, 1, MPI_INT, 0, node);
-  PMPI_Comm_free(&node);
+  // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement).
+  collectives::NodeLayout layout = collectives::node_layout(session.comm, 0);
+  facts.local_rank = layout.local_rank;
+  facts.node = layout.node_index;
+  if (layout.leaders != MPI_COMM_NULL) PMPI_Comm_free(&layout.leaders);
+  PMPI_Comm_free(&layout.node);
   facts.pid = ::getpid();
   facts.mpi_library = mpi_library_version();
   facts.command_line = read_command_line();
