@@ -1,0 +1,89 @@
+// Hooks of the collective calls: sequence numbers per communicator, aggregates and sampled
+// instances of the blocking ones (with the messages of commtap's own all-reduce), requests of
+// the nonblocking and persistent ones.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "interpose/hooks_recording.hpp"
+
+namespace commtap::interpose {
+
+template <Fn id>
+struct CollectiveHooks {
+  static constexpr Family kFamily = family_of(id);
+  static constexpr bool kApplies = is_collective(kFamily);
+  static constexpr bool kAllreduce = id == Fn::Allreduce || id == Fn::Allreduce_c;
+  struct Nothing {};
+  CommState* comm = nullptr;
+  std::uint64_t seq = 0;
+  collectives::Algorithm algorithm = collectives::Algorithm::native;  // who ran an all-reduce
+  // The messages of a recorded commtap all-reduce.
+  [[no_unique_address]] std::conditional_t<kAllreduce, std::vector<collectives::Step>, Nothing>
+      steps;
+
+  // Collectives get the next sequence number of their communicator at the call (persistent ones
+  // at each MPI_Start instead). A communicator commtap has not met yet is identified after the
+  // call succeeded, never on a handle the library may reject.
+  [[gnu::always_inline]] void before(const CallInfo& info) {
+    if constexpr (kApplies) {
+      comm = runtime().communicators.known(info.comm);
+      if constexpr (kFamily != Family::collective_init)
+        if (comm != nullptr) seq = comm->next_seq();
+    }
+  }
+  [[gnu::always_inline]] void identify(int rc, const CallInfo& info) {
+    if constexpr (kApplies) {
+      if (comm == nullptr && rc == MPI_SUCCESS) {
+        comm = runtime().communicators.state_of(info.comm);
+        if constexpr (kFamily != Family::collective_init) seq = comm->next_seq();
+      }
+    }
+  }
+  // The library's all-reduce, or commtap's where the collectives module takes it.
+  template <typename Library, typename... A>
+  [[gnu::always_inline]] int allreduce(Library library, A... a) {
+    static_assert(kAllreduce);
+    const auto [sendbuf, recvbuf, count, type, op, communicator] = std::tuple(a...);
+    const std::optional<int> taken =
+        runtime().collectives.allreduce == collectives::Algorithm::native
+            ? std::nullopt
+            : collectives::try_allreduce(runtime().collectives, sendbuf, recvbuf, count, type, op,
+                                         communicator, algorithm,
+                                         is_sampled(seq, runtime().sample) ? &steps : nullptr);
+    return taken ? *taken : library();
+  }
+  // `caller`: the application's return address (the wrappers are inlined into the exported
+  // MPI_ functions).
+  [[gnu::always_inline]] void after(int rc, const CallInfo& info, const CallScope& scope,
+                                    std::uint64_t bytes, void* caller) {
+    const std::int32_t root = info.peer >= 0 ? info.peer : -1;
+    if constexpr (kFamily == Family::collective) {
+      if (rc != MPI_SUCCESS) return;
+      const std::uint32_t site = runtime().call_sites.site_of(caller);
+      aggregate(id, comm, site, bytes, scope.elapsed_ns());
+      comm->completed_seq(seq, !runtime().thread_multiple);
+      if (is_sampled(seq, runtime().sample))
+        record_instance(id, comm->id, seq, bytes, root, site, scope.t0(), scope.t1(), algorithm);
+      if constexpr (kAllreduce)
+        for (const collectives::Step& step : steps) record_step(id, comm, step, site);
+      if (comm->id == 1) after_world_collective(seq);
+    } else if constexpr (kApplies) {
+      if (info.request != nullptr && rc == MPI_SUCCESS) {
+        // Persistent operations take their sequence numbers (and sampling) at each MPI_Start.
+        const bool sampled = seq != 0 && is_sampled(seq, runtime().sample);
+        const std::uint32_t site = runtime().call_sites.site_of(caller);
+        runtime().requests.track(*info.request, id, scope.t0(), is_persistent(kFamily),
+                                 Instance{comm, seq, bytes, root, sampled, site});
+      }
+    }
+  }
+};
+
+}  // namespace commtap::interpose

@@ -1,0 +1,154 @@
+// Hooks of the calls that complete, start or free requests: each completed operation is
+// attributed to the call that started it (interpose/requests.hpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "interpose/call_info.hpp"
+#include "interpose/call_scope.hpp"
+#include "interpose/function_table.hpp"
+#include "interpose/hooks_recording.hpp"
+#include "interpose/runtime.hpp"
+#include "monitor/monitor.hpp"
+
+namespace commtap::interpose {
+
+// Before a completion, Start or Request_free call: copy the handles it will consume.
+template <Fn id, typename... A>
+void snapshot_requests(RequestSnapshot& snapshot, A... a) {
+  const std::uint64_t epoch = runtime().requests.epoch();
+  if constexpr (id == Fn::Wait || id == Fn::Test || id == Fn::Request_free) {
+    snapshot.take(arg<0>(a...), 1, epoch);
+  } else if constexpr (family_of(id) == Family::completion) {
+    snapshot.take(arg<1>(a...), arg<0>(a...), epoch);  // (count, requests[], ...)
+  }
+}
+
+// After it: attribute each operation the call completed to the function that started it.
+template <Fn id, typename... A>
+void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
+                     monitor::CallStats* stats, A... a) {
+  if (rc != MPI_SUCCESS) return;
+  // `status`: the completed operation's status, or nullptr if the application ignored it.
+  auto complete = [&](MPI_Request request, const MPI_Status* status) {
+    if (auto done = runtime().requests.complete(request, snapshot.epoch())) {
+      monitor::CallStats& origin = stats[index_of(done->fn)];
+      monitor::bump(origin.completions, 1);
+      monitor::bump(origin.completion_ns, monitor::elapsed_ns(done->started_ns, now));
+      const Instance& instance = done->instance;
+      if (instance.comm == nullptr) return;
+      aggregate(done->fn, instance.comm, instance.site, instance.bytes,
+                monitor::elapsed_ns(done->started_ns, now));
+      switch (instance.kind) {
+        case monitor::RecordKind::collective:
+          instance.comm->completed_seq(instance.seq, false);
+          if (instance.sampled)
+            record_instance(done->fn, instance.comm->id, instance.seq, instance.bytes,
+                            instance.root, instance.site, done->started_ns, now);
+          break;
+        case monitor::RecordKind::send:
+          record_transfer(done->fn, Direction::send, instance.comm, instance.root, instance.tag,
+                          instance.seq, instance.bytes, instance.site, done->started_ns, now);
+          break;
+        case monitor::RecordKind::recv:
+          finish_receive(done->fn, instance.comm, instance.seq, instance.root, instance.tag, status,
+                         instance.bytes, instance.site, done->started_ns, now);
+          break;
+      }
+    }
+  };
+  auto status_at = [](MPI_Status* statuses, int i) -> const MPI_Status* {
+    return statuses == MPI_STATUSES_IGNORE || statuses == MPI_STATUS_IGNORE ? nullptr
+                                                                            : &statuses[i];
+  };
+  if constexpr (id == Fn::Wait) {
+    complete(snapshot[0], status_at(arg<1>(a...), 0));
+  } else if constexpr (id == Fn::Test) {
+    if (*arg<1>(a...)) complete(snapshot[0], status_at(arg<2>(a...), 0));
+  } else if constexpr (id == Fn::Waitall) {
+    for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i], status_at(arg<2>(a...), i));
+  } else if constexpr (id == Fn::Testall) {
+    if (*arg<2>(a...))
+      for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i], status_at(arg<3>(a...), i));
+  } else if constexpr (id == Fn::Waitany) {
+    if (*arg<2>(a...) != MPI_UNDEFINED)
+      complete(snapshot[*arg<2>(a...)], status_at(arg<3>(a...), 0));
+  } else if constexpr (id == Fn::Testany) {
+    if (*arg<3>(a...) && *arg<2>(a...) != MPI_UNDEFINED)
+      complete(snapshot[*arg<2>(a...)], status_at(arg<4>(a...), 0));
+  } else if constexpr (id == Fn::Waitsome || id == Fn::Testsome) {
+    const int completed = *arg<2>(a...);
+    const int* indices = arg<3>(a...);
+    for (int i = 0; completed != MPI_UNDEFINED && i < completed; ++i)
+      complete(snapshot[indices[i]], status_at(arg<4>(a...), i));
+  } else if constexpr (id == Fn::Request_free) {
+    runtime().requests.forget(snapshot[0], snapshot.epoch());
+  }
+}
+
+// Where a completion call takes its status or statuses.
+template <Fn id>
+constexpr std::size_t status_argument() {
+  if constexpr (id == Fn::Wait) return 1;
+  if constexpr (id == Fn::Test || id == Fn::Waitall) return 2;
+  if constexpr (id == Fn::Testall || id == Fn::Waitany) return 3;
+  return 4;  // Testany, Waitsome, Testsome
+}
+// Completion calls with more requests than this keep ignoring statuses (their wildcard receives
+// cannot be numbered).
+inline constexpr std::size_t kOwnStatuses = 64;
+
+template <Fn id, typename... A>
+void start_requests(std::uint64_t now, A... a) {
+  if constexpr (id == Fn::Start) {
+    runtime().requests.started(*arg<0>(a...), now, runtime().sample);
+  } else if constexpr (id == Fn::Startall) {
+    const int count = arg<0>(a...);
+    const MPI_Request* requests = arg<1>(a...);
+    for (int i = 0; i < count; ++i) runtime().requests.started(requests[i], now, runtime().sample);
+  }
+}
+
+// Per call: the handles a completion, MPI_Start or MPI_Request_free call consumes, copied
+// before it (MPI overwrites them), and commtap's own statuses where the application ignores
+// them (a completed receive's status names its source, tag and size).
+template <Fn id>
+struct RequestHooks {
+  static constexpr bool kConsumes = family_of(id) == Family::completion || id == Fn::Request_free;
+  struct Nothing {};
+  [[no_unique_address]] std::conditional_t<kConsumes, RequestSnapshot, Nothing> snapshot;
+  [[no_unique_address]] std::conditional_t<kConsumes && id != Fn::Request_free,
+                                           std::array<MPI_Status, kOwnStatuses>, Nothing>
+      own_statuses;
+
+  template <typename... A>
+  [[gnu::always_inline]] void before(A&... a) {
+    if constexpr (kConsumes) {
+      if (!runtime().requests.empty()) snapshot_requests<id>(snapshot, a...);
+    }
+    if constexpr (kConsumes && id != Fn::Request_free) {
+      MPI_Status*& statuses = std::get<status_argument<id>()>(std::tie(a...));
+      if (snapshot.size() > 0 && snapshot.size() <= static_cast<int>(kOwnStatuses) &&
+          (statuses == MPI_STATUSES_IGNORE || statuses == MPI_STATUS_IGNORE))
+        statuses = own_statuses.data();
+    }
+  }
+  template <typename... A>
+  [[gnu::always_inline]] void after(int rc, const CallScope& scope, A... a) {
+    if constexpr (kConsumes) {
+      if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, scope.t1(), scope.stats(), a...);
+    } else if constexpr (family_of(id) == Family::start) {
+      if (rc == MPI_SUCCESS) start_requests<id>(scope.t0(), a...);
+    }
+  }
+};
+
+}  // namespace commtap::interpose
