@@ -16,6 +16,7 @@
 #include "analyzer/cli.hpp"
 #include "analyzer/launch.hpp"
 #include "monitor/trace_schema.hpp"
+#include "settings/settings.hpp"
 
 namespace commtap::analyzer::cli {
 
@@ -34,35 +35,22 @@ struct Setting {
   }
 };
 
-std::vector<Setting> load_settings(const std::string& library) {
-  std::string error;
-  auto json = library_settings_json(library, error);
-  if (!json) {
-    std::fprintf(stderr, "commtap: cannot read the settings of %s: %s\n", library.c_str(),
-                 error.c_str());
-    std::exit(kExitError);
-  }
+// Every module's settings, from the table this command is linked with (settings/all.def): no
+// library needs to be loaded to learn them.
+std::vector<Setting> load_settings() {
   std::vector<Setting> settings;
-  for (const auto& item : nlohmann::json::parse(*json)) {
-    Setting s{item.at("variable"), item.at("field"), item.at("kind"), item.at("default"),
-              item.at("description")};
-    if (s.kind == "integer") {
-      s.min = item.at("min");
-      s.max = item.at("max");
+  for (const SettingSpec& spec : setting_specs()) {
+    Setting s{spec.variable, spec.field, "", spec.default_text, spec.description};
+    s.kind = spec.kind == SettingKind::flag      ? "flag"
+             : spec.kind == SettingKind::integer ? "integer"
+                                                 : "text";
+    if (spec.kind == SettingKind::integer) {
+      s.min = spec.min;
+      s.max = spec.max;
     }
     settings.push_back(std::move(s));
   }
   return settings;
-}
-
-// --library may appear anywhere; it is needed before the other options can be declared.
-std::string library_option(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--") break;
-    if (std::string(argv[i]) == "--library") return argv[i + 1];
-    if (std::string(argv[i]).rfind("--library=", 0) == 0) return std::string(argv[i]).substr(10);
-  }
-  return "";
 }
 
 std::string require_library(const std::string& explicit_path) {
@@ -152,11 +140,7 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
       "<launcher command...>");
   const bool wants_run =
       argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "calibrate");
-  const bool wants_settings = argc > 1 && std::string(argv[1]) == "settings";
-  if ((wants_run && std::string(argv[1]) == "run") || wants_settings) {
-    const std::string chosen = require_library(library_option(argc, argv));
-    state->settings = load_settings(chosen);
-  }
+  state->settings = load_settings();
   for (const Setting& setting : state->settings) {
     if (setting.kind == "flag") {
       run->add_flag_callback(
@@ -177,7 +161,6 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
   // ---- settings ----
   CLI::App* settings_command =
       app.add_subcommand("settings", "List the COMMTAP_* settings the library understands");
-  settings_command->add_option("--library", state->library_path, "libcommtap.so to describe");
   settings_command->add_flag("--json", state->settings_as_json, "As JSON");
   settings_command->add_flag("--markdown", state->settings_as_markdown, "As a Markdown table");
 
@@ -258,8 +241,7 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
                 settings_as_markdown, model_output, choices_up_to, choice_rounds, calibrate_yield] =
              *state;
          if (settings_as_json) {
-           std::string error;
-           std::cout << *library_settings_json(require_library(library_path), error) << "\n";
+           std::cout << settings_json() << "\n";
          } else if (settings_as_markdown) {
            std::cout << settings_markdown(settings);
          } else {

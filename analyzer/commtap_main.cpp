@@ -9,8 +9,6 @@
 using namespace commtap::analyzer;
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::string(argv[1]) == kSettingsJsonCommand)
-    return print_preloaded_settings_json();
   CLI::App app{"commtap: preload MPI/NCCL jobs, record what they do, and query the trace"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "commtap 0.1.0");

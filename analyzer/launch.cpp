@@ -44,54 +44,6 @@ std::string find_calibrate_program() {
   return "";
 }
 
-std::optional<std::string> library_settings_json(const std::string& library, std::string& error) {
-  // The library is asked in a child process that preloads it, as a job would: dlopen() here
-  // could fail where preloading works (libunwind's initial-exec TLS needs the static TLS block).
-  int pipe_ends[2];
-  if (pipe(pipe_ends) != 0) {
-    error = std::strerror(errno);
-    return std::nullopt;
-  }
-  const pid_t child = fork();
-  if (child < 0) {
-    error = std::strerror(errno);
-    return std::nullopt;
-  }
-  if (child == 0) {
-    dup2(pipe_ends[1], STDOUT_FILENO);
-    close(pipe_ends[0]);
-    close(pipe_ends[1]);
-    setenv("LD_PRELOAD", library.c_str(), 1);
-    execl("/proc/self/exe", "commtap", kSettingsJsonCommand, static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(pipe_ends[1]);
-  std::string json;
-  char buffer[4096];
-  for (ssize_t n; (n = read(pipe_ends[0], buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    json.append(buffer, static_cast<std::size_t>(n));
-  }
-  close(pipe_ends[0]);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || json.empty()) {
-    error = library + " could not be preloaded, or does not export commtap_settings_json";
-    return std::nullopt;
-  }
-  return json;
-}
-
-int print_preloaded_settings_json() {
-  using Describe = const char* (*)();
-  auto describe = reinterpret_cast<Describe>(dlsym(RTLD_DEFAULT, "commtap_settings_json"));
-  if (describe == nullptr) return 2;
-  std::fputs(describe(), stdout);
-  return 0;
-}
-
 namespace {
 pid_t child_pid = -1;
 void forward_signal(int signal) {

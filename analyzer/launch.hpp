@@ -16,13 +16,6 @@ std::string find_library(const std::string& explicit_path);
 // Empty if none exists.
 std::string find_calibrate_program();
 
-// The library's own description of its settings (commtap_settings_json), read by running this
-// executable again with the library preloaded and kSettingsJsonCommand as its only argument.
-std::optional<std::string> library_settings_json(const std::string& library, std::string& error);
-inline constexpr const char* kSettingsJsonCommand = "__settings-json";
-// What that child does: prints the preloaded library's settings JSON. Returns the exit status.
-int print_preloaded_settings_json();
-
 // Runs `command` with LD_PRELOAD=library (prepended to any existing preload; nothing preloaded
 // if `library` is empty) and the given COMMTAP_* variables, forwards SIGINT/SIGTERM/SIGHUP to
 // it, and returns its exit status (128 + signal if it was killed). Returns 127 if it could not

@@ -7,7 +7,7 @@
 #include "commtap.h"
 #include "interpose/export.hpp"
 #include "interpose/runtime.hpp"
-#include "interpose/settings.hpp"
+#include "settings/settings.hpp"
 
 extern "C" {
 
@@ -16,7 +16,7 @@ COMMTAP_EXPORT const char* commtap_version(void) {
 }
 
 COMMTAP_EXPORT const char* commtap_settings_json(void) {
-  static const auto* json = new std::string(commtap::interpose::settings_json());  // never freed
+  static const auto* json = new std::string(commtap::settings_json());  // never freed
   return json->c_str();
 }
 

@@ -14,7 +14,7 @@
 #include "interpose/function_table.hpp"
 #include "interpose/messages.hpp"
 #include "interpose/requests.hpp"
-#include "interpose/settings.hpp"
+#include "settings/settings.hpp"
 #include "monitor/monitor.hpp"
 #include "monitor/stream_completions.hpp"
 

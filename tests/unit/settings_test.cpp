@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "interpose/settings.hpp"
+#include "settings/settings.hpp"
 
-using commtap::interpose::parse_settings;
-using commtap::interpose::ParsedSettings;
+using commtap::parse_settings;
+using commtap::ParsedSettings;
 
 namespace {
 ParsedSettings parse(const std::map<std::string, std::string>& environment) {
@@ -75,8 +75,8 @@ TEST(Settings, IntegersRejectTrailingGarbageAndOverflow) {
 
 TEST(Settings, DescribeNamesEveryVariableWithTheValueInForce) {
   const auto parsed = parse({{"COMMTAP_YIELD", "on"}, {"COMMTAP_VERBOSE", "1"}});
-  const auto described = commtap::interpose::describe(parsed.settings);
-  ASSERT_EQ(described.size(), commtap::interpose::setting_specs().size());
+  const auto described = commtap::describe(parsed.settings);
+  ASSERT_EQ(described.size(), commtap::setting_specs().size());
   std::map<std::string, std::string> values(described.begin(), described.end());
   EXPECT_EQ(values.at("COMMTAP_YIELD"), "1");
   EXPECT_EQ(values.at("COMMTAP_VERBOSE"), "1");
@@ -84,8 +84,8 @@ TEST(Settings, DescribeNamesEveryVariableWithTheValueInForce) {
 }
 
 TEST(Settings, JsonListsEverySpecWithItsRange) {
-  const auto json = nlohmann::json::parse(commtap::interpose::settings_json());
-  ASSERT_EQ(json.size(), commtap::interpose::setting_specs().size());
+  const auto json = nlohmann::json::parse(commtap::settings_json());
+  ASSERT_EQ(json.size(), commtap::setting_specs().size());
   for (const auto& item : json) {
     const std::string variable = item.at("variable");
     EXPECT_EQ(variable.rfind("COMMTAP_", 0), 0u);

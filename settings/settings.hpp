@@ -1,4 +1,6 @@
-// The COMMTAP_* settings: declared in settings.def, parsed once at MPI_Init.
+// settings: the COMMTAP_* settings. Each module declares its own (<module>/settings.def),
+// settings/all.def gathers them; parsed once at MPI_Init by the library, read as they are by the
+// `commtap` command (which needs neither MPI nor the library for it). A leaf: no MPI.
 #pragma once
 
 #include <functional>
@@ -7,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace commtap::interpose {
+namespace commtap {
 
 enum class SettingKind { flag, integer, text };
 
@@ -30,7 +32,7 @@ using text = std::string;
 struct Settings {
 #define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
   setting_type::kind field{};
-#include "interpose/settings.def"
+#include "settings/all.def"
 #undef COMMTAP_SETTING
 };
 
@@ -52,4 +54,4 @@ std::vector<std::pair<std::string, std::string>> describe(const Settings& settin
 // The declarations as a JSON array (for `commtap run` and `commtap settings`).
 std::string settings_json();
 
-}  // namespace commtap::interpose
+}  // namespace commtap

@@ -1,4 +1,4 @@
-#include "interpose/settings.hpp"
+#include "settings/settings.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-namespace commtap::interpose {
+namespace commtap {
 
 namespace {
 
@@ -36,13 +36,13 @@ struct VariableName {
 
 #define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
   constexpr VariableName variable_##field{#field};
-#include "interpose/settings.def"
+#include "settings/all.def"
 #undef COMMTAP_SETTING
 
 constexpr SettingSpec kSpecs[] = {
 #define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
   {variable_##field.text, #field, SettingKind::kind, default_text, min, max, description},
-#include "interpose/settings.def"
+#include "settings/all.def"
 #undef COMMTAP_SETTING
 };
 
@@ -117,7 +117,7 @@ ParsedSettings parse_settings(const std::function<const char*(const char*)>& loo
 // The spec's default is re-parsed from kSpecs (not the macro argument) so that one text is used.
 #define COMMTAP_SETTING(field, kind_, default_, min_, max_, description_) \
   parse_one(kSpecs[index++], parsed.settings.field, lookup, parsed.problems);
-#include "interpose/settings.def"
+#include "settings/all.def"
 #undef COMMTAP_SETTING
   return parsed;
 }
@@ -126,7 +126,7 @@ std::vector<std::pair<std::string, std::string>> describe(const Settings& settin
   std::vector<std::pair<std::string, std::string>> out;
 #define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
   out.emplace_back(variable_##field.text, as_text(settings.field));
-#include "interpose/settings.def"
+#include "settings/all.def"
 #undef COMMTAP_SETTING
   return out;
 }
@@ -148,4 +148,4 @@ std::string settings_json() {
   return list.dump();
 }
 
-}  // namespace commtap::interpose
+}  // namespace commtap
