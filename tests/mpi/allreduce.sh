@@ -12,7 +12,8 @@ run_sweep() {  # algorithm ranks nodes seed
     run_preloaded "$2" "$PROGRAMS/allreduce_sweep" 60 "$4"
 }
 
-for algorithm in rd ring rabenseifner star hier hier-rs hier-pipe hier-star auto; do
+forms=$(allreduce_forms)  # the library's own list (common.sh)
+for algorithm in $forms; do
   for shape in "4 2" "3 2" "4 0"; do
     read -r ranks nodes <<<"$shape"
     out=$(run_sweep $algorithm "$ranks" "$nodes" $((ranks * 10 + nodes))) ||
@@ -35,7 +36,8 @@ done
 # The messages of commtap's own algorithms are in the transfers table (tag -1) for the recorded
 # instances (every 4th here): both sides of each, numbered alike, so that every send joins its
 # receive with the same size, and every one has ended.
-for algorithm in rd ring rabenseifner star hier hier-rs hier-pipe hier-star; do
+for algorithm in $forms; do
+  [ "$algorithm" != auto ] || continue
   out=$(COMMTAP_DIR=trace COMMTAP_SAMPLE=4 COMMTAP_ALLREDUCE=$algorithm COMMTAP_TEST_NODES=2 \
     run_preloaded 4 "$PROGRAMS/allreduce_sweep" 40 5) || fail "$algorithm steps: $out"
   expect_equal "cases 40 mismatches 0" "$out" "$algorithm steps run"

@@ -68,3 +68,17 @@ require_emulated_cluster() {
     exit 77
   fi
 }
+
+# Every all-reduce form the library has but native (auto included), from the library itself:
+# its message for a name it does not know lists them all, so a new form is tested the day it
+# exists.
+allreduce_forms() {
+  COMMTAP_ALLREDUCE=no-such-form COMMTAP_DIR=$WORK/trace-forms \
+    run_preloaded 1 "$PROGRAMS/toy_train" 1 8 >/dev/null 2>"$WORK/forms.err" ||
+    fail "run with an unknown all-reduce name failed"
+  local forms
+  forms=$(sed -n 's/.* is not one of \(.*\); using native$/\1/p' "$WORK/forms.err" | tr -d ',')
+  [ -n "$forms" ] || fail "no list of all-reduce names in: $(cat "$WORK/forms.err")"
+  local form
+  for form in $forms; do [ "$form" == native ] || echo "$form"; done
+}
