@@ -14,9 +14,9 @@
 #include "interpose/function_table.hpp"
 #include "interpose/messages.hpp"
 #include "interpose/requests.hpp"
-#include "settings/settings.hpp"
 #include "monitor/monitor.hpp"
 #include "monitor/stream_completions.hpp"
+#include "settings/settings.hpp"
 
 namespace commtap::interpose {
 

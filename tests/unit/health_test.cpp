@@ -255,7 +255,8 @@ TEST(Health, OneSlowRankIsNamedNotItsHost) {
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
   EXPECT_NE(health.findings.at(0).summary.find("3."), std::string::npos) << describe(health);
-  EXPECT_EQ(health.findings.at(0).severity, commtap::analyzer::Severity::error);  // in all 6 windows of 5 s
+  EXPECT_EQ(health.findings.at(0).severity,
+            commtap::analyzer::Severity::error);  // in all 6 windows of 5 s
 }
 
 // Few collectives show the program's own imbalance (its rank 0 reading input, say) as well as a
@@ -273,7 +274,8 @@ TEST(Health, SlowRankFindingsNeedEvidence) {
   job.seconds = 9;  // 2 windows of 5 s
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_rank", "rank 0 (h0)"}});
-  EXPECT_EQ(health.findings.at(0).severity, commtap::analyzer::Severity::warning) << describe(health);
+  EXPECT_EQ(health.findings.at(0).severity, commtap::analyzer::Severity::warning)
+      << describe(health);
 }
 
 // A rank that arrives late because it waits for messages (a slow sender upstream) spends more
