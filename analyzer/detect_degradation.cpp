@@ -36,11 +36,6 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
     return false;
   const int recent = std::max(1, options.degradation_windows);
   for (const auto& [key, windows] : series) {
-    // A completion call's time is that of the operations it waits for, whose sizes are not in
-    // its key: a program that moves on to larger messages (a bandwidth test's ramp) makes its
-    // MPI_Waitall slower without anything degrading.
-    const std::string& name = std::get<0>(key);
-    if (name.rfind("MPI_Wait", 0) == 0 || name.rfind("MPI_Test", 0) == 0) continue;
     if (static_cast<int>(windows.size()) < recent + 3) continue;
     std::vector<double> means;
     double calls = 0;
