@@ -178,21 +178,19 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
   return {
       {run,
        [state, run]() -> int {
-         auto& [library_path, settings, flag_values, command_after_dashes, settings_as_json,
-                settings_as_markdown, model_output, choices_up_to, choice_rounds, calibrate_yield] =
-             *state;
          std::vector<std::string> command = run->remaining();
-         command.insert(command.end(), command_after_dashes.begin(), command_after_dashes.end());
+         command.insert(command.end(), state->command_after_dashes.begin(),
+                        state->command_after_dashes.end());
          if (command.empty()) {
            std::fprintf(stderr,
                         "commtap run: no command given (commtap run [settings] -- mpiexec ...)\n");
            return kExitError;
          }
-         const std::string library = require_library(library_path);
-         const std::string job_id = choose_job_id(flag_values);
-         const int status = run_preloaded(library, flag_values, command);
+         const std::string library = require_library(state->library_path);
+         const std::string job_id = choose_job_id(state->flag_values);
+         const int status = run_preloaded(library, state->flag_values, command);
          std::string directory = "commtap-" + job_id;
-         if (auto it = flag_values.find("COMMTAP_DIR"); it != flag_values.end())
+         if (auto it = state->flag_values.find("COMMTAP_DIR"); it != state->flag_values.end())
            directory = it->second;
          else if (const char* dir = std::getenv("COMMTAP_DIR"); dir && *dir)
            directory = dir;
@@ -208,11 +206,9 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
        }},
       {calibrate,
        [state, calibrate]() -> int {
-         auto& [library_path, settings, flag_values, command_after_dashes, settings_as_json,
-                settings_as_markdown, model_output, choices_up_to, choice_rounds, calibrate_yield] =
-             *state;
          std::vector<std::string> command = calibrate->remaining();
-         command.insert(command.end(), command_after_dashes.begin(), command_after_dashes.end());
+         command.insert(command.end(), state->command_after_dashes.begin(),
+                        state->command_after_dashes.end());
          const std::string program = find_calibrate_program();
          if (command.empty() || program.empty()) {
            std::fprintf(stderr, "commtap calibrate: %s\n",
@@ -222,12 +218,12 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
            return kExitError;
          }
          std::error_code ec;
-         const fs::path output = fs::absolute(model_output, ec);
+         const fs::path output = fs::absolute(state->model_output, ec);
          command.push_back(program);
          command.push_back(output.string());
-         command.push_back(std::to_string(choices_up_to));
-         command.push_back(std::to_string(choice_rounds));
-         command.push_back(calibrate_yield ? "1" : "0");
+         command.push_back(std::to_string(state->choices_up_to));
+         command.push_back(std::to_string(state->choice_rounds));
+         command.push_back(state->calibrate_yield ? "1" : "0");
          const int status = run_preloaded("", {}, command);
          if (status != 0 || !fs::exists(output, ec)) {
            std::fprintf(stderr, "commtap calibrate: the measurement failed (exit %d)\n", status);
@@ -237,15 +233,12 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
        }},
       {settings_command,
        [state]() -> int {
-         auto& [library_path, settings, flag_values, command_after_dashes, settings_as_json,
-                settings_as_markdown, model_output, choices_up_to, choice_rounds, calibrate_yield] =
-             *state;
-         if (settings_as_json) {
+         if (state->settings_as_json) {
            std::cout << settings_json() << "\n";
-         } else if (settings_as_markdown) {
-           std::cout << settings_markdown(settings);
+         } else if (state->settings_as_markdown) {
+           std::cout << settings_markdown(state->settings);
          } else {
-           for (const Setting& s : settings) {
+           for (const Setting& s : state->settings) {
              std::cout << s.variable << " (" << s.kind;
              if (s.kind == "integer") std::cout << " " << s.min << ".." << s.max;
              std::cout << ", default " << (s.default_text.empty() ? "empty" : s.default_text)
