@@ -15,8 +15,11 @@ done
 [ -f "$libdir/pkgconfig/commtap.pc" ] || fail "no pkg-config file"
 PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --libs commtap | grep -q -- "-lcommtap" ||
   fail "pkg-config does not describe the library"
-env -u COMMTAP_LIBRARY "$WORK/prefix/bin/commtap" settings | grep -q "^COMMTAP_YIELD" ||
-  fail "installed CLI cannot read the installed library's settings"
+# Captured first: `grep -q` would close the pipe at the first match (COMMTAP_YIELD is the
+# second setting) and pipefail would count the CLI's SIGPIPE as a failure.
+env -u COMMTAP_LIBRARY "$WORK/prefix/bin/commtap" settings >settings.txt ||
+  fail "installed CLI cannot list the settings"
+grep -q "^COMMTAP_YIELD" settings.txt || fail "installed CLI's settings lack COMMTAP_YIELD"
 pass "install layout"
 
 mkdir consumer
