@@ -59,7 +59,7 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
     const auto& [function, symbol, bytes] = key;
     const double now_mean = median_of(std::vector<double>(means.end() - recent, means.end()));
     Finding f;
-    f.kind = "degradation";
+    f.kind = finding_kind::degradation;
     f.subject = function + " from " + symbol + " (" + std::to_string(bytes) + " B class)";
     f.severity = Severity::warning;
     f.first_seen_ns =

@@ -29,7 +29,7 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   for (const auto& [number, r] : job.ranks) {
     if (!lost(r)) continue;
     Finding f;
-    f.kind = "rank_lost";
+    f.kind = finding_kind::rank_lost;
     f.subject = job.rank_name(number);
     f.severity = Severity::critical;
     f.first_seen_ns = heard(r);
@@ -82,7 +82,7 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
         first.last.function + " #" + std::to_string(seq) + " on comm " + std::to_string(comm_id);
     json stuck_ranks = ranks;
     if (!culprits.empty()) {
-      f.kind = "hang";
+      f.kind = finding_kind::hang;
       // All culprits on one host, and all of that host's ranks among them: name the host.
       std::set<int> culprit_hosts;
       for (int c : culprits)
@@ -122,7 +122,7 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
                     {"members", members.size()},
                     {"stuck_ns", job.now_wall - since}};
     } else if (ranks.size() == members.size()) {
-      f.kind = "communication_hang";
+      f.kind = finding_kind::communication_hang;
       f.subject = "comm " + std::to_string(comm_id);
       f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +
                   std::to_string(comm_id) + " entered " + where + " and none left for " +

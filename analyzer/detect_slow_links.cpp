@@ -268,7 +268,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
       }
     }
     Finding f;
-    f.kind = "slow_host_network";
+    f.kind = finding_kind::slow_host_network;
     f.subject = "host " + job.hosts[static_cast<std::size_t>(h)];
     f.severity = Severity::error;
     f.first_seen_ns = job.now_wall;
@@ -304,7 +304,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     const bool both = back != pairs.end() && back->second.slow;
     if (both && pair.first > pair.second) continue;  // reported once, with the other direction
     Finding f;
-    f.kind = "slow_link";
+    f.kind = finding_kind::slow_link;
     f.subject = "link " + from + (both ? " <-> " : " -> ") + to;
     f.severity = Severity::error;
     f.first_seen_ns = job.now_wall;

@@ -218,7 +218,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
         continue;
       const int flagged = flagged_windows[subject_rank], eligible = eligible_windows[subject_rank];
       Finding f;
-      f.kind = whole_host ? "slow_host" : "slow_rank";
+      f.kind = whole_host ? finding_kind::slow_host : finding_kind::slow_rank;
       const std::string host_name = job.hosts[static_cast<std::size_t>(host)];
       f.subject = whole_host ? "host " + host_name : job.rank_name(subject_rank);
       f.severity = flagged >= options.error_windows ? Severity::error : Severity::warning;

@@ -37,9 +37,9 @@ bool parse_severity(const std::string& text, Severity& severity) {
 namespace {
 
 int kind_order(const std::string& kind) {
-  static const std::vector<std::string> order = {"hang",      "communication_hang", "rank_lost",
-                                                 "slow_host", "slow_host_network",  "slow_link",
-                                                 "slow_rank", "degradation"};
+#define COMMTAP_FINDING_KIND_TEXT(name) std::string(finding_kind::name),
+  static const std::vector<std::string> order = {COMMTAP_FINDING_KINDS(COMMTAP_FINDING_KIND_TEXT)};
+#undef COMMTAP_FINDING_KIND_TEXT
   auto found = std::find(order.begin(), order.end(), kind);
   return static_cast<int>(found - order.begin());
 }
@@ -101,7 +101,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   if (health.details.contains("delayed_hosts")) {
     const auto delayed = health.details["delayed_hosts"];
     std::erase_if(health.findings, [&](const Finding& f) {
-      if (f.kind != "slow_host" && f.kind != "slow_rank") return false;
+      if (f.kind != finding_kind::slow_host && f.kind != finding_kind::slow_rank) return false;
       const std::string host = f.evidence.value("host", "");
       return std::find(delayed.begin(), delayed.end(), host) != delayed.end();
     });

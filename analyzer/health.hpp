@@ -43,9 +43,24 @@ enum class Severity { info, warning, error, critical };
 const char* severity_name(Severity severity);
 bool parse_severity(const std::string& text, Severity& severity);
 
+// Every kind of finding, most urgent first: reports and stores list them in this order.
+#define COMMTAP_FINDING_KINDS(X) \
+  X(hang)                        \
+  X(communication_hang)          \
+  X(rank_lost)                   \
+  X(slow_host)                   \
+  X(slow_host_network)           \
+  X(slow_link)                   \
+  X(slow_rank)                   \
+  X(degradation)
+namespace finding_kind {
+#define COMMTAP_FINDING_KIND_NAME(name) inline constexpr char name[] = #name;
+COMMTAP_FINDING_KINDS(COMMTAP_FINDING_KIND_NAME)
+#undef COMMTAP_FINDING_KIND_NAME
+}  // namespace finding_kind
+
 struct Finding {
-  std::string kind;     // hang, communication_hang, rank_lost, slow_host, slow_rank,
-                        // slow_host_network, slow_link, degradation
+  std::string kind;     // one of finding_kind
   std::string subject;  // "host h2", "rank 3 (h1)", "link h1 -> h2", "comm 1", ...
   Severity severity = Severity::warning;
   std::string summary;  // one line with the evidence in numbers

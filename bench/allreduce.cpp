@@ -3,7 +3,8 @@
 // measurements (bench/allreduce.sh, docs/benchmarks.md). With COMMTAP_YIELD=1 native and
 // commtap's algorithms alike wait with test-and-yield loops.
 //
-//   mpiexec -n P -genv LD_PRELOAD libcommtap.so ./allreduce [max bytes] [--no-finalize]
+//   mpiexec -n P -genv LD_PRELOAD libcommtap.so ./allreduce [max bytes] [--rounds R]
+//       [--no-finalize]
 //
 // --no-finalize: barrier and exit without MPI_Finalize, which sometimes hangs in UCX across
 // emulated hosts (../shared/ENVIRONMENT.md).
@@ -16,6 +17,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "collectives/algorithm_list.hpp"
 
 namespace {
 
@@ -35,6 +38,16 @@ double time_allreduce(int count, int iterations, std::vector<double>& in,
   return slowest;
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+double minimum(const std::vector<double>& values) {
+  return *std::min_element(values.begin(), values.end());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -42,48 +55,69 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const long max_bytes = argc > 1 ? std::atol(argv[1]) : 16L << 20;
+  long max_bytes = 16L << 20;
+  int rounds = 5;
+  bool finalize = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--no-finalize")
+      finalize = false;
+    else if (arg == "--rounds" && i + 1 < argc)
+      rounds = std::max(1, std::atoi(argv[++i]));
+    else
+      max_bytes = std::atol(argv[i]);
+  }
   auto use = reinterpret_cast<Switch>(dlsym(RTLD_DEFAULT, "commtap_allreduce_algorithm"));
   if (use == nullptr) {
     if (rank == 0) std::fprintf(stderr, "run this with libcommtap.so preloaded\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   // The library's twice, first and last: how far two measurements of the same algorithm
-  // disagree in this run is the noise any other ratio must be read against.
-  const char* algorithms[] = {"native", "hier", "hier-rs",      "hier-pipe", "hier-star", "star",
-                              "ring",   "rd",   "rabenseifner", "auto",      "native"};
+  // disagree in this run is the noise any other ratio must be read against. Between them every
+  // algorithm of collectives/algorithm_list.hpp (commtap's, then auto).
+  std::vector<std::string> contenders;
+#define COMMTAP_BENCH_CONTENDER(identifier, name, what) contenders.emplace_back(name);
+  COMMTAP_ALLREDUCE_ALGORITHMS(COMMTAP_BENCH_CONTENDER)
+#undef COMMTAP_BENCH_CONTENDER
+  contenders.erase(std::find(contenders.begin(), contenders.end(), "auto"));
+  contenders.push_back("auto");
+  contenders.push_back("native");
+  const std::size_t kAuto = contenders.size() - 2, kNativeAgain = contenders.size() - 1;
   if (rank == 0) {
-    std::printf(
-        "| bytes | native us | hier us | hier-rs us | hier-pipe us | hier-star us | star us | "
-        "ring us | rd us | rabenseifner us | auto us | native again us | native/auto | "
-        "native/native again |\n");
-    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("%d rounds, each contender once per round in turn; cells: median / min us\n\n",
+                rounds);
+    std::printf("| bytes |");
+    for (std::size_t k = 0; k < contenders.size(); ++k)
+      std::printf(" %s%s |", contenders[k].c_str(), k == kNativeAgain ? " again" : "");
+    std::printf(" native/auto | native/native again |\n|---:|");
+    for (std::size_t k = 0; k < contenders.size() + 2; ++k) std::printf("---:|");
+    std::printf("\n");
   }
   for (long bytes = 8; bytes <= max_bytes; bytes *= 4) {
     const int count = static_cast<int>(bytes / 8);
     std::vector<double> in(static_cast<std::size_t>(count), 1.0 + rank), out(in.size());
-    // As many iterations as fit in about 0.1 s with the library's algorithm (the same number
+    // As many iterations as fit in about 0.05 s with the library's algorithm (the same number
     // on every rank: the slowest rank's time decides), at least 3, at most 200.
     use("native");
     const double probe = time_allreduce(count, 3, in, out);
-    const int iterations = static_cast<int>(std::clamp(1e5 / std::max(probe, 1.0), 3.0, 200.0));
-    std::vector<double> times;
-    for (const char* a : algorithms) {
-      use(a);
-      // The best of two runs of `iterations`, so that a descheduled rank does not decide.
-      double best = 1e30;
-      for (int r = 0; r < 2; ++r) best = std::min(best, time_allreduce(count, iterations, in, out));
-      times.push_back(best);
-    }
+    const int iterations = static_cast<int>(std::clamp(5e4 / std::max(probe, 1.0), 3.0, 200.0));
+    // Interleaved: a slow spell on the machine hits every contender alike, not one of them.
+    std::vector<std::vector<double>> times(contenders.size());
+    for (int round = 0; round < rounds; ++round)
+      for (std::size_t k = 0; k < contenders.size(); ++k) {
+        use(contenders[k].c_str());
+        times[k].push_back(time_allreduce(count, iterations, in, out));
+      }
     if (rank == 0) {
       std::printf("| %ld |", bytes);
-      for (double t : times) std::printf(" %.1f |", t);
-      std::printf(" %.2f | %.2f |\n", times[0] / times[9], times[0] / times[10]);
+      for (const auto& t : times) std::printf(" %.1f / %.1f |", median(t), minimum(t));
+      std::printf(" %.2f | %.2f |\n", median(times[0]) / median(times[kAuto]),
+                  median(times[0]) / median(times[kNativeAgain]));
       std::fflush(stdout);
     }
   }
   use("native");
-  if (argc > 2 && std::string(argv[2]) == "--no-finalize") {
+  if (!finalize) {
     PMPI_Barrier(MPI_COMM_WORLD);
     std::fflush(stdout);
     _exit(0);

@@ -1,7 +1,5 @@
 // commtap's all-reduce algorithms over PMPI point-to-point on private communicators, and the
 // topology they run on.
-#include <sched.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,31 +8,17 @@
 #include "collectives/collectives.hpp"
 #include "datatypes/datatypes.hpp"
 #include "monitor/monitor.hpp"
+#include "world/world.hpp"
 
 namespace commtap::collectives {
 
 const char* algorithm_name(Algorithm algorithm) noexcept {
   switch (algorithm) {
-    case Algorithm::native:
-      return "native";
-    case Algorithm::automatic:
-      return "auto";
-    case Algorithm::hier:
-      return "hier";
-    case Algorithm::hier_rs:
-      return "hier-rs";
-    case Algorithm::hier_pipe:
-      return "hier-pipe";
-    case Algorithm::star:
-      return "star";
-    case Algorithm::ring:
-      return "ring";
-    case Algorithm::rd:
-      return "rd";
-    case Algorithm::rabenseifner:
-      return "rabenseifner";
-    case Algorithm::hier_star:
-      return "hier-star";
+#define COMMTAP_ALGORITHM_CASE(identifier, name, what) \
+  case Algorithm::identifier:                          \
+    return name;
+    COMMTAP_ALLREDUCE_ALGORITHMS(COMMTAP_ALGORITHM_CASE)
+#undef COMMTAP_ALGORITHM_CASE
   }
   return "?";
 }
@@ -78,40 +62,6 @@ int topology_keyval() {
 
 }  // namespace
 
-NodeLayout node_layout(MPI_Comm comm, int test_nodes) {
-  NodeLayout layout;
-  int rank = 0;
-  PMPI_Comm_rank(comm, &rank);
-  if (test_nodes > 0)
-    PMPI_Comm_split(comm, rank % test_nodes, rank, &layout.node);
-  else
-    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &layout.node);
-  PMPI_Comm_size(layout.node, &layout.local_size);
-  PMPI_Comm_rank(layout.node, &layout.local_rank);
-  PMPI_Comm_split(comm, layout.local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &layout.leaders);
-  if (layout.leaders != MPI_COMM_NULL) {
-    PMPI_Comm_size(layout.leaders, &layout.nodes);
-    PMPI_Comm_rank(layout.leaders, &layout.node_index);
-  }
-  int facts[2] = {layout.nodes, layout.node_index};
-  PMPI_Bcast(facts, 2, MPI_INT, 0, layout.node);
-  layout.nodes = facts[0];
-  layout.node_index = facts[1];
-  return layout;
-}
-
-std::vector<int> world_ranks_of(MPI_Group group) {
-  MPI_Group world = MPI_GROUP_NULL;
-  PMPI_Comm_group(MPI_COMM_WORLD, &world);
-  int size = 0;
-  PMPI_Group_size(group, &size);
-  std::vector<int> local(static_cast<std::size_t>(size)), global(local.size());
-  for (int i = 0; i < size; ++i) local[static_cast<std::size_t>(i)] = i;
-  PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
-  PMPI_Group_free(&world);
-  return global;
-}
-
 Topology* topology_of(MPI_Comm comm, int test_nodes, const std::vector<std::string>& avoid_hosts) {
   void* value = nullptr;
   int found = 0;
@@ -122,7 +72,7 @@ Topology* topology_of(MPI_Comm comm, int test_nodes, const std::vector<std::stri
   PMPI_Comm_dup(comm, &t->flat);
   PMPI_Comm_size(t->flat, &t->size);
   PMPI_Comm_rank(t->flat, &t->rank);
-  const NodeLayout layout = node_layout(t->flat, test_nodes);
+  const world::NodeLayout layout = world::node_layout(t->flat, test_nodes);
   t->node = layout.node;
   t->leaders = layout.leaders;
   t->nodes = layout.nodes;
@@ -187,7 +137,7 @@ class StepRecorder {
     if (known == t_.world_ranks.end()) {
       MPI_Group group = MPI_GROUP_NULL;
       PMPI_Comm_group(comm, &group);
-      known = t_.world_ranks.insert(t_.world_ranks.end(), {comm, world_ranks_of(group)});
+      known = t_.world_ranks.insert(t_.world_ranks.end(), {comm, world::world_ranks_of(group)});
       PMPI_Group_free(&group);
     }
     const std::vector<int>& ranks = known->second;
@@ -214,17 +164,7 @@ struct Call {
 };
 
 int wait_all(const Call& c, int n, MPI_Request* requests) {
-  int rc = MPI_SUCCESS;
-  if (!c.yield) {
-    rc = PMPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
-  } else {
-    for (;;) {
-      int done = 0;
-      rc = PMPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS || done) break;
-      sched_yield();
-    }
-  }
+  const int rc = world::wait_all(n, requests, c.yield);
   if (c.steps != nullptr && rc == MPI_SUCCESS) c.steps->completed(requests, n);
   return rc;
 }

@@ -9,6 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/algorithm_list.hpp"
+#include "settings/settings.hpp"
+
 namespace commtap::collectives {
 
 // Why a call must go to the MPI library untouched, or `eligible`.
@@ -35,18 +38,15 @@ namespace commtap::collectives {
 
 // The all-reduce algorithms (COMMTAP_ALLREDUCE).
 enum class Algorithm {
-  native,        // the MPI library's
-  automatic,     // chosen per call by the cost model
-  hier,          // node reduce, leaders' all-reduce, node broadcast
-  hier_rs,       // node reduce-scatter, all-reduce of each slice across nodes, node all-gather
-  hier_pipe,     // hier in segments, node and inter-node stages of different segments overlapping
-  star,          // one root gathers, reduces and sends the result back (segmented)
-  ring,          // reduce-scatter then all-gather around a ring
-  rd,            // recursive doubling
-  rabenseifner,  // recursive-halving reduce-scatter, then recursive-doubling all-gather
-  hier_star,     // node reduce, star among the node leaders, node broadcast
+#define COMMTAP_ALGORITHM_IDENTIFIER(identifier, name, what) identifier,
+  COMMTAP_ALLREDUCE_ALGORITHMS(COMMTAP_ALGORITHM_IDENTIFIER)
+#undef COMMTAP_ALGORITHM_IDENTIFIER
 };
-constexpr Algorithm kLastAlgorithm = Algorithm::hier_star;  // for loops over all of them
+#define COMMTAP_ALGORITHM_ONE(identifier, name, what) +1
+constexpr int kAlgorithmCount = 0 COMMTAP_ALLREDUCE_ALGORITHMS(COMMTAP_ALGORITHM_ONE);
+#undef COMMTAP_ALGORITHM_ONE
+// For loops over all of them.
+constexpr Algorithm kLastAlgorithm = static_cast<Algorithm>(kAlgorithmCount - 1);
 const char* algorithm_name(Algorithm algorithm) noexcept;
 // Every name COMMTAP_ALLREDUCE takes, in enumeration order, separated by ", ".
 std::string algorithm_names();
@@ -73,20 +73,6 @@ struct Topology {
   // the steps of recorded calls).
   std::vector<std::pair<MPI_Comm, std::vector<int>>> world_ranks;
 };
-
-// Nodes of `comm` (collective over it): `test_nodes` > 0 makes that many pretend nodes, ranks
-// dealt round-robin; 0 asks MPI (MPI_COMM_TYPE_SHARED). The node leaders (local rank 0), in rank
-// order, number the nodes. The caller owns (and frees) the two communicators.
-struct NodeLayout {
-  MPI_Comm node = MPI_COMM_NULL;     // the ranks of this rank's node
-  MPI_Comm leaders = MPI_COMM_NULL;  // one rank per node; MPI_COMM_NULL on the others
-  int nodes = 0, node_index = 0, local_size = 0, local_rank = 0;
-};
-NodeLayout node_layout(MPI_Comm comm, int test_nodes);
-
-// The MPI_COMM_WORLD rank of each rank of `group`, in order (MPI_UNDEFINED for ranks outside
-// MPI_COMM_WORLD, as with spawned processes).
-std::vector<int> world_ranks_of(MPI_Group group);
 
 // The topology of `comm`, made on first use. `test_nodes` > 0 makes that many pretend nodes,
 // ranks dealt round-robin (for tests of non-block placements on one machine); 0 asks MPI
@@ -153,6 +139,13 @@ struct Context {
   int test_nodes = 0;                       // COMMTAP_TEST_NODES
   bool yield = false;                       // COMMTAP_YIELD
 };
+
+// The context from the settings, agreed on all ranks of `comm` (commtap's private duplicate of
+// MPI_COMM_WORLD; collective): the algorithm (an unknown name is a problem, and native), the
+// hosts to avoid (COMMTAP_AVOID_HOSTS: names, or @FILE, a findings store read by rank 0), and the
+// cost model (measured now with COMMTAP_CALIBRATE=1, read by rank 0 from COMMTAP_MODEL, or built
+// in). Problems for the user are appended to `problems`, to be printed once.
+Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>& problems);
 
 // MPI_Allreduce by commtap, if `context` asks for one of its algorithms, the call is eligible
 // (allreduce_eligibility) and its buffers are in host memory, and (automatic) the model chooses

@@ -1,7 +1,6 @@
 // The cost model's parameters: measured on a topology (at MPI_Init with COMMTAP_CALIBRATE=init,
 // or by `commtap calibrate`), written to and read from a small JSON file.
 #include <mpi.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/collectives.hpp"
+#include "world/world.hpp"
 
 namespace commtap::collectives {
 
@@ -93,10 +93,7 @@ double time_algorithm(Algorithm algorithm, Topology& t, int count, bool yield) {
     }
     MPI_Request request;  // as commtap runs the library's in yield mode
     PMPI_Iallreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t.flat, &request);
-    for (int done = 0; !done;) {
-      PMPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (!done) sched_yield();
-    }
+    world::wait_all(1, &request, true);
   };
   auto slowest = [&](double mine) {
     double max = 0;
@@ -117,18 +114,19 @@ double time_algorithm(Algorithm algorithm, Topology& t, int count, bool yield) {
 
 void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int rounds,
                      bool yield) {
-  const Algorithm candidates[] = {
-      Algorithm::native,    Algorithm::hier,      Algorithm::hier_rs,
-      Algorithm::hier_pipe, Algorithm::hier_star, Algorithm::star,
-      Algorithm::ring,      Algorithm::rd,        Algorithm::rabenseifner};
-  constexpr std::size_t kCandidates = std::size(candidates);
+  // The library's first, then every one of commtap's.
+  std::vector<Algorithm> candidates;
+  for (int i = 0; i <= static_cast<int>(kLastAlgorithm); ++i)
+    if (static_cast<Algorithm>(i) != Algorithm::automatic)
+      candidates.push_back(static_cast<Algorithm>(i));
+  const std::size_t kCandidates = candidates.size();
   model.measured_ranks = t.size;
   model.measured_nodes = t.nodes;
   model.measured_largest_node = t.max_local_size;
   model.choices.clear();
   for (std::int64_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
     const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 8));
-    std::vector<double> seconds[kCandidates];
+    std::vector<std::vector<double>> seconds(kCandidates);
     for (int round = 0; round < rounds; ++round)
       for (std::size_t k = 0; k < kCandidates; ++k)
         seconds[k].push_back(time_algorithm(candidates[k], t, count, yield));

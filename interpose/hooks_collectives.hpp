@@ -21,7 +21,7 @@ struct CollectiveHooks {
   static constexpr bool kApplies = is_collective(kFamily);
   static constexpr bool kAllreduce = id == Fn::Allreduce || id == Fn::Allreduce_c;
   struct Nothing {};
-  CommState* comm = nullptr;
+  world::CommState* comm = nullptr;
   std::uint64_t seq = 0;
   collectives::Algorithm algorithm = collectives::Algorithm::native;  // who ran an all-reduce
   // The messages of a recorded commtap all-reduce.

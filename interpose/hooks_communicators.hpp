@@ -1,5 +1,5 @@
 // Hooks of the communicator calls: every communicator gets an id equal on all its members
-// (interpose/communicators.hpp); freed ones are forgotten.
+// (world/communicators.hpp); freed ones are forgotten.
 #pragma once
 
 #include <mpi.h>
@@ -40,7 +40,12 @@ struct CommunicatorHooks {
     } else if constexpr (kFamily == Family::communicator) {
       // Collective over the parent: every rank that made the call takes part, even if it got
       // MPI_COMM_NULL. Not timed: it is commtap's work, not the application's.
-      runtime().communicators.created(id, arg<0>(a...), created_communicator<id>(a...));
+      using Creation = world::CommunicatorRegistry::Creation;
+      constexpr Creation kHow = id == Fn::Comm_idup           ? Creation::pending
+                                : id == Fn::Comm_create_group ? Creation::subgroup
+                                                              : Creation::collective;
+      runtime().communicators.created(kHow, kFunctionName[index_of(id)], arg<0>(a...),
+                                      created_communicator<id>(a...));
       if (info.request != nullptr) runtime().requests.track(*info.request, id, scope.t0(), false);
     }
   }

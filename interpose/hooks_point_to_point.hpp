@@ -41,7 +41,7 @@ struct PointToPointHooks {
     if constexpr (kBlocking) {
       if (info.comm == MPI_COMM_NULL) return;  // MPI_Mrecv names none
       const std::uint32_t site = runtime().call_sites.site_of(caller);
-      CommState* comm = runtime().communicators.state_of(info.comm);
+      world::CommState* comm = runtime().communicators.state_of(info.comm);
       aggregate(id, comm, site, bytes, scope.elapsed_ns());
       if constexpr (kFamily == Family::send || kFamily == Family::sendrecv) {
         const int peer = comm->world_rank_of(info.peer);
@@ -57,7 +57,7 @@ struct PointToPointHooks {
       if (info.request == nullptr) return;
       // Sends are numbered when posted (MPI orders a pair's messages by their sends), and so are
       // receives for a specific source and tag (matched in the order they are posted).
-      CommState* comm = runtime().communicators.state_of(info.comm);
+      world::CommState* comm = runtime().communicators.state_of(info.comm);
       const int peer = info.peer >= 0 ? comm->world_rank_of(info.peer) : -1;
       const bool wildcard = info.peer == MPI_ANY_SOURCE || info.tag == MPI_ANY_TAG;
       const Direction direction = is_send_start<id>() ? Direction::send : Direction::recv;

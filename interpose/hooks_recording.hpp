@@ -47,7 +47,7 @@ inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std:
   runtime().counters->record(record);
 }
 
-inline void aggregate(Fn fn, const CommState* comm, std::uint32_t site, std::uint64_t bytes,
+inline void aggregate(Fn fn, const world::CommState* comm, std::uint32_t site, std::uint64_t bytes,
                       std::uint64_t ns) {
   runtime().counters->aggregate(
       {comm != nullptr ? comm->id : 0, static_cast<std::uint32_t>(index_of(fn)), site,
@@ -60,37 +60,20 @@ inline void aggregate(Fn fn, const CommState* comm, std::uint32_t site, std::uin
 using Direction = MessageCounters::Direction;
 
 // The pair's number for this message (0: not numbered: no peer, or no room to count the pair).
-inline std::uint64_t number_message(const CommState* comm, int peer_world, int tag,
+inline std::uint64_t number_message(const world::CommState* comm, int peer_world, int tag,
                                     Direction direction) {
   if (peer_world < 0) return 0;
   return runtime().messages->next(comm->id, peer_world, tag, direction, runtime().thread_multiple);
 }
 
-// Whether both sides record this message: a hash of its whole name rather than the number
-// alone, so that programs that give every message a tag of its own (the step number, say) are
-// sampled too.
-inline bool is_message_sampled(std::int64_t comm_id, int sender, int receiver, int tag,
-                               std::uint64_t msg, std::uint64_t sample) {
-  if (sample <= 1) return true;
-  std::uint64_t x = static_cast<std::uint64_t>(comm_id) ^ msg * 0x9E3779B97F4A7C15ull;
-  x ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(sender)) << 32 |
-        static_cast<std::uint32_t>(receiver)) *
-       0xBF58476D1CE4E5B9ull;
-  x ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  x *= 0xD6E8FEB86659FD93ull;
-  x ^= x >> 32;
-  return is_multiple_of(x, sample);
-}
-
-inline void record_transfer(Fn fn, Direction direction, const CommState* comm, int peer_world,
-                            int tag, std::uint64_t msg, std::uint64_t bytes, std::uint32_t site,
-                            std::uint64_t start_ns, std::uint64_t end_ns) {
+inline void record_transfer(Fn fn, Direction direction, const world::CommState* comm,
+                            int peer_world, int tag, std::uint64_t msg, std::uint64_t bytes,
+                            std::uint32_t site, std::uint64_t start_ns, std::uint64_t end_ns) {
   if (msg == 0) return;
   const int self = runtime().world_rank;
-  if (!is_message_sampled(comm->id, direction == Direction::send ? self : peer_world,
-                          direction == Direction::send ? peer_world : self, tag, msg,
-                          runtime().sample))
+  if (!monitor::is_message_sampled(comm->id, direction == Direction::send ? self : peer_world,
+                                   direction == Direction::send ? peer_world : self, tag, msg,
+                                   runtime().sample))
     return;
   runtime().counters->record(
       {comm->id, msg, bytes, start_ns, end_ns, static_cast<std::uint32_t>(index_of(fn)), peer_world,
@@ -105,7 +88,7 @@ constexpr int kAlgorithmStepTag = -1;
 // A message of commtap's all-reduce (`step`) inside a recorded instance of `fn`: every rank
 // records the same instances and, in them, all their messages, numbered per pair in posting
 // order as the application's are, so both sides' rows join.
-inline void record_step(Fn fn, const CommState* comm, const collectives::Step& step,
+inline void record_step(Fn fn, const world::CommState* comm, const collectives::Step& step,
                         std::uint32_t site) {
   const Direction direction = step.send ? Direction::send : Direction::recv;
   const std::uint64_t msg = number_message(comm, step.peer, kAlgorithmStepTag, direction);
@@ -126,7 +109,7 @@ inline std::uint64_t received_bytes(const MPI_Status& status) {
 // A receive's side of a transfer, once its status is known. A receive posted for a specific
 // source and tag was numbered when posted (`msg`), since MPI matches such receives in the order
 // they are posted; a wildcard one is numbered now, from the source and tag that matched.
-inline void finish_receive(Fn fn, const CommState* comm, std::uint64_t msg, int posted_peer,
+inline void finish_receive(Fn fn, const world::CommState* comm, std::uint64_t msg, int posted_peer,
                            int posted_tag, const MPI_Status* status, std::uint64_t posted_bytes,
                            std::uint32_t site, std::uint64_t start_ns, std::uint64_t end_ns) {
   int peer_world = posted_peer, tag = posted_tag;
@@ -137,8 +120,8 @@ inline void finish_receive(Fn fn, const CommState* comm, std::uint64_t msg, int 
     if (msg == 0) msg = number_message(comm, peer_world, tag, Direction::recv);
   }
   // msg == 0: a wildcard receive in a completion call with too many requests to take statuses.
-  if (msg == 0 ||
-      !is_message_sampled(comm->id, peer_world, runtime().world_rank, tag, msg, runtime().sample))
+  if (msg == 0 || !monitor::is_message_sampled(comm->id, peer_world, runtime().world_rank, tag, msg,
+                                               runtime().sample))
     return;
   const std::uint64_t bytes = status != nullptr ? received_bytes(*status) : posted_bytes;
   record_transfer(fn, Direction::recv, comm, peer_world, tag, msg, bytes, site, start_ns, end_ns);

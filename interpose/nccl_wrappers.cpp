@@ -59,7 +59,7 @@ class NcclCommunicators {
   void add(ncclComm_t comm, std::int64_t id, Fn fn, int size, int rank) {
     const int device = device_of(comm);
     std::lock_guard lock(mutex_);
-    states_.push_back(std::make_unique<CommState>());
+    states_.push_back(std::make_unique<world::CommState>());
     states_.back()->id = id;
     live_[comm] = {states_.back().get(), device};
     monitor::CommunicatorRow row;
@@ -74,7 +74,7 @@ class NcclCommunicators {
     live_.erase(comm);
   }
   struct Live {
-    CommState* state = nullptr;
+    world::CommState* state = nullptr;
     int device = 0;  // the CUDA device the communicator runs on
   };
   Live find(ncclComm_t comm) {
@@ -95,17 +95,10 @@ class NcclCommunicators {
     return device;
   }
   std::unordered_map<ncclComm_t, Live> live_;
-  std::vector<std::unique_ptr<CommState>> states_;
+  std::vector<std::unique_ptr<world::CommState>> states_;
   std::uint64_t cliques_ = 0;
 };
 Immortal<NcclCommunicators> nccl_communicators;
-
-std::int64_t id_from_unique_id(const ncclUniqueId& unique) {
-  std::uint64_t hash = 0x6e63636cull;  // "nccl"
-  for (char byte : unique.internal)
-    hash = static_cast<std::uint64_t>(mix_id(hash, static_cast<unsigned char>(byte)));
-  return mix_id(hash, 0x1d);
-}
 
 // The first argument of type T (an NCCL call's communicator, a collective's stream), or T{}.
 template <typename T, typename... A>
@@ -128,14 +121,15 @@ void on_communicator(A... a) {
   auto& registry = nccl_communicators.value;
   if constexpr (id == Fn::ncclCommInitRank || id == Fn::ncclCommInitRankConfig) {
     const auto args = std::make_tuple(a...);
-    registry.add(*std::get<0>(args), id_from_unique_id(std::get<2>(args)), id, std::get<1>(args),
-                 std::get<3>(args));
+    registry.add(*std::get<0>(args),
+                 world::id_from_bytes(std::get<2>(args).internal, sizeof(ncclUniqueId::internal)),
+                 id, std::get<1>(args), std::get<3>(args));
   } else if constexpr (id == Fn::ncclCommInitAll) {
     // One process drives every device: its communicators form one clique.
     const auto [comms, devices, list] = std::make_tuple(a...);
     const std::int64_t clique =
-        mix_id(0xa11, registry.next_clique() +
-                          (std::uint64_t{1} << 40) * static_cast<std::uint64_t>(::getpid()));
+        world::mix_id(0xa11, registry.next_clique() +
+                                 (std::uint64_t{1} << 40) * static_cast<std::uint64_t>(::getpid()));
     for (int i = 0; i < devices; ++i) registry.add(comms[i], clique, id, devices, i);
   } else if constexpr (id == Fn::ncclCommDestroy || id == Fn::ncclCommAbort) {
     registry.remove(argument_of_type<ncclComm_t>(a...));
@@ -161,7 +155,7 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   CallScope scope(id);
   constexpr Family family = family_of(id);
   // Collectives take their communicator's next sequence number at the call.
-  CommState* state = nullptr;
+  world::CommState* state = nullptr;
   int device = 0;
   std::uint64_t seq = 0;
   if constexpr (family == Family::nccl_collective) {

@@ -12,15 +12,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "interpose/communicators.hpp"
 #include "interpose/function_table.hpp"
+#include "monitor/sampling.hpp"
+#include "world/communicators.hpp"
 
 namespace commtap::interpose {
 
 // The collective instance or point-to-point message a request stands for, if any
 // (comm == nullptr: none).
 struct Instance {
-  CommState* comm = nullptr;
+  world::CommState* comm = nullptr;
   // Collective: sequence number, assigned at the post or at each MPI_Start of a persistent
   // request. Transfer: message number of the pair; 0 for a receive from MPI_ANY_SOURCE or with
   // MPI_ANY_TAG, numbered at completion from its status.
@@ -33,15 +34,7 @@ struct Instance {
   monitor::RecordKind kind = monitor::RecordKind::collective;
 };
 
-// Whether `value` is a multiple of `sample`; a mask for powers of two (the default, 16): a
-// division costs more than the rest of a wrapper's bookkeeping.
-inline bool is_multiple_of(std::uint64_t value, std::uint64_t sample) {
-  if ((sample & (sample - 1)) == 0) return (value & (sample - 1)) == 0;
-  return value % sample == 0;
-}
-inline bool is_sampled(std::uint64_t seq, std::uint64_t sample) {
-  return sample <= 1 || is_multiple_of(seq, sample);
-}
+using monitor::is_sampled;
 
 class RequestTable {
  public:

@@ -1,12 +1,11 @@
 #include "interpose/runtime.hpp"
 
 #include "interpose/fortran_routes.hpp"
-#include "interpose/yield.hpp"
+#include "world/world.hpp"
 
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -124,81 +122,11 @@ std::string mpi_library_version() {
   return clean;
 }
 
-// Rank 0's string, on every rank.
-std::string broadcast_string(std::string text, MPI_Comm comm, int rank) {
-  int length = rank == 0 ? static_cast<int>(text.size()) : 0;
-  PMPI_Bcast(&length, 1, MPI_INT, 0, comm);
-  text.resize(static_cast<std::size_t>(length));
-  if (length > 0) PMPI_Bcast(text.data(), length, MPI_CHAR, 0, comm);
-  return text;
-}
-
-// COMMTAP_AVOID_HOSTS, read by rank 0: host names, or @FILE, a findings store whose active
-// slow_host/slow_host_network findings of the last day name the hosts ("host NAME").
-std::vector<std::string> hosts_to_avoid(const std::string& setting, MPI_Comm comm, int rank) {
-  std::string list;
-  if (rank == 0 && !setting.empty()) {
-    if (setting[0] != '@') {
-      list = setting;
-    } else {
-      sqlite3* db = nullptr;
-      const std::string path = setting.substr(1);
-      const std::string since = std::to_string(monitor::wall_ns() - 86'400'000'000'000ull);
-      const std::string sql =
-          "SELECT DISTINCT substr(subject, 6) FROM findings WHERE active = 1 AND kind IN "
-          "('slow_host', 'slow_host_network') AND subject LIKE 'host %' AND last_seen_ns > " +
-          since;
-      auto add = [](void* out, int, char** values, char**) {
-        auto* text = static_cast<std::string*>(out);
-        if (values[0] != nullptr) *text += (text->empty() ? "" : ",") + std::string(values[0]);
-        return 0;
-      };
-      if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK ||
-          sqlite3_exec(db, sql.c_str(), add, &list, nullptr) != SQLITE_OK)
-        std::fprintf(stderr,
-                     "commtap: COMMTAP_AVOID_HOSTS: cannot read findings from %s (%s); no host "
-                     "is avoided\n",
-                     path.c_str(), db != nullptr ? sqlite3_errmsg(db) : "cannot open");
-      sqlite3_close(db);
-    }
-  }
-  list = broadcast_string(list, comm, rank);
-  std::vector<std::string> hosts;
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const std::size_t comma = std::min(list.find(',', begin), list.size());
-    if (comma > begin) hosts.push_back(list.substr(begin, comma - begin));
-    begin = comma + 1;
-  }
-  return hosts;
-}
-
-// The cost model COMMTAP_ALLREDUCE=auto uses: measured now (COMMTAP_CALIBRATE=1), read by rank 0
-// from COMMTAP_MODEL, or built in. Equal on all ranks.
-collectives::CostModel agree_on_cost_model(const Settings& settings, MPI_Comm comm, int rank) {
-  collectives::CostModel model;
-  if (settings.calibrate) {
-    const collectives::Topology* topology = collectives::topology_of(
-        MPI_COMM_WORLD, static_cast<int>(settings.test_nodes), runtime().collectives.avoid_hosts);
-    return collectives::measure_cost_model(*topology, model);
-  }
-  if (settings.model.empty()) return model;
-  if (rank == 0) {
-    std::ifstream file(settings.model);
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    std::string error = file ? "" : std::string("cannot read it: ") + std::strerror(errno);
-    if (!error.empty() || !collectives::parse_cost_model(text, model, error))
-      std::fprintf(stderr, "commtap: COMMTAP_MODEL=%s: %s; using the built-in cost model\n",
-                   settings.model.c_str(), error.c_str());
-  }
-  collectives::broadcast_cost_model(model, comm);
-  return model;
-}
-
 // The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
 // in every case so that all ranks agree even if their environments differ.
 std::string agree_on_job_id(const Settings& settings, MPI_Comm comm, int rank) {
-  return broadcast_string(rank == 0 ? monitor::choose_job_id(settings.job_id) : "", comm, rank);
+  return world::broadcast_string(rank == 0 ? monitor::choose_job_id(settings.job_id) : "", comm,
+                                 rank);
 }
 
 // mkdir -p; returns an empty string or the reason it failed.
@@ -283,45 +211,6 @@ void finish_recording(const char* ended_by) {
   finish_recording("exit");
 }
 
-// Each rank's offset to rank 0's monotonic clock: rank 0 answers a dozen timed requests from
-// every other rank in turn on the private communicator, and each keeps the exchange with the
-// shortest round trip. Nonblocking calls with sched_yield polling, so that oversubscribed ranks
-// waiting for their turn do not starve rank 0.
-monitor::ClockOffset estimate_clock_offset(MPI_Comm comm, int rank, int size) {
-  constexpr int kExchanges = 12;
-  constexpr int kTag = 7;
-  auto exchange = [&](void* out, int peer, void* in) {
-    MPI_Request requests[2];
-    PMPI_Irecv(in, 1, MPI_UINT64_T, peer, kTag, comm, &requests[0]);
-    PMPI_Isend(out, 1, MPI_UINT64_T, peer, kTag, comm, &requests[1]);
-    wait_yielding(&requests[1], MPI_STATUS_IGNORE);
-    wait_yielding(&requests[0], MPI_STATUS_IGNORE);
-  };
-  if (rank == 0) {
-    for (int peer = 1; peer < size; ++peer) {
-      for (int i = 0; i < kExchanges; ++i) {
-        std::uint64_t request = 0;
-        MPI_Request pending;
-        PMPI_Irecv(&request, 1, MPI_UINT64_T, peer, kTag, comm, &pending);
-        wait_yielding(&pending, MPI_STATUS_IGNORE);
-        std::uint64_t now = monitor::now_ns();
-        PMPI_Isend(&now, 1, MPI_UINT64_T, peer, kTag, comm, &pending);
-        wait_yielding(&pending, MPI_STATUS_IGNORE);
-      }
-    }
-    return {0, 0};
-  }
-  std::vector<monitor::ClockSample> samples;
-  for (int i = 0; i < kExchanges; ++i) {
-    monitor::ClockSample sample;
-    sample.sent_ns = monitor::now_ns();
-    exchange(&sample.sent_ns, 0, &sample.reference_ns);
-    sample.received_ns = monitor::now_ns();
-    samples.push_back(sample);
-  }
-  return monitor::estimate_offset(samples);
-}
-
 // SIGTERM and SIGINT (what batch systems and Ctrl-C send) end the process before MPI_Finalize:
 // the writer is asked for a last window first, then the signal's default action proceeds.
 void keep_clock_estimate(const monitor::ClockOffset& offset) {
@@ -382,12 +271,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   PMPI_Comm_rank(session.comm, &rank);
   PMPI_Comm_size(session.comm, &size);
   const Settings& settings = runtime().settings;
-  if (!collectives::parse_algorithm(parsed.settings.allreduce, runtime().collectives.allreduce)) {
-    parsed.problems.push_back("commtap: COMMTAP_ALLREDUCE=" + parsed.settings.allreduce +
-                              " is not one of " + collectives::algorithm_names() +
-                              "; using native");
-    runtime().collectives.allreduce = collectives::Algorithm::native;
-  }
+  runtime().collectives = collectives::start(settings, session.comm, parsed.problems);
   if (rank == 0)
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
@@ -402,7 +286,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   facts.host = host;
   facts.group_readable = settings.group_read;
   // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement).
-  collectives::NodeLayout layout = collectives::node_layout(session.comm, 0);
+  world::NodeLayout layout = world::node_layout(session.comm, 0);
   facts.local_rank = layout.local_rank;
   facts.node = layout.node_index;
   if (layout.leaders != MPI_COMM_NULL) PMPI_Comm_free(&layout.leaders);
@@ -412,13 +296,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   facts.command_line = read_command_line();
   facts.start_ns = monitor::wall_ns();
   if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
-  facts.clock = estimate_clock_offset(session.comm, rank, size);
-  runtime().collectives.test_nodes = static_cast<int>(settings.test_nodes);
-  runtime().collectives.yield = settings.yield;
-  if (runtime().collectives.allreduce != collectives::Algorithm::native) {
-    runtime().collectives.avoid_hosts = hosts_to_avoid(settings.avoid_hosts, session.comm, rank);
-    runtime().collectives.cost_model = agree_on_cost_model(settings, session.comm, rank);
-  }
+  facts.clock = world::estimate_clock_offset(session.comm);
   keep_clock_estimate(facts.clock);
 
   // All ranks must agree on whether to record, so one unwritable node turns recording off
@@ -474,10 +352,7 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   // MPI_Finalize is collective: a last clock estimate bounds the drift since the last one.
   // Not at MPI_Abort, where the other ranks may never come.
   if (std::strcmp(ended_by, "finalize") == 0 && session.comm != MPI_COMM_NULL) {
-    int rank = 0, size = 1;
-    PMPI_Comm_rank(session.comm, &rank);
-    PMPI_Comm_size(session.comm, &size);
-    keep_clock_estimate(estimate_clock_offset(session.comm, rank, size));
+    keep_clock_estimate(world::estimate_clock_offset(session.comm));
   }
   // Written before the library's MPI_Finalize: finalize can hang (UCX across hosts), and what
   // was recorded must survive that.
@@ -495,10 +370,7 @@ void after_world_collective(std::uint64_t seq) {
   if (every == 0 || seq % every != 0) return;
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.stopped || session.forked_child) return;
-  int rank = 0, size = 1;
-  PMPI_Comm_rank(session.comm, &rank);
-  PMPI_Comm_size(session.comm, &size);
-  keep_clock_estimate(estimate_clock_offset(session.comm, rank, size));
+  keep_clock_estimate(world::estimate_clock_offset(session.comm));
 }
 
 }  // namespace commtap::interpose

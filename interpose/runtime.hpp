@@ -10,13 +10,13 @@
 
 #include "collectives/collectives.hpp"
 #include "datatypes/datatypes.hpp"
-#include "interpose/communicators.hpp"
 #include "interpose/function_table.hpp"
 #include "interpose/messages.hpp"
 #include "interpose/requests.hpp"
 #include "monitor/monitor.hpp"
 #include "monitor/stream_completions.hpp"
 #include "settings/settings.hpp"
+#include "world/communicators.hpp"
 
 namespace commtap::interpose {
 
@@ -37,7 +37,7 @@ struct Runtime {
   std::unique_ptr<MessageCounters> messages;
   monitor::CallSites call_sites;
   RequestTable requests;
-  CommunicatorRegistry communicators;
+  world::CommunicatorRegistry communicators;
   datatypes::PlanCache plans;
   // Completions of sampled NCCL collectives on their streams; made at the first NCCL call.
   std::atomic<monitor::StreamCompletions*> stream_completions{nullptr};

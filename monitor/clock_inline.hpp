@@ -1,5 +1,5 @@
-// The inline part of monitor's clock (see now_ns() in monitor.hpp): what every wrapper reads
-// twice per call, so it must not cost a function call. Included by monitor.hpp only.
+// The inline part of monitor's clock (see now_ns() in monitor/clock.hpp): what every wrapper reads
+// twice per call, so it must not cost a function call. Included by monitor/clock.hpp only.
 #pragma once
 
 #include <atomic>

@@ -42,7 +42,7 @@ TEST(RequestTable, PersistentRequestsCompleteOncePerStart) {
 
 TEST(RequestTable, PersistentCollectivesTakeASequenceNumberAtEachStart) {
   RequestTable table;
-  CommState comm;
+  commtap::world::CommState comm;
   comm.id = 42;
   comm.next_seq();  // one blocking collective came before
   table.track(4, Fn::Allreduce_init, 0, true, Instance{&comm, 0, 8, -1, false});

@@ -24,10 +24,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "interpose/function_table.hpp"
 #include "monitor/monitor.hpp"
 
-namespace commtap::interpose {
+namespace commtap::world {
 
 // The per-communicator state the hot path needs. Never freed while the process lives, so a
 // pointer held by a request or a thread's cache stays valid after MPI_Comm_free.
@@ -78,10 +77,16 @@ class CommunicatorRegistry {
   CommState* known(MPI_Comm comm) { return lookup(comm, false); }
   // At MPI_Init: registers MPI_COMM_WORLD and MPI_COMM_SELF.
   void start(int world_rank);
-  // After a creation call `fn` on `parent` returned MPI_SUCCESS; `created` may be
+  // How a creation call involves its parent's ranks.
+  enum class Creation {
+    collective,  // every rank of the parent calls it (MPI_Comm_dup, _split, _create, ...)
+    subgroup,    // only the new communicator's ranks call it (MPI_Comm_create_group)
+    pending,     // collective, but the result may not be touched yet (MPI_Comm_idup)
+  };
+  // After a creation call named `created_by` on `parent` returned MPI_SUCCESS; `created` may be
   // MPI_COMM_NULL (a rank left out by MPI_Comm_split or MPI_Comm_create). Collective: must be
   // called on every rank that made the call.
-  void created(Fn fn, MPI_Comm parent, MPI_Comm created);
+  void created(Creation how, const char* created_by, MPI_Comm parent, MPI_Comm created);
   // A communicator of another library (NCCL), identified by its caller.
   void add_row(const monitor::CommunicatorRow& row);
   // After MPI_Comm_free of `comm` (the handle as it was before the call).
@@ -123,5 +128,7 @@ class CommunicatorRegistry {
 
 // A 63-bit positive id from two numbers (splitmix64 finalizer); never 0 or 1.
 std::int64_t mix_id(std::uint64_t a, std::uint64_t b);
+// An id from bytes every member of a communicator holds alike (NCCL's ncclUniqueId).
+std::int64_t id_from_bytes(const void* bytes, std::size_t size);
 
-}  // namespace commtap::interpose
+}  // namespace commtap::world

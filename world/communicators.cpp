@@ -1,12 +1,12 @@
-#include "interpose/communicators.hpp"
+#include "world/communicators.hpp"
 
-#include "collectives/collectives.hpp"
+#include "world/world.hpp"
 
 #include <algorithm>
 #include <array>
 #include <string>
 
-namespace commtap::interpose {
+namespace commtap::world {
 
 std::int64_t mix_id(std::uint64_t a, std::uint64_t b) {
   std::uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
@@ -17,6 +17,13 @@ std::int64_t mix_id(std::uint64_t a, std::uint64_t b) {
   return id > 1 ? id : id + 2;  // 0 means unknown and 1 is MPI_COMM_WORLD
 }
 
+std::int64_t id_from_bytes(const void* bytes, std::size_t size) {
+  std::uint64_t hash = 0x6e63636cull;  // "nccl", its first user: ids as before the move
+  for (std::size_t i = 0; i < size; ++i)
+    hash = static_cast<std::uint64_t>(mix_id(hash, static_cast<const unsigned char*>(bytes)[i]));
+  return mix_id(hash, 0x1d);
+}
+
 namespace {
 // Each way of making an id mixes in its own constant first, so that ids made in different ways
 // from equal numbers (world rank 0's first proposal, the world's first derived child) differ.
@@ -25,8 +32,6 @@ constexpr std::uint64_t kDerived = 0x6465726976656421ull;
 constexpr std::uint64_t kUnseen = 0x756e7365656e2121ull;
 constexpr std::uint64_t kSelf = 0x73656c6621212121ull;
 }  // namespace
-
-using collectives::world_ranks_of;
 
 void CommunicatorRegistry::start(int world_rank) {
   std::lock_guard lock(mutex_);
@@ -111,7 +116,8 @@ std::int64_t CommunicatorRegistry::identify_unseen(MPI_Comm comm) {
   return id;
 }
 
-void CommunicatorRegistry::created(Fn fn, MPI_Comm parent, MPI_Comm created) {
+void CommunicatorRegistry::created(Creation how, const char* created_by, MPI_Comm parent,
+                                   MPI_Comm created) {
   std::unique_lock lock(mutex_);
   auto found = live_.find(parent);
   if (found == live_.end()) {
@@ -120,10 +126,10 @@ void CommunicatorRegistry::created(Fn fn, MPI_Comm parent, MPI_Comm created) {
   }
   const std::int64_t parent_id = found->second.state->id;
   std::uint64_t ordinal = 0;
-  if (fn != Fn::Comm_create_group) ordinal = ++found->second.collective_children;
+  if (how != Creation::subgroup) ordinal = ++found->second.collective_children;
   if (created == MPI_COMM_NULL) return;
 
-  const bool pending = fn == Fn::Comm_idup;
+  const bool pending = how == Creation::pending;
   int inter = 0;
   PMPI_Comm_test_inter(pending ? parent : created, &inter);
   std::int64_t id = 0;
@@ -142,7 +148,7 @@ void CommunicatorRegistry::created(Fn fn, MPI_Comm parent, MPI_Comm created) {
     PMPI_Bcast(&id, 1, MPI_INT64_T, 0, created);
     lock.lock();
   }
-  add(created, pending ? parent : created, id, parent_id, kFunctionName[index_of(fn)]);
+  add(created, pending ? parent : created, id, parent_id, created_by);
 }
 
 void CommunicatorRegistry::add_row(const monitor::CommunicatorRow& row) {
@@ -214,4 +220,4 @@ std::vector<monitor::CommunicatorRow> CommunicatorRegistry::rows() const {
   return rows_;
 }
 
-}  // namespace commtap::interpose
+}  // namespace commtap::world

@@ -1,0 +1,59 @@
+#include <sched.h>
+
+#include "world/world.hpp"
+
+namespace commtap::world {
+
+NodeLayout node_layout(MPI_Comm comm, int test_nodes) {
+  NodeLayout layout;
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  if (test_nodes > 0)
+    PMPI_Comm_split(comm, rank % test_nodes, rank, &layout.node);
+  else
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &layout.node);
+  PMPI_Comm_size(layout.node, &layout.local_size);
+  PMPI_Comm_rank(layout.node, &layout.local_rank);
+  PMPI_Comm_split(comm, layout.local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &layout.leaders);
+  if (layout.leaders != MPI_COMM_NULL) {
+    PMPI_Comm_size(layout.leaders, &layout.nodes);
+    PMPI_Comm_rank(layout.leaders, &layout.node_index);
+  }
+  int facts[2] = {layout.nodes, layout.node_index};
+  PMPI_Bcast(facts, 2, MPI_INT, 0, layout.node);
+  layout.nodes = facts[0];
+  layout.node_index = facts[1];
+  return layout;
+}
+
+std::vector<int> world_ranks_of(MPI_Group group) {
+  MPI_Group world = MPI_GROUP_NULL;
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  int size = 0;
+  PMPI_Group_size(group, &size);
+  std::vector<int> local(static_cast<std::size_t>(size)), global(local.size());
+  for (int i = 0; i < size; ++i) local[static_cast<std::size_t>(i)] = i;
+  PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+  PMPI_Group_free(&world);
+  return global;
+}
+
+std::string broadcast_string(std::string text, MPI_Comm comm, int rank) {
+  int length = rank == 0 ? static_cast<int>(text.size()) : 0;
+  PMPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  text.resize(static_cast<std::size_t>(length));
+  if (length > 0) PMPI_Bcast(text.data(), length, MPI_CHAR, 0, comm);
+  return text;
+}
+
+int wait_all(int count, MPI_Request requests[], bool yield) {
+  if (!yield) return PMPI_Waitall(count, requests, MPI_STATUSES_IGNORE);
+  for (;;) {
+    int done = 0;
+    const int rc = PMPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    sched_yield();
+  }
+}
+
+}  // namespace commtap::world

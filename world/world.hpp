@@ -1,0 +1,42 @@
+// world: what the ranks of a job agree on, and how they come to agree. Node layout, world-rank
+// translation, offsets to rank 0's clock, and (world/communicators.hpp) an id for every
+// communicator. Everything here is collective over the communicator it is given and runs on
+// commtap's private communicators, never on the application's.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "monitor/trace_schema.hpp"
+
+namespace commtap::world {
+
+// Nodes of `comm` (collective over it): `test_nodes` > 0 makes that many pretend nodes, ranks
+// dealt round-robin; 0 asks MPI (MPI_COMM_TYPE_SHARED). The node leaders (local rank 0), in rank
+// order, number the nodes. The caller owns (and frees) the two communicators.
+struct NodeLayout {
+  MPI_Comm node = MPI_COMM_NULL;     // the ranks of this rank's node
+  MPI_Comm leaders = MPI_COMM_NULL;  // one rank per node; MPI_COMM_NULL on the others
+  int nodes = 0, node_index = 0, local_size = 0, local_rank = 0;
+};
+NodeLayout node_layout(MPI_Comm comm, int test_nodes);
+
+// The MPI_COMM_WORLD rank of each rank of `group`, in order (MPI_UNDEFINED for ranks outside
+// MPI_COMM_WORLD, as with spawned processes).
+std::vector<int> world_ranks_of(MPI_Group group);
+
+// Rank 0's `text` on every rank of `comm`.
+std::string broadcast_string(std::string text, MPI_Comm comm, int rank);
+
+// Completes commtap's own requests by testing with sched_yield between tests (`yield`), so that
+// oversubscribed ranks do not starve the one they wait for, or by blocking. An MPI error code.
+int wait_all(int count, MPI_Request requests[], bool yield);
+
+// This rank's offset to rank 0's monotonic clock (monitor::now_ns): rank 0 answers a dozen timed
+// requests from every other rank in turn, and each keeps the exchange with the shortest round
+// trip. Collective over `comm`; rank 0 gets {0, 0}.
+monitor::ClockOffset estimate_clock_offset(MPI_Comm comm);
+
+}  // namespace commtap::world
