@@ -18,6 +18,10 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
 // slow_link, slow_host_network: one-way times of joined messages per directed host pair.
 bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
                        std::string& error);
+// slow_host_network, slow_link: latency and throughput of commtap's link probes per directed
+// host pair (the probes table), against the other pairs'.
+bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth& health,
+                         std::string& error);
 // degradation: a call site's recent aggregate windows against its own earlier ones.
 bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth& health,
                         std::string& error);

@@ -44,6 +44,25 @@ int kind_order(const std::string& kind) {
   return static_cast<int>(found - order.begin());
 }
 
+// Two detectors may find the same thing (a slow host's messages and its link probes): one
+// finding, the more severe, with the other's summary and evidence added.
+void merge_same_subject(std::vector<Finding>& findings) {
+  std::vector<Finding> merged;
+  for (Finding& f : findings) {
+    auto same = std::find_if(merged.begin(), merged.end(), [&](const Finding& m) {
+      return m.kind == f.kind && m.subject == f.subject;
+    });
+    if (same == merged.end()) {
+      merged.push_back(std::move(f));
+      continue;
+    }
+    if (f.severity > same->severity) std::swap(*same, f);
+    same->summary += "; also " + f.summary.substr(f.subject.size() + 2);
+    same->evidence["also"] = f.evidence;
+  }
+  findings = std::move(merged);
+}
+
 }  // namespace
 
 std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
@@ -94,8 +113,10 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   detect_hangs(job, options, health.findings);
   if (!detect_slow_nodes(job, options, health, error) ||
       !detect_slow_links(job, options, health, error) ||
+      !detect_probed_links(job, options, health, error) ||
       !detect_degradation(job, options, health, error))
     return false;
+  merge_same_subject(health.findings);
   // A host that receives slow messages arrives late at the next collective because it waits for
   // them: the network finding explains it, so no compute-side finding is made for it.
   if (health.details.contains("delayed_hosts")) {

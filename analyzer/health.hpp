@@ -31,8 +31,11 @@ struct HealthOptions {
   // error_windows windows (fewer: a warning). A cron user pages someone on an ERROR.
   int min_evidence_instances = 50;
   int error_windows = 3;
-  double link_factor = 3.0;          // slow link: median latency this many times the baseline
-  double min_link_delay_us = 200;    // ... and at least this much more
+  double link_factor = 3.0;        // slow link: median latency this many times the baseline
+  double min_link_delay_us = 200;  // ... and at least this much more
+  // Link probes: a pair's throughput this many times below the baseline is slow (higher than
+  // link_factor: probes on a busy 2-core VM spread by ~3x between healthy pairs).
+  double probe_throughput_factor = 5.0;
   double host_cell_fraction = 0.66;  // slow host (network): this fraction of its links slow
   double degradation_factor = 2.0;   // degradation: recent windows this much slower ...
   double min_degradation_us = 50;    // ... by at least this much per call

@@ -1,6 +1,7 @@
 #include "interpose/runtime.hpp"
 
 #include "interpose/fortran_routes.hpp"
+#include "probes/probes.hpp"
 #include "world/world.hpp"
 
 #include <mpi.h>
@@ -81,9 +82,13 @@ struct Session {
   std::unique_ptr<monitor::TraceWriter> writer;
   std::size_t sites_written = 0;  // touched by the writer thread only
   std::atomic<bool> final_window{false};
-  // Clock estimates not written yet (MPI_Init's, periodic ones, MPI_Finalize's).
-  std::mutex clock_mutex;
+  // Link probes (nullptr: off); run under `lifecycle_mutex` at agreed world collectives.
+  std::unique_ptr<probes::LinkProber> prober;
+  // Measurements not written yet: clock estimates (MPI_Init's, periodic ones, MPI_Finalize's)
+  // and link probes. Guarded by `measured_mutex` (the writer thread takes them).
+  std::mutex measured_mutex;
   std::vector<monitor::ClockEstimate> clock_estimates;
+  std::vector<monitor::ProbeRow> probes;
 };
 
 struct Lifecycle {
@@ -170,8 +175,9 @@ monitor::Snapshot collect_snapshot() {
   snapshot.aggregates_dropped = runtime().counters->close_window(snapshot.aggregates);
   snapshot.progress = runtime().communicators.progress();
   {
-    std::lock_guard lock(session.clock_mutex);
+    std::lock_guard lock(session.measured_mutex);
     snapshot.clock_estimates.swap(session.clock_estimates);
+    snapshot.probes.swap(session.probes);
   }
   snapshot.busy = runtime().counters->busy();
   for (monitor::ActivitySnapshot& busy : snapshot.busy)
@@ -215,7 +221,7 @@ void finish_recording(const char* ended_by) {
 // the writer is asked for a last window first, then the signal's default action proceeds.
 void keep_clock_estimate(const monitor::ClockOffset& offset) {
   if (offset.error_ns < 0) return;
-  std::lock_guard lock(session.clock_mutex);
+  std::lock_guard lock(session.measured_mutex);
   session.clock_estimates.push_back({monitor::now_ns(), offset});
 }
 
@@ -298,6 +304,8 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
   facts.clock = world::estimate_clock_offset(session.comm);
   keep_clock_estimate(facts.clock);
+  if (settings.probe_interval > 0)
+    session.prober = std::make_unique<probes::LinkProber>(session.comm, settings);
 
   // All ranks must agree on whether to record, so one unwritable node turns recording off
   // everywhere with a single message instead of leaving a job directory with holes.
@@ -360,17 +368,32 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   if (runtime().settings.verbose >= 1 && should_print(runtime().settings, session.facts.rank))
     std::fprintf(stderr, "commtap: rank %d wrote %s\n", session.facts.rank,
                  session.writer ? session.database_path.c_str() : "nothing");
-  if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0)
+  if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0) {
+    session.prober.reset();  // frees its communicators
     PMPI_Comm_free(&session.comm);
+  } else {
+    (void)session.prober.release();  // MPI may be gone: its communicators are left as they are
+  }
   runtime().requests.clear();
 }
 
 void after_world_collective(std::uint64_t seq) {
   const std::uint64_t every = static_cast<std::uint64_t>(runtime().settings.clock_sync);
-  if (every == 0 || seq % every != 0) return;
+  const bool sync_clock = every != 0 && seq % every == 0;
+  // Set at MPI_Init, reset only after the last world collective (finalize) under the lock.
+  probes::LinkProber* prober = session.prober.get();
+  const bool probe_decision = prober != nullptr && prober->next_decision_seq() == seq;
+  if (!sync_clock && !probe_decision) return;
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.stopped || session.forked_child) return;
-  keep_clock_estimate(world::estimate_clock_offset(session.comm));
+  if (sync_clock) keep_clock_estimate(world::estimate_clock_offset(session.comm));
+  if (probe_decision) {
+    std::vector<monitor::ProbeRow> rows = prober->after_world_collective(seq);
+    if (!rows.empty()) {
+      std::lock_guard measured(session.measured_mutex);
+      session.probes.insert(session.probes.end(), rows.begin(), rows.end());
+    }
+  }
 }
 
 }  // namespace commtap::interpose

@@ -1,4 +1,4 @@
--- commtap trace database, schema version 4 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 5 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -144,6 +144,23 @@ CREATE TABLE IF NOT EXISTS clock_offsets (
   error_ns  INTEGER NOT NULL,
   PRIMARY KEY (rank, at_ns)
 );
+
+-- Link probes (COMMTAP_PROBE_INTERVAL): at points all ranks agree on, the node leaders measure
+-- every directed host pair, disjoint pairs at a time. Each row is one measurement, by the sending
+-- host's leader: bytes = 1 is the latency (half the fastest of 5 one-byte round trips), a larger
+-- size the time to deliver that many bytes (from the receiver's ready signal to its
+-- acknowledgement, less half a round trip); throughput is bytes / ns.
+CREATE TABLE IF NOT EXISTS probes (
+  rank      INTEGER NOT NULL,  -- the measuring leader
+  at_ns     INTEGER NOT NULL,  -- its monotonic ns when the probe round began
+  from_node INTEGER NOT NULL,  -- node indices (ranks.node of the leaders)
+  to_node   INTEGER NOT NULL,
+  from_host TEXT    NOT NULL,
+  to_host   TEXT    NOT NULL,
+  bytes     INTEGER NOT NULL,
+  ns        INTEGER NOT NULL,
+  PRIMARY KEY (rank, at_ns, to_node, bytes)
+) WITHOUT ROWID;
 
 -- Sampled collective instances (COMMTAP_SAMPLE): (comm_id, seq) names the same instance on every
 -- member rank, and every rank samples the same sequence numbers.

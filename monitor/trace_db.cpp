@@ -336,6 +336,23 @@ class RankDatabase {
           sqlite3_bind_int64(stmt, 4, e.offset.error_ns);
           return true;
         });
+    next = 0;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO probes(rank, at_ns, from_node, to_node, from_host, to_host, "
+        "bytes, ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [&](sqlite3_stmt* stmt) {
+          if (next == snapshot.probes.size()) return false;
+          const ProbeRow& p = snapshot.probes[next++];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          bind_u64(stmt, 2, p.at_ns);
+          sqlite3_bind_int(stmt, 3, p.from_node);
+          sqlite3_bind_int(stmt, 4, p.to_node);
+          bind_text(stmt, 5, p.from_host);
+          bind_text(stmt, 6, p.to_host);
+          bind_u64(stmt, 7, p.bytes);
+          bind_u64(stmt, 8, p.ns);
+          return true;
+        });
     std::size_t site = 0, frame = 0;
     db_.insert_rows(
         "INSERT OR REPLACE INTO call_sites(rank, site, frame, address, module, symbol, "

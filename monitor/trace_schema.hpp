@@ -10,7 +10,7 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 extern const char* const kCommtapVersion;
 
 // reference time = local now_ns() + offset_ns, within +-error_ns (error_ns < 0: no estimate).
@@ -31,6 +31,16 @@ struct CommProgress {
   std::uint64_t entered = 0;
   std::uint64_t completed = 0;
   bool operator==(const CommProgress&) const = default;
+};
+
+// One link probe measurement (the probes table): `bytes` from one host's leader to another's
+// took `ns` (bytes = 1: half the fastest round trip, the latency; larger: the transfer).
+struct ProbeRow {
+  std::uint64_t at_ns = 0;  // the measuring rank's monotonic clock when its probe round began
+  int from_node = 0, to_node = 0;
+  std::string from_host, to_host;
+  std::uint64_t bytes = 0;
+  std::uint64_t ns = 0;
 };
 
 // The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,

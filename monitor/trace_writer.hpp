@@ -63,6 +63,7 @@ struct Snapshot {
   std::vector<CommProgress> progress;  // every communicator's (rows that did not change since
                                        // the last window are not written again)
   std::vector<ClockEstimate> clock_estimates;  // made since the last window
+  std::vector<ProbeRow> probes;                // measured since the last window
   std::vector<ActivitySnapshot> busy;          // threads inside a recorded call
   std::vector<std::string> function_names;     // to name function indexes
   std::vector<std::string> algorithm_names;    // to name InstanceRecord::algorithm; empty: all

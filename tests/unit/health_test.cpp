@@ -68,6 +68,16 @@ struct SyntheticJob {
   double crash_at = -1;
   int crash_rank = -1;
 
+  // The job's own messages between hosts (every 4th step); false: a collective-only job.
+  bool messages = true;
+  // Link probes every `probe_every_s` (0: none), by each host's first rank: latency and
+  // throughput of every directed host pair at time t.
+  double probe_every_s = 0;
+  std::function<double(int from_host, int to_host, double t)> probe_mb_per_s =
+      [](int, int, double) { return 1000.0; };
+  std::function<double(int from_host, int to_host, double t)> probe_latency_us =
+      [](int, int, double) { return 30.0; };
+
   int host_of(int rank) const { return rank / (ranks / hosts); }
 
   void write(const fs::path& directory) const {
@@ -105,7 +115,7 @@ struct SyntheticJob {
             .instances.push_back(record);
       }
       if (everyone) last_seq = seq;
-      if (step % 4 != 0 || !everyone) continue;
+      if (step % 4 != 0 || !everyone || !messages) continue;
       for (int from = 0; from < ranks; ++from)
         for (int to = 0; to < ranks; ++to) {
           if (host_of(from) == host_of(to)) continue;
@@ -136,6 +146,23 @@ struct SyntheticJob {
               .instances.push_back(r);
         }
     }
+    for (double t = probe_every_s; probe_every_s > 0 && t < seconds; t += probe_every_s)
+      for (int from = 0; from < hosts; ++from)
+        for (int to = 0; to < hosts; ++to) {
+          if (from == to) continue;
+          const auto at = kMono0 + static_cast<std::uint64_t>(t * 1e9);
+          const std::string from_host = "h" + std::to_string(from),
+                            to_host = "h" + std::to_string(to);
+          const double noise = 1 + jitter(random) / std::max(1e-9, jitter_us) * 0.1;
+          auto& rows = per_rank[static_cast<std::size_t>(from * (ranks / hosts))]
+                               [static_cast<std::size_t>(window_of(t))]
+                                   .probes;
+          rows.push_back({at, from, to, from_host, to_host, 1,
+                          static_cast<std::uint64_t>(probe_latency_us(from, to, t) * noise * 1e3)});
+          rows.push_back(
+              {at, from, to, from_host, to_host, 262144,
+               static_cast<std::uint64_t>(262144 / (probe_mb_per_s(from, to, t) / noise) * 1e3)});
+        }
     for (int r = 0; r < ranks; ++r) {
       monitor::RankFacts facts;
       facts.job_id = "synthetic";
@@ -328,6 +355,69 @@ TEST(Health, AHostWithSlowLinksBothWaysIsTheHostsNetwork) {
   SyntheticJob job;
   job.link_us = [](int from, int to, double) { return from == 3 || to == 3 ? 2000.0 : 0.0; };
   expect_exactly(analyze(job), {{"slow_host_network", "host h3"}});
+}
+
+// Link probes: a collective-only job (no messages of its own to time) with probes every 5 s.
+SyntheticJob probed_job() {
+  SyntheticJob job;
+  job.messages = false;
+  job.probe_every_s = 5;
+  return job;
+}
+
+TEST(Health, ProbesOfACleanJobFindNothing) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    SyntheticJob job = probed_job();
+    job.seed = seed;
+    expect_exactly(analyze(job, HealthOptions{}), {});
+  }
+}
+
+TEST(Health, ProbesFindARateLimitedHostInACollectiveOnlyJob) {
+  SyntheticJob job = probed_job();
+  // 20 Mbit/s both ways, against ~1 GB/s between the others: latency is unchanged.
+  job.probe_mb_per_s = [](int from, int to, double) { return from == 2 || to == 2 ? 2.5 : 1000.0; };
+  const JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_host_network", "host h2"}});
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_EQ(health.findings[0].severity, commtap::analyzer::Severity::error);
+  EXPECT_NEAR(health.findings[0].evidence.value("mb_per_s", 0.0), 2.5, 0.5);
+}
+
+TEST(Health, ProbesFindASlowDirectedLinkAndALatencyFault) {
+  SyntheticJob job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double) { return from == 0 && to == 1 ? 3.0 : 1000.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+  job = probed_job();
+  job.probe_latency_us = [](int from, int to, double) {
+    return (from == 1 && to == 3) || (from == 3 && to == 1) ? 2030.0 : 30.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h3"}});
+}
+
+TEST(Health, OneProbeRoundIsAWarningUnlessFarOffOnManyPairs) {
+  using commtap::analyzer::Severity;
+  SyntheticJob job = probed_job();
+  job.seconds = 8;  // one probe round, at 5 s
+  for (const auto& [mb_per_s, severity] : {std::pair{150.0, Severity::warning},  // 6.7x: slow
+                                           std::pair{2.5, Severity::error}}) {   // 400x
+    job.probe_mb_per_s = [rate = mb_per_s](int from, int to, double) {
+      return from == 2 || to == 2 ? rate : 1000.0;
+    };
+    const JobHealth once = analyze(job, HealthOptions{});
+    expect_exactly(once, {{"slow_host_network", "host h2"}});
+    ASSERT_FALSE(once.findings.empty());
+    EXPECT_EQ(once.findings[0].severity, severity) << mb_per_s << " MB/s";
+  }
+}
+
+TEST(Health, AProbedLinkThatRecoveredIsNotFlagged) {
+  // Slow in the first of 5 rounds only: the recent rounds decide.
+  SyntheticJob job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double t) {
+    return (from == 2 || to == 2) && t < 6 ? 2.5 : 1000.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
 }
 
 TEST(Health, AHangNamesTheRankThatNeverArrived) {

@@ -1,0 +1,216 @@
+// slow_host_network and slow_link from link probes (the probes table): every directed host pair's
+// latency and throughput, measured by commtap itself, so that a slow NIC or a rate-limited link
+// is found in any job, also one whose own messages commtap does not see (collectives only).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "analyzer/detectors.hpp"
+#include "analyzer/statistics.hpp"
+
+namespace commtap::analyzer {
+namespace {
+
+using json = nlohmann::json;
+
+// The probe rounds each pair's verdict is made from: the newest ones, so that a link that was
+// slow and got better is no longer flagged.
+constexpr std::size_t kRecentRounds = 5;
+// A throughput this many times below the baseline is no noise.
+constexpr double kFarOff = 10;
+
+struct PairProbes {
+  std::string from, to;
+  std::vector<std::pair<std::int64_t, double>> latency_ns;  // (aligned time, value), in time order
+  std::vector<std::pair<std::int64_t, double>> mb_per_s;
+};
+
+struct PairVerdict {
+  double latency_ns = 0, mb_per_s = 0;  // medians over the recent rounds
+  int rounds = 0, slow_rounds = 0;
+  bool slow = false;     // slow in most recent rounds, at least two
+  bool suspect = false;  // slow in the only round there is
+};
+
+std::vector<double> recent_values(const std::vector<std::pair<std::int64_t, double>>& series) {
+  std::vector<double> out;
+  const std::size_t first = series.size() > kRecentRounds ? series.size() - kRecentRounds : 0;
+  for (std::size_t i = first; i < series.size(); ++i) out.push_back(series[i].second);
+  return out;
+}
+
+// The value a healthy pair shows: the upper quartile of the pairs' throughputs, the lower of
+// their latencies, so that a slow host whose pairs are most of a small cluster's (4 of 6 on
+// three hosts) does not become the baseline.
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto index =
+      static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size() - 1)));
+  return values[std::min(index, values.size() - 1)];
+}
+
+std::string mb_text(double mb_per_s) {
+  char text[32];
+  std::snprintf(text, sizeof text, mb_per_s >= 100 ? "%.0f MB/s" : "%.1f MB/s", mb_per_s);
+  return text;
+}
+
+}  // namespace
+
+bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth& health,
+                         std::string& error) {
+  const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
+  std::map<std::pair<int, int>, PairProbes> pairs;  // by (from node, to node)
+  bool ok = each_row(
+      job,
+      "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns FROM probes "
+      "ORDER BY at_ns",
+      [&](sqlite3_stmt* s) {
+        auto rank = job.ranks.find(static_cast<int>(sqlite3_column_int64(s, 0)));
+        if (rank == job.ranks.end()) return;
+        const std::int64_t at =
+            rank->second.aligned(static_cast<std::uint64_t>(sqlite3_column_int64(s, 1)));
+        if (at < since || at > until) return;
+        PairProbes& p = pairs[{sqlite3_column_int(s, 2), sqlite3_column_int(s, 3)}];
+        p.from = reinterpret_cast<const char*>(sqlite3_column_text(s, 4));
+        p.to = reinterpret_cast<const char*>(sqlite3_column_text(s, 5));
+        const double bytes = static_cast<double>(sqlite3_column_int64(s, 6));
+        const double ns = std::max(1.0, static_cast<double>(sqlite3_column_int64(s, 7)));
+        if (bytes <= 1)
+          p.latency_ns.emplace_back(at, ns);
+        else
+          p.mb_per_s.emplace_back(at, bytes / ns * 1e3);
+      },
+      error);
+  if (!ok) return false;
+  if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
+
+  std::vector<double> latencies, throughputs;
+  for (const auto& [key, p] : pairs) {
+    if (!p.latency_ns.empty()) latencies.push_back(median_of(recent_values(p.latency_ns)));
+    if (!p.mb_per_s.empty()) throughputs.push_back(median_of(recent_values(p.mb_per_s)));
+  }
+  const double base_latency = quantile(latencies, 0.25);
+  const double base_throughput = quantile(throughputs, 0.75);
+  const double latency_limit = base_latency * options.link_factor + options.min_link_delay_us * 1e3;
+  const double throughput_limit = base_throughput / options.probe_throughput_factor;
+
+  std::map<std::pair<int, int>, PairVerdict> verdicts;
+  for (const auto& [key, p] : pairs) {
+    PairVerdict& v = verdicts[key];
+    const std::vector<double> lat = recent_values(p.latency_ns), tput = recent_values(p.mb_per_s);
+    v.latency_ns = median_of(lat);
+    v.mb_per_s = median_of(tput);
+    v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
+    for (std::size_t i = 0; i < static_cast<std::size_t>(v.rounds); ++i) {
+      const bool slow_latency = i < lat.size() && lat[i] > latency_limit;
+      const bool slow_throughput = i < tput.size() && tput[i] < throughput_limit;
+      v.slow_rounds += slow_latency || slow_throughput;
+    }
+    v.slow = v.slow_rounds >= 2 && 2 * v.slow_rounds > v.rounds;
+    v.suspect = !v.slow && v.rounds == 1 && v.slow_rounds == 1;
+  }
+
+  auto involves = [](const std::pair<int, int>& pair, int node) {
+    return pair.first == node || pair.second == node;
+  };
+  auto flagged = [](const PairVerdict& v) { return v.slow || v.suspect; };
+  std::set<int> nodes;
+  for (const auto& [key, v] : verdicts) nodes.insert({key.first, key.second});
+  // A host whose pairs are slow (all it sends, all it receives, or most of both) while a pair
+  // elsewhere is fine: its NIC or its link to the switch.
+  std::set<int> slow_hosts;
+  for (int node : nodes) {
+    int out = 0, out_slow = 0, in = 0, in_slow = 0;
+    bool fine_elsewhere = false;
+    for (const auto& [key, v] : verdicts) {
+      if (!involves(key, node)) {
+        fine_elsewhere |= !flagged(v);
+        continue;
+      }
+      (key.first == node ? out : in) += 1;
+      (key.first == node ? out_slow : in_slow) += flagged(v);
+    }
+    const int slow = out_slow + in_slow;
+    const bool host_wide = (out_slow >= 2 && out_slow == out) || (in_slow >= 2 && in_slow == in) ||
+                           (slow >= 2 && slow >= options.host_cell_fraction * (out + in));
+    if (host_wide && fine_elsewhere) slow_hosts.insert(node);
+  }
+  auto describe = [&](const PairVerdict& v) {
+    return ms_text(v.latency_ns) + " latency, " + mb_text(v.mb_per_s);
+  };
+  const std::string baseline = ms_text(base_latency) + " latency, " + mb_text(base_throughput);
+  json delayed = health.details.value("delayed_hosts", json::array());
+  for (int node : slow_hosts) {
+    std::vector<double> lat, tput;
+    int rounds = 0;
+    bool confirmed = false;
+    std::string host;
+    for (const auto& [key, v] : verdicts) {
+      if (!involves(key, node) || !flagged(v)) continue;
+      lat.push_back(v.latency_ns);
+      tput.push_back(v.mb_per_s);
+      rounds = std::max(rounds, v.rounds);
+      confirmed |= v.slow;
+      host = key.first == node ? pairs[key].from : pairs[key].to;
+    }
+    Finding f;
+    f.kind = finding_kind::slow_host_network;
+    f.subject = "host " + host;
+    // Confirmed: slow in two probe rounds; or, in one, far off (kFarOff) on three pairs or more,
+    // each the fastest of its repeated transfers: noise slows one measurement, not all of them.
+    const bool far_off_everywhere =
+        static_cast<int>(tput.size()) >= 3 && std::all_of(tput.begin(), tput.end(), [&](double v) {
+          return v * kFarOff < base_throughput;
+        });
+    f.severity = confirmed || far_off_everywhere ? Severity::error : Severity::warning;
+    f.first_seen_ns = f.last_seen_ns = job.now_wall;
+    f.summary = f.subject + ": link probes to and from it measure " + ms_text(median_of(lat)) +
+                " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
+                baseline + " between other hosts, over " + std::to_string(rounds) +
+                (rounds == 1 ? " probe round" : " probe rounds") + " (network side: NIC or link)";
+    f.evidence = {{"host", host},
+                  {"source", "probes"},
+                  {"latency_ns", median_of(lat)},
+                  {"mb_per_s", median_of(tput)},
+                  {"baseline_latency_ns", base_latency},
+                  {"baseline_mb_per_s", base_throughput},
+                  {"rounds", rounds}};
+    health.findings.push_back(f);
+    if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
+  }
+  if (!delayed.empty()) health.details["delayed_hosts"] = delayed;
+  for (const auto& [key, v] : verdicts) {
+    if (!flagged(v) || slow_hosts.count(key.first) || slow_hosts.count(key.second)) continue;
+    auto back = verdicts.find({key.second, key.first});
+    const bool both = back != verdicts.end() && flagged(back->second);
+    if (both && key.first > key.second) continue;  // reported once, with the other direction
+    const PairProbes& p = pairs[key];
+    Finding f;
+    f.kind = finding_kind::slow_link;
+    f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
+    f.severity = v.slow ? Severity::error : Severity::warning;
+    f.first_seen_ns = f.last_seen_ns = job.now_wall;
+    f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + baseline +
+                " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
+                std::to_string(v.rounds) + (v.rounds == 1 ? " probe round" : " probe rounds") +
+                (both ? ", both directions" : ", this direction only");
+    f.evidence = {{"from", p.from},
+                  {"to", p.to},
+                  {"source", "probes"},
+                  {"both_directions", both},
+                  {"latency_ns", v.latency_ns},
+                  {"mb_per_s", v.mb_per_s},
+                  {"baseline_latency_ns", base_latency},
+                  {"baseline_mb_per_s", base_throughput},
+                  {"slow_rounds", v.slow_rounds},
+                  {"rounds", v.rounds}};
+    health.findings.push_back(f);
+  }
+  return true;
+}
+
+}  // namespace commtap::analyzer

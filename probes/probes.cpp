@@ -1,0 +1,173 @@
+#include "probes/probes.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "monitor/monitor.hpp"
+#include "world/world.hpp"
+
+namespace commtap::probes {
+
+int tournament_rounds(int players) {
+  return players < 2 ? 0 : players + players % 2 - 1;
+}
+
+int tournament_partner(int players, int round, int index) {
+  const int n = players + players % 2;  // a bye makes it even
+  if (index == n - 1) return round;
+  if (index == round) return n - 1;
+  return ((2 * round - index) % (n - 1) + (n - 1)) % (n - 1);
+}
+
+namespace {
+
+// The first decision comes early, so that rank 0 can learn how often world collectives come.
+constexpr std::uint64_t kFirstDecision = 16;
+// Probing takes at most this share of the time between two probes.
+constexpr double kMaxShare = 0.005;
+// The fastest of several: noise (a descheduled rank, other traffic) only ever adds time.
+constexpr int kPings = 5;
+constexpr int kTransfers = 3;
+// ... except on a link so slow that noise cannot explain it: one transfer says enough, and
+// repeating it would triple the cost where probing costs most.
+constexpr std::uint64_t kSlowTransferNs = 20'000'000;
+constexpr int kTag = 11;
+
+}  // namespace
+
+LinkProber::LinkProber(MPI_Comm comm, const Settings& settings) {
+  interval_ns_ = static_cast<std::uint64_t>(settings.probe_interval) * 1'000'000'000ull;
+  probe_bytes_ = static_cast<std::uint64_t>(settings.probe_bytes);
+  if (interval_ns_ == 0) return;
+  PMPI_Comm_dup(comm, &comm_);
+  PMPI_Comm_rank(comm_, &rank_);
+  world::NodeLayout layout = world::node_layout(comm_, static_cast<int>(settings.test_nodes));
+  node_ = layout.node;
+  leaders_ = layout.leaders;
+  hosts_ = layout.nodes;
+  host_index_ = layout.node_index;
+  if (leaders_ != MPI_COMM_NULL) {
+    // Every leader learns every host's name, for the rows.
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    std::vector<char> names(static_cast<std::size_t>(hosts_) * sizeof name);
+    PMPI_Allgather(name, sizeof name, MPI_CHAR, names.data(), sizeof name, MPI_CHAR, leaders_);
+    for (int h = 0; h < hosts_; ++h)
+      host_names_.emplace_back(&names[static_cast<std::size_t>(h) * sizeof name]);
+  }
+  if (hosts_ < 2) return;  // nothing to probe: next_decision_seq_ stays 0
+  next_decision_seq_.store(kFirstDecision, std::memory_order_relaxed);
+  // The first decision probes (a baseline early, also for short jobs); then the interval.
+  last_decision_ns_ = monitor::now_ns();
+  last_probe_end_ns_ = 0;
+  buffer_.resize(probe_bytes_);
+}
+
+LinkProber::~LinkProber() {
+  for (MPI_Comm* c : {&leaders_, &node_, &comm_})
+    if (*c != MPI_COMM_NULL) PMPI_Comm_free(c);
+}
+
+std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t seq) {
+  if (seq != next_decision_seq()) return {};
+  // Rank 0 decides: probe when the interval has passed (grown so that the last round's time is
+  // at most kMaxShare of it), and asks again when that many seconds of world collectives at
+  // their recent rate have gone by. One broadcast carries both, so every rank agrees.
+  std::uint64_t decision[2] = {0, 0};  // probe now, next seq to decide at
+  if (rank_ == 0) {
+    const std::uint64_t now = monitor::now_ns();
+    const double interval_s =
+        std::max(static_cast<double>(interval_ns_) / 1e9, last_round_s_ / kMaxShare);
+    const double since_probe_s =
+        last_probe_end_ns_ == 0 ? interval_s : static_cast<double>(now - last_probe_end_ns_) / 1e9;
+    decision[0] = since_probe_s >= interval_s ? 1 : 0;
+    const double elapsed_s = std::max(1e-9, static_cast<double>(now - last_decision_ns_) / 1e9);
+    const double per_s = static_cast<double>(seq - last_decision_seq_) / elapsed_s;
+    const double wait_s = decision[0] ? interval_s : interval_s - since_probe_s;
+    decision[1] = seq + static_cast<std::uint64_t>(std::clamp(wait_s * per_s, 1.0, 1e12));
+    last_decision_seq_ = seq;
+    last_decision_ns_ = now;
+  }
+  PMPI_Bcast(decision, 2, MPI_UINT64_T, 0, comm_);
+  next_decision_seq_.store(decision[1], std::memory_order_relaxed);
+  if (decision[0] == 0) return {};
+  std::vector<monitor::ProbeRow> rows;
+  if (leaders_ != MPI_COMM_NULL) rows = probe_round();
+  // Everyone leaves together: ranks that were not probing would otherwise reach the next
+  // collective ahead of their leaders, and the leaders would look late.
+  MPI_Request all_done = MPI_REQUEST_NULL;
+  PMPI_Ibarrier(comm_, &all_done);
+  world::wait_all(1, &all_done, true);
+  if (rank_ == 0) last_probe_end_ns_ = monitor::now_ns();
+  return rows;
+}
+
+std::vector<monitor::ProbeRow> LinkProber::probe_round() {
+  const std::uint64_t began = monitor::now_ns();
+  std::vector<monitor::ProbeRow> rows;
+  char byte = 0;
+  auto exchange = [&](void* out, int out_bytes, void* in, int in_bytes, int peer) {
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (in != nullptr) PMPI_Irecv(in, in_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[0]);
+    if (out != nullptr) PMPI_Isend(out, out_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[1]);
+    world::wait_all(2, requests, true);
+  };
+  for (int round = 0; round < tournament_rounds(hosts_); ++round) {
+    const int peer = tournament_partner(hosts_, round, host_index_);
+    if (peer >= hosts_) continue;  // a bye
+    const bool first = host_index_ < peer;
+    // Each side, in turn, measures its own direction: round trips of one byte for latency
+    // (the fastest, halved), then `probe_bytes_` timed from a ready signal to the receiver's
+    // one-byte acknowledgement, less the acknowledgement's half round trip.
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool measuring = (turn == 0) == first;
+      if (measuring) {
+        std::uint64_t best_rtt = UINT64_MAX;
+        for (int i = 0; i < kPings; ++i) {
+          const std::uint64_t t0 = monitor::now_ns();
+          exchange(&byte, 1, &byte, 1, peer);
+          best_rtt = std::min(best_rtt, monitor::elapsed_ns(t0, monitor::now_ns()));
+        }
+        std::uint64_t transfer = UINT64_MAX;
+        for (int i = 0; i < kTransfers; ++i) {
+          exchange(nullptr, 0, &byte, 1, peer);  // the peer's receive is posted
+          const std::uint64_t t0 = monitor::now_ns();
+          exchange(buffer_.data(), static_cast<int>(buffer_.size()), nullptr, 0, peer);
+          exchange(nullptr, 0, &byte, 1, peer);  // ... and complete
+          transfer = std::min(transfer, monitor::elapsed_ns(t0, monitor::now_ns()));
+          char slow = transfer > kSlowTransferNs ? 1 : 0;
+          exchange(&slow, 1, nullptr, 0, peer);  // the peer repeats alike
+          if (slow) break;
+        }
+        const std::string& from = host_names_[static_cast<std::size_t>(host_index_)];
+        const std::string& to = host_names_[static_cast<std::size_t>(peer)];
+        rows.push_back({began, host_index_, peer, from, to, 1, best_rtt / 2});
+        rows.push_back({began, host_index_, peer, from, to, buffer_.size(),
+                        transfer > best_rtt / 2 ? transfer - best_rtt / 2 : transfer});
+      } else {
+        for (int i = 0; i < kPings; ++i) {
+          exchange(nullptr, 0, &byte, 1, peer);  // the ping, then its reply
+          exchange(&byte, 1, nullptr, 0, peer);
+        }
+        // Posts the large receive before saying ready, so the transfer is not held up by it.
+        for (int i = 0; i < kTransfers; ++i) {
+          MPI_Request large = MPI_REQUEST_NULL;
+          PMPI_Irecv(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, peer, kTag,
+                     leaders_, &large);
+          exchange(&byte, 1, nullptr, 0, peer);
+          world::wait_all(1, &large, true);
+          exchange(&byte, 1, nullptr, 0, peer);
+          char slow = 0;
+          exchange(nullptr, 0, &slow, 1, peer);
+          if (slow) break;
+        }
+      }
+    }
+  }
+  last_round_s_ = static_cast<double>(monitor::elapsed_ns(began, monitor::now_ns())) / 1e9;
+  return rows;
+}
+
+}  // namespace commtap::probes

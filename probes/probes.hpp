@@ -1,0 +1,68 @@
+// probes: link probes between hosts. At points every rank agrees on, the node leaders (one rank
+// per host) measure every directed host pair's latency and throughput with a few messages on a
+// private communicator, so that a slow NIC or a congested link shows up in any job, even one
+// whose own traffic commtap cannot see (collectives only). The rows go to the `probes` table.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "monitor/trace_schema.hpp"
+#include "settings/settings.hpp"
+
+namespace commtap::probes {
+
+class LinkProber {
+ public:
+  // Collective over `comm` (commtap's private duplicate of MPI_COMM_WORLD), at MPI_Init: finds
+  // the hosts (MPI's shared-memory domains, or COMMTAP_TEST_NODES pretend ones) and their
+  // leaders. Probes nothing if there is one host or COMMTAP_PROBE_INTERVAL is 0.
+  LinkProber(MPI_Comm comm, const Settings& settings);
+  ~LinkProber();
+  LinkProber(const LinkProber&) = delete;
+  LinkProber& operator=(const LinkProber&) = delete;
+
+  // After the blocking collective `seq` on MPI_COMM_WORLD, on every rank (all reach the same
+  // seq, in the same order). At agreed seqs rank 0 tells every rank whether to probe now and
+  // when to ask again (one small broadcast per decision, about one per interval); when it says
+  // so the leaders probe. Returns the rows this rank measured (leaders only).
+  std::vector<monitor::ProbeRow> after_world_collective(std::uint64_t seq);
+  // The seq of the next decision (0: never), for a check without a lock on the hot path.
+  std::uint64_t next_decision_seq() const {
+    return next_decision_seq_.load(std::memory_order_relaxed);
+  }
+
+  // Seconds a probe round took last (0: none yet), for the cost bound.
+  double last_round_s() const { return last_round_s_; }
+
+ private:
+  std::vector<monitor::ProbeRow> probe_round();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;     // all ranks
+  MPI_Comm node_ = MPI_COMM_NULL;     // this rank's host
+  MPI_Comm leaders_ = MPI_COMM_NULL;  // one rank per host; MPI_COMM_NULL on the others
+  int rank_ = 0, hosts_ = 0, host_index_ = 0;
+  std::vector<std::string> host_names_;  // of each host index (leaders only)
+  std::uint64_t interval_ns_ = 0;
+  std::uint64_t probe_bytes_ = 0;
+  // Written at decisions only, which all come from world collectives: never two at a time.
+  std::atomic<std::uint64_t> next_decision_seq_{0};
+  // Rank 0's view, for the decisions.
+  std::uint64_t last_decision_seq_ = 0, last_decision_ns_ = 0, last_probe_end_ns_ = 0;
+  double last_round_s_ = 0;
+  std::vector<char> buffer_;
+};
+
+// The pairs of round `round` of a round-robin tournament of `players` (the circle method): each
+// index meets every other exactly once in players - 1 rounds (players rounded up to even; a
+// partner >= players is a bye). Returns this index's partner.
+int tournament_partner(int players, int round, int index);
+// Rounds a tournament of `players` takes.
+int tournament_rounds(int players);
+
+}  // namespace commtap::probes

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Link probes (COMMTAP_PROBE_INTERVAL) on pretend hosts (COMMTAP_TEST_NODES): every directed host
+# pair is measured in every probe round, by its sender's leader; a job with receives in flight
+# across the probe points gives the native run's output, in both wait modes; probes are off with
+# the setting at 0 and on a single host.
+source "$(dirname "$0")/common.sh"
+
+program=$PROGRAMS/probe_workload
+steps=300 work_us=4000  # about 1.2 s of compute: the first probe at step 16, then every second
+run_native 4 "$program" $steps $work_us >native.out
+[ -s native.out ] || fail "native run printed nothing"
+
+probed() {  # dir nodes [more -genv pairs]
+  local dir=$1 nodes=$2
+  shift 2
+  run_preloaded 4 -genv COMMTAP_DIR "$dir" -genv COMMTAP_TEST_NODES "$nodes" \
+    -genv COMMTAP_PROBE_INTERVAL 1 "$@" "$program" $steps $work_us
+}
+
+for mode in 0 1; do
+  probed trace-$mode 4 -genv COMMTAP_YIELD $mode >probed.out || fail "probed run (yield $mode)"
+  expect_same_files native.out probed.out "native and probed outputs (yield $mode)"
+  # Every directed pair of the 4 pretend hosts, latency and throughput, in every round.
+  pairs=$(db_query trace-$mode "SELECT count(DISTINCT from_node || '>' || to_node || ':' || bytes)
+            FROM probes WHERE ns > 0 AND from_node <> to_node AND from_node = rank")
+  expect_equal 24 "$pairs" "directed pairs x sizes probed (yield $mode)"
+  rounds=$(db_query trace-$mode "SELECT min(n) FROM (SELECT count(DISTINCT at_ns) AS n FROM probes
+             GROUP BY from_node, to_node, bytes)")
+  [ "$rounds" -ge 2 ] || fail "expected at least 2 probe rounds per pair, got $rounds (yield $mode)"
+  pass "4 pretend hosts, yield $mode: 12 directed pairs x 2 sizes in each of $rounds rounds"
+done
+
+# An odd number of hosts (a bye every round): 3 hosts, 6 directed pairs.
+probed trace-odd 3 >probed.out || fail "probed run on 3 hosts"
+expect_same_files native.out probed.out "native and probed outputs (3 hosts)"
+pairs=$(db_query trace-odd "SELECT count(DISTINCT from_node || '>' || to_node) FROM probes")
+expect_equal 6 "$pairs" "directed pairs probed on 3 hosts"
+pass "3 pretend hosts: 6 directed pairs"
+
+run_preloaded 4 -genv COMMTAP_DIR trace-off -genv COMMTAP_TEST_NODES 4 \
+  -genv COMMTAP_PROBE_INTERVAL 0 "$program" 40 100 >/dev/null || fail "run with probes off"
+expect_equal 0 "$(db_query trace-off "SELECT count(*) FROM probes")" "probe rows with interval 0"
+run_preloaded 4 -genv COMMTAP_DIR trace-one "$program" 40 100 >/dev/null ||
+  fail "run on one host"
+expect_equal 0 "$(db_query trace-one "SELECT count(*) FROM probes")" "probe rows on one host"
+pass "no probes with COMMTAP_PROBE_INTERVAL=0 or on one host"
