@@ -189,6 +189,23 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     const bool both = back != verdicts.end() && flagged(back->second);
     if (both && key.first > key.second) continue;  // reported once, with the other direction
     const PairProbes& p = pairs[key];
+    // The job's own messages may have named this link already, with its direction (a probe's
+    // latency is half a round trip, so it cannot tell which way is slow): one finding.
+    auto named =
+        std::find_if(health.findings.begin(), health.findings.end(), [&](const Finding& m) {
+          if (m.kind != finding_kind::slow_link) return false;
+          const std::string a = m.evidence.value("from", ""), b = m.evidence.value("to", "");
+          return (a == p.from && b == p.to) || (a == p.to && b == p.from);
+        });
+    if (named != health.findings.end()) {
+      named->evidence["also"] = {{"source", "probes"},
+                                 {"latency_ns", v.latency_ns},
+                                 {"mb_per_s", v.mb_per_s},
+                                 {"baseline_latency_ns", base_latency},
+                                 {"baseline_mb_per_s", base_throughput}};
+      named->summary += "; link probes also measure " + describe(v) + " vs " + baseline;
+      continue;
+    }
     Finding f;
     f.kind = finding_kind::slow_link;
     f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;

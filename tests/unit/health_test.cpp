@@ -411,6 +411,20 @@ TEST(Health, OneProbeRoundIsAWarningUnlessFarOffOnManyPairs) {
   }
 }
 
+TEST(Health, ALinkNamedByMessagesAndProbesIsOneFindingWithItsDirection) {
+  SyntheticJob job;
+  job.probe_every_s = 5;
+  job.link_us = [](int from, int to, double) { return from == 0 && to == 2 ? 2000.0 : 0.0; };
+  // A probe's latency is half a round trip: both directions look slow.
+  job.probe_latency_us = [](int from, int to, double) {
+    return (from == 0 && to == 2) || (from == 2 && to == 0) ? 1030.0 : 30.0;
+  };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_EQ(health.findings[0].evidence["also"].value("source", ""), "probes");
+}
+
 TEST(Health, AProbedLinkThatRecoveredIsNotFlagged) {
   // Slow in the first of 5 rounds only: the recent rounds decide.
   SyntheticJob job = probed_job();
