@@ -170,8 +170,9 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": link probes to and from it measure " + ms_text(median_of(lat)) +
                 " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
-                baseline + " between other hosts, over " + std::to_string(rounds) +
-                (rounds == 1 ? " probe round" : " probe rounds") + " (network side: NIC or link)";
+                baseline + " between other hosts, over " +
+                count_text(static_cast<std::uint64_t>(rounds), "probe round") +
+                " (network side: NIC or link)";
     f.evidence = {{"host", host},
                   {"source", "probes"},
                   {"latency_ns", median_of(lat)},
@@ -184,9 +185,11 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
   }
   if (!delayed.empty()) health.details["delayed_hosts"] = delayed;
   for (const auto& [key, v] : verdicts) {
-    if (!flagged(v) || slow_hosts.count(key.first) || slow_hosts.count(key.second)) continue;
+    // A single pair slow in a single round is no finding: one descheduled leader (a busy node)
+    // slows all of its repeats. Hosts are judged on several pairs at once, links need rounds.
+    if (!v.slow || slow_hosts.count(key.first) || slow_hosts.count(key.second)) continue;
     auto back = verdicts.find({key.second, key.first});
-    const bool both = back != verdicts.end() && flagged(back->second);
+    const bool both = back != verdicts.end() && back->second.slow;
     if (both && key.first > key.second) continue;  // reported once, with the other direction
     const PairProbes& p = pairs[key];
     // The job's own messages may have named this link already, with its direction (a probe's
@@ -209,11 +212,11 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     Finding f;
     f.kind = finding_kind::slow_link;
     f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
-    f.severity = v.slow ? Severity::error : Severity::warning;
+    f.severity = Severity::error;
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + baseline +
                 " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
-                std::to_string(v.rounds) + (v.rounds == 1 ? " probe round" : " probe rounds") +
+                count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
                 (both ? ", both directions" : ", this direction only");
     f.evidence = {{"from", p.from},
                   {"to", p.to},

@@ -11,10 +11,10 @@ using json = nlohmann::json;
 std::string health_text(const std::vector<JobHealth>& jobs) {
   std::string out;
   for (const JobHealth& job : jobs) {
-    out += "job " + job.job_id + " (" + job.path + "): " + std::to_string(job.ranks) +
-           " ranks on " + std::to_string(job.hosts) + " hosts, " +
-           (job.running ? "running" : "ended") + "; " + with_commas(job.instances) +
-           " collective instances and " + with_commas(job.messages) + " messages compared\n";
+    out += "job " + job.job_id + " (" + job.path + "): " + count_text(job.ranks, "rank") + " on " +
+           count_text(job.hosts, "host") + ", " + (job.running ? "running" : "ended") + "; " +
+           with_commas(job.instances) + " collective instances and " + with_commas(job.messages) +
+           " messages compared\n";
     if (job.findings.empty()) out += "  healthy: no findings\n";
     for (const Finding& f : job.findings) {
       std::string severity = severity_name(f.severity);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analyzer/health.hpp"
+#include "analyzer/statistics.hpp"
 
 namespace commtap::analyzer {
 
@@ -144,8 +145,8 @@ std::string health_html(const JobHealth& job, const std::string& slowest_sites_t
       ".critical{background:#f8c8c8}.error{background:#fbe0c8}.warning{background:#fff4c0}"
       "</style></head><body>";
   html += "<h1>commtap report: job " + escape(job.job_id) + "</h1>";
-  html += "<p>" + escape(job.path) + ": " + std::to_string(job.ranks) + " ranks on " +
-          std::to_string(job.hosts) + " hosts, " + (job.running ? "running" : "ended") + "; " +
+  html += "<p>" + escape(job.path) + ": " + count_text(job.ranks, "rank") + " on " +
+          count_text(job.hosts, "host") + ", " + (job.running ? "running" : "ended") + "; " +
           std::to_string(job.instances) + " collective instances and " +
           std::to_string(job.messages) + " messages compared.</p>";
   html += "<h2>Findings</h2>";

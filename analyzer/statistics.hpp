@@ -77,6 +77,11 @@ inline std::string with_commas(std::uint64_t n) {
   return out;
 }
 
+// "1 rank", "4 ranks": a count and its noun, singular or plural (nouns that take an s).
+inline std::string count_text(std::uint64_t n, const std::string& noun) {
+  return with_commas(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // Message size class of `bytes`: powers of four.
 inline int size_class(std::int64_t bytes) {  // powers of four
   int c = 0;
