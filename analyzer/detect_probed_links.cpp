@@ -9,6 +9,7 @@
 
 #include "analyzer/detectors.hpp"
 #include "analyzer/statistics.hpp"
+#include "analyzer/trace_files.hpp"
 
 namespace commtap::analyzer {
 namespace {
@@ -69,16 +70,16 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
       "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns FROM probes "
       "ORDER BY at_ns",
       [&](sqlite3_stmt* s) {
-        auto rank = job.ranks.find(static_cast<int>(sqlite3_column_int64(s, 0)));
+        auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
         if (rank == job.ranks.end()) return;
-        const std::int64_t at =
-            rank->second.aligned(static_cast<std::uint64_t>(sqlite3_column_int64(s, 1)));
+        const std::int64_t at = rank->second.aligned(static_cast<std::uint64_t>(column_i64(s, 1)));
         if (at < since || at > until) return;
-        PairProbes& p = pairs[{sqlite3_column_int(s, 2), sqlite3_column_int(s, 3)}];
-        p.from = reinterpret_cast<const char*>(sqlite3_column_text(s, 4));
-        p.to = reinterpret_cast<const char*>(sqlite3_column_text(s, 5));
-        const double bytes = static_cast<double>(sqlite3_column_int64(s, 6));
-        const double ns = std::max(1.0, static_cast<double>(sqlite3_column_int64(s, 7)));
+        PairProbes& p =
+            pairs[{static_cast<int>(column_i64(s, 2)), static_cast<int>(column_i64(s, 3))}];
+        p.from = column_text(s, 4);
+        p.to = column_text(s, 5);
+        const double bytes = static_cast<double>(column_i64(s, 6));
+        const double ns = std::max(1.0, static_cast<double>(column_i64(s, 7)));
         if (bytes <= 1)
           p.latency_ns.emplace_back(at, ns);
         else

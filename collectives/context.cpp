@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "collectives/collectives.hpp"
-#include "monitor/monitor.hpp"
+#include "monitor/clock.hpp"
 #include "world/world.hpp"
 
 namespace commtap::collectives {

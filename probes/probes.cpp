@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "monitor/monitor.hpp"
+#include "monitor/clock.hpp"
 #include "world/world.hpp"
 
 namespace commtap::probes {

@@ -37,9 +37,6 @@ class LinkProber {
     return next_decision_seq_.load(std::memory_order_relaxed);
   }
 
-  // Seconds a probe round took last (0: none yet), for the cost bound.
-  double last_round_s() const { return last_round_s_; }
-
  private:
   std::vector<monitor::ProbeRow> probe_round();
 
@@ -54,7 +51,7 @@ class LinkProber {
   std::atomic<std::uint64_t> next_decision_seq_{0};
   // Rank 0's view, for the decisions.
   std::uint64_t last_decision_seq_ = 0, last_decision_ns_ = 0, last_probe_end_ns_ = 0;
-  double last_round_s_ = 0;
+  double last_round_s_ = 0;  // the last probe round's seconds (0: none yet), for the cost bound
   std::vector<char> buffer_;
 };
 

@@ -1,6 +1,6 @@
 #include <vector>
 
-#include "monitor/monitor.hpp"
+#include "monitor/clock.hpp"
 #include "world/world.hpp"
 
 namespace commtap::world {
