@@ -127,6 +127,53 @@ std::string mpi_library_version() {
   return clean;
 }
 
+// Settings that decide which collective calls commtap makes on its private communicators (or,
+// for COMMTAP_SAMPLE, which instances all ranks record): a rank with other values than the rest
+// would wait for them forever. An MPMD launch can give ranks different environments, so rank 0's
+// values are used everywhere and a rank that had others says so. (COMMTAP_DISABLE cannot be
+// agreed on: a disabled rank makes no call at all. It must be equal on all ranks.)
+void agree_with_rank_0(Settings& settings, MPI_Comm comm, int rank) {
+  struct Agreed {
+    const char* name;
+    long* value;
+  };
+  long calibrate = settings.calibrate ? 1 : 0;
+  const Agreed agreed[] = {{"COMMTAP_CLOCK_SYNC", &settings.clock_sync},
+                           {"COMMTAP_SAMPLE", &settings.sample},
+                           {"COMMTAP_PROBE_INTERVAL", &settings.probe_interval},
+                           {"COMMTAP_PROBE_BYTES", &settings.probe_bytes},
+                           {"COMMTAP_TEST_NODES", &settings.test_nodes},
+                           {"COMMTAP_CALIBRATE", &calibrate}};
+  constexpr int kCount = static_cast<int>(std::size(agreed));
+  long rank_0[kCount];
+  for (int i = 0; i < kCount; ++i) rank_0[i] = *agreed[i].value;
+  PMPI_Bcast(rank_0, kCount, MPI_LONG, 0, comm);
+  std::string differences;
+  for (int i = 0; i < kCount; ++i) {
+    if (*agreed[i].value != rank_0[i])
+      differences += std::string(differences.empty() ? "" : ", ") + agreed[i].name + "=" +
+                     std::to_string(*agreed[i].value) + " (rank 0: " + std::to_string(rank_0[i]) +
+                     ")";
+    *agreed[i].value = rank_0[i];
+  }
+  settings.calibrate = calibrate != 0;
+  const std::string allreduce = world::broadcast_string(settings.allreduce, comm, rank);
+  if (allreduce != settings.allreduce)
+    differences += std::string(differences.empty() ? "" : ", ") +
+                   "COMMTAP_ALLREDUCE=" + settings.allreduce + " (rank 0: " + allreduce + ")";
+  settings.allreduce = allreduce;
+  // One line for the job, from the lowest rank that differs.
+  int size = 1;
+  PMPI_Comm_size(comm, &size);
+  int candidate = differences.empty() ? size : rank, first = size;
+  PMPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == rank)
+    std::fprintf(stderr,
+                 "commtap: rank %d's settings differ from rank 0's: %s; every rank uses rank "
+                 "0's (other ranks may differ too)\n",
+                 rank, differences.c_str());
+}
+
 // The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
 // in every case so that all ranks agree even if their environments differ.
 std::string agree_on_job_id(const Settings& settings, MPI_Comm comm, int rank) {
@@ -264,7 +311,6 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   session.started = true;
   runtime().settings = parsed.settings;
   runtime().yield = parsed.settings.yield;
-  runtime().sample = static_cast<std::uint64_t>(parsed.settings.sample);
   runtime().counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
   runtime().messages = std::make_unique<MessageCounters>();
   int thread_level = MPI_THREAD_SINGLE;
@@ -276,7 +322,9 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   int rank = 0, size = 1;
   PMPI_Comm_rank(session.comm, &rank);
   PMPI_Comm_size(session.comm, &size);
+  agree_with_rank_0(runtime().settings, session.comm, rank);
   const Settings& settings = runtime().settings;
+  runtime().sample = static_cast<std::uint64_t>(settings.sample);
   runtime().collectives = collectives::start(settings, session.comm, parsed.problems);
   if (rank == 0)
     for (const std::string& problem : parsed.problems)

@@ -44,3 +44,17 @@ run_preloaded 4 -genv COMMTAP_DIR trace-one "$program" 40 100 >/dev/null ||
   fail "run on one host"
 expect_equal 0 "$(db_query trace-one "SELECT count(*) FROM probes")" "probe rows on one host"
 pass "no probes with COMMTAP_PROBE_INTERVAL=0 or on one host"
+
+# Ranks launched with different settings (an MPMD launch: each part its own environment) must
+# not wait for each other forever: probes and clock estimates are collective, so rank 0's
+# settings are used everywhere, with one line saying so.
+timeout "$LIMIT" mpiexec -genv LD_PRELOAD "$LIB" -genv COMMTAP_DIR trace-mixed \
+  -genv COMMTAP_TEST_NODES 4 \
+  -n 2 -env COMMTAP_PROBE_INTERVAL 1 "$program" $steps $work_us : \
+  -n 2 -env COMMTAP_PROBE_INTERVAL 0 -env COMMTAP_CLOCK_SYNC 10 "$program" $steps $work_us \
+  >mixed.out 2>mixed.err || fail "run with settings differing between ranks (exit $?)"
+expect_same_files native.out mixed.out "native and mixed-settings outputs"
+expect_equal 1 "$(grep -c "settings differ from rank 0's" mixed.err)" "lines about the difference"
+expect_equal 12 "$(db_query trace-mixed "SELECT count(DISTINCT from_node || '>' || to_node)
+                   FROM probes")" "directed pairs probed with rank 0's interval"
+pass "settings that differ between ranks: rank 0's are used, one line says so"
