@@ -90,7 +90,9 @@ std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t 
     last_decision_seq_ = seq;
     last_decision_ns_ = now;
   }
-  PMPI_Bcast(decision, 2, MPI_UINT64_T, 0, comm_);
+  MPI_Request told = MPI_REQUEST_NULL;  // yielding: oversubscribed ranks must not spin here
+  PMPI_Ibcast(decision, 2, MPI_UINT64_T, 0, comm_, &told);
+  world::wait_all(1, &told, true);
   next_decision_seq_.store(decision[1], std::memory_order_relaxed);
   if (decision[0] == 0) return {};
   std::vector<monitor::ProbeRow> rows;
