@@ -26,6 +26,7 @@ Subcommand add_query_command(CLI::App& app);
 Subcommand add_merge_command(CLI::App& app);
 Subcommand add_analyze_command(CLI::App& app);
 Subcommand add_report_command(CLI::App& app);
+Subcommand add_export_command(CLI::App& app);
 
 // The detectors' thresholds as options of `command` (analyze and report share them).
 void add_health_options(CLI::App* command, HealthOptions& options);

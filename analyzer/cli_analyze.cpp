@@ -1,9 +1,11 @@
 // `commtap analyze`: findings with their evidence, for people, scripts and cron.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "analyzer/cli.hpp"
+#include "analyzer/prometheus.hpp"
 
 namespace commtap::analyzer::cli {
 
@@ -82,7 +84,7 @@ Subcommand add_analyze_command(CLI::App& app) {
     HealthOptions health_options;
     std::vector<std::string> analyze_paths;
     bool analyze_json = false;
-    std::string store, fail_on = "error";
+    std::string store, fail_on = "error", prometheus;
   };
   auto o = std::make_shared<Options>();
   CLI::App* analyze = app.add_subcommand(
@@ -95,6 +97,9 @@ Subcommand add_analyze_command(CLI::App& app) {
   analyze->add_flag("--json", o->analyze_json, "JSON output (schema in docs/analyzer.md)");
   analyze->add_option("--store", o->store,
                       "Record findings in this SQLite database (first/last seen, active)");
+  analyze->add_option("--prometheus", o->prometheus,
+                      "Also write the findings and per-job figures here in Prometheus' text "
+                      "format, atomically (for node_exporter's textfile collector)");
   analyze
       ->add_option("--fail-on", o->fail_on,
                    "Exit 1 when a finding is at least this severe (info, warning, error, "
@@ -102,7 +107,9 @@ Subcommand add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   return {
       analyze, [o]() -> int {
-        auto& [health_options, analyze_paths, analyze_json, store, fail_on] = *o;
+        auto& [health_options, analyze_paths, analyze_json, store, fail_on, prometheus] = *o;
+        using Clock = std::chrono::steady_clock;
+        const auto run_start = Clock::now();
         Severity threshold = Severity::error;
         if (!parse_severity(fail_on, threshold)) {
           std::fprintf(stderr,
@@ -114,13 +121,17 @@ Subcommand add_analyze_command(CLI::App& app) {
         std::vector<std::string> errors;
         const std::vector<std::string> jobs = find_jobs(analyze_paths, errors);
         std::vector<JobHealth> results;
+        std::vector<double> seconds;
         for (const std::string& path : jobs) {
           JobHealth health;
           std::string error;
-          if (analyze_job(path, health_options, health, error))
+          const auto job_start = Clock::now();
+          if (analyze_job(path, health_options, health, error)) {
             results.push_back(std::move(health));
-          else
+            seconds.push_back(std::chrono::duration<double>(Clock::now() - job_start).count());
+          } else {
             errors.push_back(error);
+          }
         }
         for (const std::string& error : errors)
           std::fprintf(stderr, "commtap: %s\n", error.c_str());
@@ -129,6 +140,21 @@ Subcommand add_analyze_command(CLI::App& app) {
           std::string error;
           if (!store_findings(store, results, error)) {
             std::fprintf(stderr, "commtap: cannot store findings: %s\n", error.c_str());
+            return kExitError;
+          }
+        }
+        if (!prometheus.empty()) {
+          AnalysisRun run;
+          run.unreadable = static_cast<int>(errors.size());
+          run.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+          run.finished_unix_s =
+              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+          run.jobs = results;
+          run.analysis_seconds = seconds;
+          std::string error;
+          if (!write_file_atomically(prometheus, prometheus_text(run), error)) {
+            std::fprintf(stderr, "commtap: %s\n", error.c_str());
             return kExitError;
           }
         }

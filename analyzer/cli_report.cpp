@@ -31,7 +31,7 @@ Subcommand add_report_command(CLI::App& app) {
         std::string sites = "<p>No aggregates.</p>";
         if (auto job = JobDatabase::open(report_path, error)) {
           auto result = job->query(
-              "SELECT a.function, coalesce(s.symbol, '?') AS caller, "
+              "SELECT a.function, coalesce(demangle(s.symbol), '?') AS caller, "
               "coalesce(s.file || ':' || s.line, '') AS source, a.size_class AS bytes_class, "
               "sum(a.calls) AS calls, round(sum(a.total_ns) / 1e6, 3) AS total_ms, "
               "round(sum(a.total_ns) / 1e3 / sum(a.calls), 1) AS mean_us, "

@@ -1,5 +1,6 @@
 // The `commtap` command: run a job preloaded, calibrate, list the settings, query and merge trace
-// databases, analyze their health and report it. Each subcommand lives in cli_<name>.cpp.
+// databases, analyze their health, report it and export it to other tools. Each subcommand lives
+// in cli_<name>.cpp.
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "commtap 0.1.0");
   std::vector<cli::Subcommand> commands = cli::add_launch_commands(app, argc, argv);
   for (auto add : {cli::add_query_command, cli::add_merge_command, cli::add_analyze_command,
-                   cli::add_report_command})
+                   cli::add_report_command, cli::add_export_command})
     commands.push_back(add(app));
   try {
     app.parse(argc, argv);

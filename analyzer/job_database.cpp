@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "analyzer/analyzer.hpp"
+#include "analyzer/symbols.hpp"
 #include "analyzer/trace_files.hpp"
 #include "monitor/trace_schema.hpp"
 
@@ -46,7 +47,8 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI,
                       nullptr) != SQLITE_OK ||
       !exec(job->db_, monitor::schema_sql(), error) ||
-      !exec(job->db_, "PRAGMA user_version=" + std::to_string(monitor::kSchemaVersion), error)) {
+      !exec(job->db_, "PRAGMA user_version=" + std::to_string(monitor::kSchemaVersion), error) ||
+      !register_sql_functions(job->db_)) {
     error = "cannot create an in-memory database: " + error;
     return nullptr;
   }
@@ -212,7 +214,7 @@ constexpr Canned kCanned[] = {
     {"sites",
      "the 20 call sites that spent the most time in MPI, all calls counted (from the aggregates):"
      " function, calling symbol, source file and line",
-     "SELECT a.function, coalesce(s.symbol, '?') AS caller,"
+     "SELECT a.function, coalesce(demangle(s.symbol), '?') AS caller,"
      " coalesce(s.file || ':' || s.line, '') AS source, count(DISTINCT a.rank) AS ranks,"
      " sum(a.calls) AS calls, printf('%.3f', sum(a.total_ns) / 1e6) AS total_ms,"
      " printf('%.2f', sum(a.total_ns) / 1e3 / sum(a.calls)) AS mean_us FROM aggregates a"

@@ -205,7 +205,9 @@ CREATE VIEW IF NOT EXISTS collectives_aligned AS
   FROM collectives c JOIN ranks r ON r.rank = c.rank;
 
 -- Both sides of each sampled message, on rank 0's clock (each rank's offset at MPI_Init).
--- latency_ns: from the later of send start and receive post to the receive's completion.
+-- latency_ns: from the later of send start and receive post to the receive's completion. Its
+-- two ends come from two ranks' clocks: it is right within +- clock_error_ns (the two offsets'
+-- errors added), so a short message's latency can come out negative by up to that much.
 CREATE VIEW IF NOT EXISTS transfers_joined AS
   SELECT s.rank AS sender, r.rank AS receiver, s.comm_id, s.tag, s.msg, s.bytes,
          s.start_ns + coalesce(rs.clock_offset_ns, 0) AS send_start_ns,
@@ -214,7 +216,8 @@ CREATE VIEW IF NOT EXISTS transfers_joined AS
          r.end_ns + coalesce(rr.clock_offset_ns, 0) AS recv_end_ns,
          r.end_ns + coalesce(rr.clock_offset_ns, 0)
            - max(s.start_ns + coalesce(rs.clock_offset_ns, 0),
-                 r.start_ns + coalesce(rr.clock_offset_ns, 0)) AS latency_ns
+                 r.start_ns + coalesce(rr.clock_offset_ns, 0)) AS latency_ns,
+         coalesce(rs.clock_error_ns, 0) + coalesce(rr.clock_error_ns, 0) AS clock_error_ns
   FROM transfers s
   JOIN transfers r ON r.direction = 'recv' AND r.rank = s.peer AND r.peer = s.rank
                   AND r.comm_id = s.comm_id AND r.tag = s.tag AND r.msg = s.msg
