@@ -105,6 +105,9 @@ class PackPlan {
   void unpack(const void* in, std::int64_t count, void* out) const;
   bool strided() const { return strided_.has_value(); }
   const Layout& element() const { return *element_; }
+  const LayoutPtr& element_layout() const { return element_; }
+  // One element as a strided block, if it is one.
+  const std::optional<StridedBlock>& strided_block() const { return strided_; }
   std::int64_t extent() const { return extent_; }
 
  private:

@@ -46,4 +46,14 @@ COMMTAP_EXPORT int commtap_allreduce_algorithm(const char* name) {
   return 0;
 }
 
+COMMTAP_EXPORT void commtap_test_device_memory(const void* pointer, unsigned long bytes,
+                                               int device) {
+  commtap::datatypes::fake_device().mark(pointer, bytes, device != 0);
+}
+
+COMMTAP_EXPORT void commtap_test_device_counts(unsigned long* copies, unsigned long* kernels) {
+  *copies = commtap::datatypes::fake_device().copies();
+  *kernels = commtap::datatypes::fake_device().kernels();
+}
+
 }  // extern "C"

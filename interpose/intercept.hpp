@@ -14,6 +14,7 @@
 #include "interpose/hooks_collectives.hpp"
 #include "interpose/hooks_communicators.hpp"
 #include "interpose/hooks_datatypes.hpp"
+#include "interpose/hooks_device.hpp"
 #include "interpose/hooks_point_to_point.hpp"
 #include "interpose/hooks_recording.hpp"
 #include "interpose/hooks_requests.hpp"
@@ -70,11 +71,13 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     PointToPointHooks<id> point_to_point;
     CommunicatorHooks<id> communicators;
     DatatypeHooks<id> datatypes;
+    DeviceHooks<id> device;
     requests.before(a...);
     collective.before(info);
     point_to_point.before(a...);
     communicators.before(a...);
     datatypes.before(a...);
+    device.before(a...);  // last: it may swap buffers and statuses the others have seen
 
     scope.enter(static_cast<std::int64_t>(info.comm), collective.seq);
     auto library = [&] {
@@ -83,13 +86,16 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       return real(a...);
     };
     int rc;
-    if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c)
+    if (device.result) [[unlikely]]
+      rc = *device.result;
+    else if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c)
       rc = collective.allreduce(library, a...);
     else if constexpr (family == Family::pack && id != Fn::Pack_size && id != Fn::Pack_size_c)
       rc = pack_call<id>(real, a...);
     else
       rc = library();
     datatypes.after_library(rc, a...);
+    device.after_library(rc, a...);
     scope.leave();
 
     collective.identify(rc, info);

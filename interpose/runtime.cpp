@@ -326,6 +326,10 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   const Settings& settings = runtime().settings;
   runtime().sample = static_cast<std::uint64_t>(settings.sample);
   runtime().collectives = collectives::start(settings, session.comm, parsed.problems);
+  runtime().stager = datatypes::make_stager(settings.device_staging, settings.test_fake_device,
+                                            settings.device_method, settings.device_model,
+                                            runtime().plans, parsed.problems)
+                         .release();  // never destroyed: MPI calls may come at exit
   if (rank == 0)
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());

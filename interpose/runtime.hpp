@@ -10,6 +10,7 @@
 
 #include "collectives/collectives.hpp"
 #include "datatypes/datatypes.hpp"
+#include "datatypes/device.hpp"
 #include "interpose/function_table.hpp"
 #include "interpose/messages.hpp"
 #include "interpose/requests.hpp"
@@ -39,6 +40,9 @@ struct Runtime {
   RequestTable requests;
   world::CommunicatorRegistry communicators;
   datatypes::PlanCache plans;
+  // Point-to-point on device buffers through host staging; null (every hook a no-op) without a
+  // GPU or with COMMTAP_DEVICE_STAGING=0. Set at init, never destroyed.
+  datatypes::Stager* stager = nullptr;
   // Completions of sampled NCCL collectives on their streams; made at the first NCCL call.
   std::atomic<monitor::StreamCompletions*> stream_completions{nullptr};
 };

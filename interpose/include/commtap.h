@@ -32,6 +32,15 @@ int commtap_datatype_plan(const void* datatype, char* description, int length);
  * name (nothing changes). */
 int commtap_allreduce_algorithm(const char* name);
 
+/* For tests of device staging without a GPU (COMMTAP_TEST_FAKE_DEVICE=1): `bytes` of host
+ * memory at `pointer` count as CUDA device memory while `device` is nonzero, and are
+ * inaccessible (PROT_NONE) to everything but commtap's fake copies and kernels where they are
+ * whole pages; 0 gives them back. Programs find it with dlsym, so that they also run without
+ * commtap. */
+void commtap_test_device_memory(const void* pointer, unsigned long bytes, int device);
+/* The fake device's copies and kernel launches so far (tests check which methods ran). */
+void commtap_test_device_counts(unsigned long* copies, unsigned long* kernels);
+
 #ifdef __cplusplus
 }
 #endif
