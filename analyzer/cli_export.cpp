@@ -6,6 +6,7 @@
 
 #include "analyzer/cli.hpp"
 #include "analyzer/export_perfetto.hpp"
+#include "analyzer/statistics.hpp"
 
 namespace commtap::analyzer::cli {
 
@@ -65,16 +66,14 @@ Subcommand add_export_command(CLI::App& app) {
               std::fprintf(stderr, "commtap: %s\n", error.c_str());
               return kExitError;
             }
-            std::fprintf(stderr,
-                         "commtap: wrote %s: %llu slices, %llu messages, %llu instants on %d "
-                         "tracks%s\n",
-                         to_stdout ? "the trace" : o->output.c_str(),
-                         static_cast<unsigned long long>(stats.slices),
-                         static_cast<unsigned long long>(stats.flows),
-                         static_cast<unsigned long long>(stats.instants), stats.tracks,
-                         stats.keep_one_in > 1
-                             ? (" (1 in " + std::to_string(stats.keep_one_in) + " kept)").c_str()
-                             : "");
+            std::string what = count_text(stats.slices, "slice") + ", " +
+                               count_text(stats.flows, "message") + ", " +
+                               count_text(stats.instants, "instant") + " on " +
+                               count_text(static_cast<std::uint64_t>(stats.tracks), "track");
+            if (stats.keep_one_in > 1)
+              what += " (1 in " + with_commas(stats.keep_one_in) + " kept)";
+            std::fprintf(stderr, "commtap: wrote %s: %s\n",
+                         to_stdout ? "the trace" : o->output.c_str(), what.c_str());
             return 0;
           }};
 }

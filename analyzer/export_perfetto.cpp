@@ -102,7 +102,8 @@ class Writer {
   explicit Writer(std::FILE* out) : out_(out) { std::fputs("{\"traceEvents\":[\n", out_); }
   // `event` without its timestamps, which are added as exact decimals.
   void add(const json& event, std::int64_t ts_ns = INT64_MIN, std::int64_t dur_ns = -1) {
-    std::string text = event.dump();
+    // Replace, not throw on, bytes that are not UTF-8 (a host or file name can hold any).
+    std::string text = event.dump(-1, ' ', false, json::error_handler_t::replace);
     text.pop_back();  // the closing brace
     if (ts_ns != INT64_MIN) text += ",\"ts\":" + microseconds(ts_ns);
     if (dur_ns >= 0) text += ",\"dur\":" + microseconds(dur_ns);
@@ -111,8 +112,9 @@ class Writer {
     std::fwrite(text.data(), 1, text.size(), out_);
   }
   void finish(const json& other_data) {
-    const std::string tail =
-        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":" + other_data.dump() + "}\n";
+    const std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"otherData\":" +
+                             other_data.dump(-1, ' ', false, json::error_handler_t::replace) +
+                             "}\n";
     std::fwrite(tail.data(), 1, tail.size(), out_);
   }
 

@@ -14,7 +14,7 @@ COMMTAP_DIR=job COMMTAP_SAMPLE=1 COMMTAP_YIELD=1 COMMTAP_TEST_CLOCK_SKEW=7000000
 
 "$CLI" export --format perfetto job -o job.json 2>export.err ||
   fail "export failed: $(cat export.err)"
-grep -q "wrote job.json: [0-9]* slices, [0-9]* messages" export.err ||
+grep -q "wrote job.json: [0-9,]* slices, [0-9,]* messages" export.err ||
   fail "no summary line: $(cat export.err)"
 "$CHECK" job.json 1 4 >check.txt 2>&1 || fail "the timeline: $(cat check.txt)"
 read -r _ slices _ flows _ instants _ aligned _ worst _ keep _ first _ last <check.txt
