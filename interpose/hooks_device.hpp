@@ -4,7 +4,7 @@
 // unpacked into the device buffer and freed. A nonblocking call hands the application the
 // library's own request; the completion call that completes it (any Wait or Test form) finishes
 // the transfer before it returns. Without a stager (no GPU, or staging off) every hook is one
-// load and one branch.
+// load and one branch (intercept.hpp calls staged_call, out of line, only when there is a stager).
 #pragma once
 
 #include <mpi.h>
@@ -73,35 +73,32 @@ struct DeviceHooks {
   };
 
   datatypes::Stager* stager = nullptr;  // set when this call has something staged
-  [[no_unique_address]] std::conditional_t<kTransfer, datatypes::Stager::Operation, Nothing>
+  // Made only where there is a stager: a call without one constructs and destroys nothing here.
+  [[no_unique_address]] std::conditional_t<kTransfer, std::optional<datatypes::Stager::Operation>,
+                                           Nothing>
       operation;
   [[no_unique_address]] std::conditional_t<kTransfer, MPI_Status, Nothing> own_status;
-  [[no_unique_address]] std::conditional_t<kRole == DeviceRole::completion, Completion, Nothing>
+  [[no_unique_address]] std::conditional_t<kRole == DeviceRole::completion,
+                                           std::optional<Completion>, Nothing>
       completion;
   // A call that does not reach the library: staging failed, or a staged request was freed.
   std::optional<int> result;
 
   template <typename... A>
-  [[gnu::always_inline]] void before(A&... a) {
-    if constexpr (kRole != DeviceRole::none) {
-      datatypes::Stager* const s = runtime().stager;
-      if (s == nullptr) [[likely]]
-        return;
-      if constexpr (kTransfer)
-        stage(*s, a...);
-      else if constexpr (kRole == DeviceRole::completion)
-        snapshot(*s, a...);
-      else if constexpr (kRole == DeviceRole::free)
-        free_request(*s, a...);
-    }
+  void before(datatypes::Stager& s, A&... a) {
+    if constexpr (kTransfer)
+      stage(s, a...);
+    else if constexpr (kRole == DeviceRole::completion)
+      snapshot(s, a...);
+    else if constexpr (kRole == DeviceRole::free)
+      free_request(s, a...);
   }
 
   // Right after the library's call (inside the call's time: the application sees the data).
   template <typename... A>
-  [[gnu::always_inline]] void after_library(int rc, A&... a) {
+  void after_library(int rc, A&... a) {
     if constexpr (kRole != DeviceRole::none && kRole != DeviceRole::free) {
-      if (stager == nullptr) [[likely]]
-        return;
+      if (stager == nullptr) return;
       if constexpr (kTransfer)
         finish_transfer(rc, a...);
       else
@@ -116,6 +113,7 @@ struct DeviceHooks {
         kRole == DeviceRole::send || kRole == DeviceRole::sendrecv || kRole == DeviceRole::replace;
     constexpr bool receives = kRole != DeviceRole::send;
     s.progress();
+    operation.emplace();
     int rc = MPI_SUCCESS;
     if constexpr (sends) {
       auto& buffer = std::get<0>(std::tie(a...));
@@ -127,7 +125,7 @@ struct DeviceHooks {
         const auto count = std::get<1>(std::tie(a...));
         auto& datatype = std::get<2>(std::tie(a...));
         datatypes::Staged& staged =
-            kRole == DeviceRole::replace ? operation.receive : operation.send;
+            kRole == DeviceRole::replace ? operation->receive : operation->send;
         rc = kRole == DeviceRole::replace
                  ? s.stage_replace(const_cast<void*>(static_cast<const void*>(buffer)), count,
                                    datatype, staged)
@@ -148,10 +146,10 @@ struct DeviceHooks {
       if (rc == MPI_SUCCESS && !proc_null && s.is_device(buffer)) {
         const auto count = std::get<base + 1>(std::tie(a...));
         auto& datatype = std::get<base + 2>(std::tie(a...));
-        rc = s.stage_receive(buffer, count, datatype, operation.receive);
-        if (rc == MPI_SUCCESS && operation.receive.wire_buffer != nullptr) {
-          buffer = operation.receive.wire_buffer;
-          datatype = operation.receive.wire_type;
+        rc = s.stage_receive(buffer, count, datatype, operation->receive);
+        if (rc == MPI_SUCCESS && operation->receive.wire_buffer != nullptr) {
+          buffer = operation->receive.wire_buffer;
+          datatype = operation->receive.wire_type;
           stager = &s;
         }
       }
@@ -162,8 +160,8 @@ struct DeviceHooks {
       if (stager != nullptr && status == MPI_STATUS_IGNORE) status = &own_status;
     }
     if (rc != MPI_SUCCESS) {
-      s.release(operation.send);
-      s.release(operation.receive);
+      s.release(operation->send);
+      s.release(operation->receive);
       stager = nullptr;
       result = rc;
     }
@@ -174,19 +172,19 @@ struct DeviceHooks {
     if constexpr (kNonblocking) {
       MPI_Request* request = std::get<sizeof...(A) - 1>(std::tie(a...));
       if (rc == MPI_SUCCESS && *request != MPI_REQUEST_NULL) {
-        stager->track(*request, std::move(operation));
+        stager->track(*request, std::move(*operation));
         return;
       }
-      stager->release(operation.send);
-      stager->release(operation.receive);
+      stager->release(operation->send);
+      stager->release(operation->receive);
     } else {
-      stager->release(operation.send);
+      stager->release(operation->send);
       if constexpr (kRole != DeviceRole::send) {
         MPI_Status* status = std::get<sizeof...(A) - 1>(std::tie(a...));
         if (status != MPI_STATUS_IGNORE)
-          stager->finish_receive(operation.receive, *status, rc);
+          stager->finish_receive(operation->receive, *status, rc);
         else
-          stager->release(operation.receive);
+          stager->release(operation->receive);
       }
     }
   }
@@ -197,26 +195,27 @@ struct DeviceHooks {
     s.progress();
     if (!s.tracking()) return;
     stager = &s;
-    completion.epoch = s.epoch();
+    Completion& taken = completion.emplace();
+    taken.epoch = s.epoch();
     const MPI_Request* requests;
     if constexpr (id == Fn::Wait || id == Fn::Test) {
       requests = std::get<0>(std::tie(a...));
-      completion.count = 1;
+      taken.count = 1;
     } else {
-      completion.count = std::max(std::get<0>(std::tie(a...)), 0);
+      taken.count = std::max(std::get<0>(std::tie(a...)), 0);
       requests = std::get<1>(std::tie(a...));
     }
-    const int n = completion.count;
-    if (n > static_cast<int>(completion.inline_handles.size()))
-      completion.heap_handles.assign(requests, requests + n);
+    const int n = taken.count;
+    if (n > static_cast<int>(taken.inline_handles.size()))
+      taken.heap_handles.assign(requests, requests + n);
     else
-      std::copy(requests, requests + n, completion.inline_handles.begin());
+      std::copy(requests, requests + n, taken.inline_handles.begin());
     MPI_Status*& statuses = std::get<status_argument<id>()>(std::tie(a...));
     if (statuses == MPI_STATUS_IGNORE || statuses == MPI_STATUSES_IGNORE) {
       constexpr bool single =
           id == Fn::Wait || id == Fn::Test || id == Fn::Waitany || id == Fn::Testany;
-      completion.own_statuses.resize(single ? 1 : static_cast<std::size_t>(std::max(n, 1)));
-      statuses = completion.own_statuses.data();
+      taken.own_statuses.resize(single ? 1 : static_cast<std::size_t>(std::max(n, 1)));
+      statuses = taken.own_statuses.data();
     }
   }
 
@@ -228,11 +227,12 @@ struct DeviceHooks {
     else
       requests = std::get<1>(std::tie(a...));
     MPI_Status* statuses = std::get<status_argument<id>()>(std::tie(a...));
-    for (int i = 0; i < completion.count; ++i) {
-      const MPI_Request handle = completion.before(i);
+    const Completion& taken = *completion;
+    for (int i = 0; i < taken.count; ++i) {
+      const MPI_Request handle = taken.before(i);
       // A completed nonpersistent request is set to MPI_REQUEST_NULL by the library.
       if (handle == MPI_REQUEST_NULL || requests[i] != MPI_REQUEST_NULL) continue;
-      auto completed = stager->take(handle, completion.epoch);
+      auto completed = stager->take(handle, taken.epoch);
       if (!completed) continue;
       const MPI_Status* status = &statuses[0];
       if constexpr (id == Fn::Waitall || id == Fn::Testall) {
@@ -258,5 +258,15 @@ struct DeviceHooks {
     result = MPI_SUCCESS;
   }
 };
+
+// The stager if this call may stage (a point-to-point, completion or Request_free call) and
+// device staging is on; a constant nullptr for every other call.
+template <Fn id>
+[[gnu::always_inline]] inline datatypes::Stager* device_stager() {
+  if constexpr (device_role<id>() == DeviceRole::none)
+    return nullptr;
+  else
+    return runtime().stager;
+}
 
 }  // namespace commtap::interpose

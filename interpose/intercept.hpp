@@ -36,6 +36,26 @@ int call_yielding(Twin twin, A... a) {
   }
 }
 
+// ---- Device buffers through host staging ------------------------------------------------------
+
+// The call where device staging is on (hooks_device.hpp): the hooks around the library's call
+// (yield mode included) on this function's own copies of the arguments, which the hooks may
+// point at staging buffers and statuses. Out of line and given the arguments by value, so that
+// a wrapper pays one load and one branch for it when there is no stager.
+template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
+[[gnu::noinline]] int staged_call(datatypes::Stager& stager, Real real, Twin twin, A... a) {
+  DeviceHooks<id> device;
+  device.before(stager, a...);
+  auto library = [&] {
+    if constexpr (yield != Yield::none)
+      if (runtime().yield) return call_yielding<yield>(twin, a...);
+    return real(a...);
+  };
+  const int rc = device.result ? *device.result : library();
+  device.after_library(rc, a...);
+  return rc;
+}
+
 // ---- Lifecycle --------------------------------------------------------------------------------
 
 template <Fn id, typename Real, typename... A>
@@ -71,13 +91,11 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     PointToPointHooks<id> point_to_point;
     CommunicatorHooks<id> communicators;
     DatatypeHooks<id> datatypes;
-    DeviceHooks<id> device;
     requests.before(a...);
     collective.before(info);
     point_to_point.before(a...);
     communicators.before(a...);
     datatypes.before(a...);
-    device.before(a...);  // last: it may swap buffers and statuses the others have seen
 
     scope.enter(static_cast<std::int64_t>(info.comm), collective.seq);
     auto library = [&] {
@@ -86,8 +104,10 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
       return real(a...);
     };
     int rc;
-    if (device.result) [[unlikely]]
-      rc = *device.result;
+    // Device buffers through host staging (last: it may swap buffers and statuses that the
+    // hooks above have seen).
+    if (datatypes::Stager* const stager = device_stager<id>()) [[unlikely]]
+      rc = staged_call<id, yield>(*stager, real, twin, a...);
     else if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c)
       rc = collective.allreduce(library, a...);
     else if constexpr (family == Family::pack && id != Fn::Pack_size && id != Fn::Pack_size_c)
@@ -95,7 +115,6 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     else
       rc = library();
     datatypes.after_library(rc, a...);
-    device.after_library(rc, a...);
     scope.leave();
 
     collective.identify(rc, info);
