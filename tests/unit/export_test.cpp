@@ -49,7 +49,8 @@ class TempDir {
 // as hosts' clocks disagree. Every 10 ms an all-reduce, and each rank sends its right neighbour
 // one message (Irecv posted, then Isend: the two overlap). Rank 1 is inside an all-reduce at
 // the heartbeat of second 5.
-void write_job(const fs::path& dir, bool record_offsets = true, double seconds = 10) {
+void write_job(const fs::path& dir, bool record_offsets = true, double seconds = 10,
+               bool unfinished = false) {
   constexpr int kRanks = 4;
   constexpr std::int64_t kSkew = 7'000'000;
   const int windows = static_cast<int>(seconds);
@@ -99,6 +100,16 @@ void write_job(const fs::path& dir, bool record_offsets = true, double seconds =
       v.exit_ns = local(to, latest + 190e3);
       per_rank[to][window].instances.push_back(v);
     }
+  }
+  if (unfinished) {
+    // Rank 3 posted one more all-reduce that never completed (exit unknown): 0.5 s before the
+    // end, on rank 0's clock.
+    monitor::InstanceRecord c;
+    c.comm_id = 1;
+    c.seq = static_cast<std::uint64_t>(steps) + 1;
+    c.function = kAllreduce;
+    c.enter_ns = local(3, seconds * 1e9 - 0.5e9);
+    per_rank[3][windows - 1].instances.push_back(c);
   }
   for (int r = 0; r < kRanks; ++r) {
     const std::int64_t offset = r * kSkew;
@@ -190,6 +201,25 @@ TEST(PerfettoExport, HostsRanksSlicesFlowsOnRankZerosClock) {
   EXPECT_TRUE(heartbeat);
   // The first all-reduce starts at the timeline's origin, on rank 0's clock.
   EXPECT_EQ(trace["otherData"]["origin_wall_ns"], kStartWall);
+}
+
+TEST(PerfettoExport, UnfinishedCollectiveDrawnToTheLastHeartbeat) {
+  TempDir dir;
+  write_job(dir.path(), true, 3, /*unfinished=*/true);
+  PerfettoStats stats;
+  PerfettoOptions options;
+  options.findings = false;
+  const json trace = export_json(dir.path(), options, stats);
+  int found = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["args"].value("unfinished", false)) {
+      ++found;
+      EXPECT_EQ(e["tid"], 4);  // rank 3's track
+      EXPECT_EQ(e["args"]["seq"], 301);
+      EXPECT_NEAR(e["ts"].get<double>(), 2.5e6, 1);
+      EXPECT_NEAR(e["dur"].get<double>(), 0.5e6, 1);  // to the last heartbeat, at 3 s
+    }
+  EXPECT_EQ(found, 1);
 }
 
 TEST(PerfettoExport, WithoutOffsetsTheCheckSeesMisalignedClocks) {
