@@ -52,3 +52,13 @@ grep -q '^commtap_analyze_unreadable_inputs 1$' "$prom" || fail "unreadable inpu
 grep -q '^commtap_analyze_jobs 1$' "$prom" || fail "job count after the second run"
 expect_equal "commtap.prom" "$(ls textfile)" "files in the textfile directory"
 pass "errors: exit 2, counted, no temporary left"
+
+# From cron: commtap-cron passes the option through to analyze.
+status=0
+"$SOURCE/scripts/commtap-cron" --jobs jobs --state state --commtap "$CLI" -- \
+  --min-lateness-ms 5 --window 0.5 --prometheus textfile/commtap.prom || status=$?
+expect_equal 1 "$status" "commtap-cron's exit status with a slow rank"
+grep -q '^commtap_finding{.*kind="slow_rank".*} 1$' textfile/commtap.prom ||
+  fail "commtap-cron did not write the finding: $(cat textfile/commtap.prom)"
+expect_equal "commtap.prom" "$(ls textfile)" "files in the textfile directory"
+pass "commtap-cron -- --prometheus FILE"
