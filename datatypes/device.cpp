@@ -544,7 +544,8 @@ void Stager::give_buffer(char* buffer, std::size_t bytes, bool device_memory) {
     device_.free_host(buffer);
 }
 
-MPI_Datatype Stager::wire_type(std::int64_t element_size) {
+MPI_Datatype Stager::element_type(const Staged& staged) {
+  const std::int64_t element_size = staged.plan ? staged.plan->packed_bytes(1) : 1;
   if (element_size == 1) return MPI_BYTE;
   std::lock_guard lock(mutex_);
   const auto [it, made] = wire_types_.try_emplace(element_size, MPI_DATATYPE_NULL);
@@ -699,7 +700,8 @@ int Stager::stage(const void* buffer, MPI_Count count, MPI_Datatype datatype, bo
     out.host = take_buffer(static_cast<std::size_t>(bytes), false);
     if (out.host == nullptr) return fail("no pinned memory"), MPI_ERR_NO_MEM;
     out.capacity = static_cast<std::size_t>(bytes);
-    out.wire_type = wire_type(out.plan->packed_bytes(1));
+    out.wire_type = MPI_BYTE;
+    out.wire_count = bytes;
     out.wire_buffer = out.host;
   } else {
     // No plan (darray, types with holes, a type the library does not let commtap decode): the
@@ -737,26 +739,32 @@ int Stager::stage(const void* buffer, MPI_Count count, MPI_Datatype datatype, bo
 int Stager::stage_send(const void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out) {
   return stage(buffer, count, datatype, true, false, out);
 }
-int Stager::stage_receive(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out) {
-  return stage(buffer, count, datatype, false, true, out);
+int Stager::stage_receive(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out,
+                          bool whole) {
+  const int rc = stage(buffer, count, datatype, whole, true, out);
+  out.whole = whole;
+  return rc;
 }
-int Stager::stage_replace(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out) {
-  return stage(buffer, count, datatype, true, true, out);
+int Stager::stage_replace(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out,
+                          bool whole) {
+  const int rc = stage(buffer, count, datatype, true, true, out);
+  out.whole = whole;
+  return rc;
 }
 
 void Stager::finish_receive(Staged& staged, const MPI_Status& status, int rc) {
   if (staged.user == nullptr) return;
   int cancelled = 0;
-  PMPI_Test_cancelled(&status, &cancelled);
-  int error = rc == MPI_ERR_IN_STATUS ? status.MPI_ERROR : rc;
+  if (!staged.whole) PMPI_Test_cancelled(&status, &cancelled);
+  int error = rc == MPI_ERR_IN_STATUS && !staged.whole ? status.MPI_ERROR : rc;
   int error_class = MPI_SUCCESS;
   if (error != MPI_SUCCESS) PMPI_Error_class(error, &error_class);
   // A truncated message filled the buffer as far as it goes, as the library would have.
   if (!cancelled && (error == MPI_SUCCESS || error_class == MPI_ERR_TRUNCATE)) {
     bool ok = true;
     if (staged.plan) {
-      MPI_Count received = 0;
-      PMPI_Get_count_c(&status, MPI_BYTE, &received);
+      MPI_Count received = static_cast<MPI_Count>(staged.capacity);
+      if (!staged.whole) PMPI_Get_count_c(&status, MPI_BYTE, &received);
       received = std::clamp<MPI_Count>(received, 0, static_cast<MPI_Count>(staged.capacity));
       const PackPlan& plan = *staged.plan;
       const std::int64_t size = plan.packed_bytes(1);

@@ -152,12 +152,21 @@ struct Staged {
   std::int64_t count = 0;  // its elements
   std::shared_ptr<const PackPlan>
       plan;  // null: no plan; the span goes through with the user's type
-  MPI_Datatype wire_type = MPI_DATATYPE_NULL;  // what the library is given
-  void* wire_buffer = nullptr;                 // what the library is given
-  char* host = nullptr;                        // pinned staging
+  // What the library is given: buffer, type and count (-1: the user's count). With a plan,
+  // MPI_BYTE and the packed bytes (the library's fastest path, and no derived type for MPICH's
+  // MPI_Isendrecv to trip over); where that count does not fit the call's count type,
+  // element_type() and the user's count.
+  MPI_Datatype wire_type = MPI_DATATYPE_NULL;
+  MPI_Count wire_count = -1;
+  void* wire_buffer = nullptr;
+  char* host = nullptr;  // pinned staging
   std::size_t capacity = 0;
   Span span;  // without a plan: the host copy holds these bytes of the user's buffer
   bool receive = false;
+  // Staging holds the buffer's packed bytes before the receive too, and all of it goes back
+  // whatever the status says: MPI_Isendrecv(_replace), whose statuses MPICH 4.0.2 leaves
+  // unwritten (tests/mpich_defects/isendrecv_status.c).
+  bool whole = false;
 };
 
 class Stager {
@@ -172,9 +181,13 @@ class Stager {
   // line on stderr) when the device fails.
   int stage_send(const void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out);
   // Receive: staging for `count` elements; nothing moves yet (see finish_receive).
-  int stage_receive(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out);
+  int stage_receive(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out,
+                    bool whole = false);
+  // Contiguous bytes of one element of `staged`'s plan (made once per size, never freed).
+  MPI_Datatype element_type(const Staged& staged);
   // Sendrecv_replace: the send's staging doubles as the receive's.
-  int stage_replace(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out);
+  int stage_replace(void* buffer, MPI_Count count, MPI_Datatype datatype, Staged& out,
+                    bool whole = false);
   // After the library completed the receive with `status` (`rc`: the call's error, if any):
   // what arrived goes to the device buffer (none if cancelled or failed), then staging is freed.
   void finish_receive(Staged& staged, const MPI_Status& status, int rc);
@@ -218,7 +231,7 @@ class Stager {
   // Pooled pinned and device buffers (allocating pinned memory costs milliseconds).
   char* take_buffer(std::size_t bytes, bool device_memory);
   void give_buffer(char* buffer, std::size_t bytes, bool device_memory);
-  MPI_Datatype wire_type(std::int64_t element_size);
+
   void fail(const char* what);
 
   DeviceMemory& device_;

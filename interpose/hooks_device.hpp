@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -128,11 +129,11 @@ struct DeviceHooks {
             kRole == DeviceRole::replace ? operation->receive : operation->send;
         rc = kRole == DeviceRole::replace
                  ? s.stage_replace(const_cast<void*>(static_cast<const void*>(buffer)), count,
-                                   datatype, staged)
+                                   datatype, staged, kNonblocking)
                  : s.stage_send(buffer, count, datatype, staged);
         if (rc == MPI_SUCCESS && staged.wire_buffer != nullptr) {
           buffer = static_cast<std::remove_reference_t<decltype(buffer)>>(staged.wire_buffer);
-          datatype = staged.wire_type;
+          rewrite(s, staged, std::get<1>(std::tie(a...)), datatype);
           stager = &s;
         }
       }
@@ -146,10 +147,11 @@ struct DeviceHooks {
       if (rc == MPI_SUCCESS && !proc_null && s.is_device(buffer)) {
         const auto count = std::get<base + 1>(std::tie(a...));
         auto& datatype = std::get<base + 2>(std::tie(a...));
-        rc = s.stage_receive(buffer, count, datatype, operation->receive);
+        rc = s.stage_receive(buffer, count, datatype, operation->receive,
+                             kRole == DeviceRole::sendrecv && kNonblocking);
         if (rc == MPI_SUCCESS && operation->receive.wire_buffer != nullptr) {
           buffer = operation->receive.wire_buffer;
-          datatype = operation->receive.wire_type;
+          rewrite(s, operation->receive, std::get<base + 1>(std::tie(a...)), datatype);
           stager = &s;
         }
       }
@@ -164,6 +166,20 @@ struct DeviceHooks {
       s.release(operation->receive);
       stager = nullptr;
       result = rc;
+    }
+  }
+
+  // The count and type the library gets for `staged` (see Staged::wire_count).
+  template <typename Count>
+  static void rewrite(datatypes::Stager& s, const datatypes::Staged& staged, Count& count,
+                      MPI_Datatype& datatype) {
+    if (staged.wire_count < 0) {
+      datatype = staged.wire_type;
+    } else if (staged.wire_count <= static_cast<MPI_Count>(std::numeric_limits<Count>::max())) {
+      count = static_cast<Count>(staged.wire_count);
+      datatype = staged.wire_type;
+    } else {
+      datatype = s.element_type(staged);
     }
   }
 
