@@ -450,24 +450,16 @@ MethodModel measure_model(DeviceMemory& device) {
     return us_since(t0);
   });
   model.block_us = std::max(0.1, (queued - model.copy_us) / 63);
-  // A kernel on 32-byte blocks 64 bytes apart: launch cost, then bandwidth over 32 MiB packed.
+  // A kernel on 32-byte blocks 64 bytes apart: launch cost, then bandwidth over 16 MiB packed.
   PackPlan row(Layout::stream(1, 64, Layout::dense(32)), 64);
   const auto tiny = make_shape(row, 1);
-  const auto wide = make_shape(row, static_cast<std::int64_t>(kBig / 32));
-  if (tiny && wide) {
+  if (tiny) {
     model.launch_us = best_of(20, [&] {
       const auto t0 = clock::now();
       device.pack(*tiny, dev, dev + kBig);
       device.synchronize();
       return us_since(t0);
     });
-    const double packing = best_of(5, [&] {
-      const auto t0 = clock::now();
-      device.pack(*wide, dev, host);  // into pinned host memory the kernel reaches directly
-      device.synchronize();
-      return us_since(t0);
-    });
-    (void)packing;
     // Packing from device to device memory within the device's half.
     PackPlan half(Layout::stream(1, 64, Layout::dense(32)), 64);
     const auto inside = make_shape(half, static_cast<std::int64_t>(kBig / 64));

@@ -47,6 +47,9 @@ pass "COMMTAP_DATATYPES=0 (every type through a host copy of its extent): equal 
 check_mode model COMMTAP_DEVICE_MODEL=launch_us=1,pack_gbs=1000,block_us=100
 pass "COMMTAP_DEVICE_MODEL with parameters: equal to native"
 
+check_mode measure COMMTAP_DEVICE_MODEL=measure
+pass "COMMTAP_DEVICE_MODEL=measure (timed on the fake device at MPI_Init): equal to native"
+
 check_mode badvalues COMMTAP_DEVICE_METHOD=fastest COMMTAP_DEVICE_MODEL=copy_gbs=fast
 grep -q "COMMTAP_DEVICE_METHOD=fastest is not" badvalues.log || fail "no line for a bad method"
 grep -q "COMMTAP_DEVICE_MODEL: 'copy_gbs=fast'" badvalues.log || fail "no line for a bad model"
