@@ -74,7 +74,7 @@ struct DeviceHooks {
   };
 
   datatypes::Stager* stager = nullptr;  // set when this call has something staged
-  // Made only where there is a stager: a call without one constructs and destroys nothing here.
+  // Made by stage() and snapshot(): a staged call that moves nothing (host buffers) stays cheap.
   [[no_unique_address]] std::conditional_t<kTransfer, std::optional<datatypes::Stager::Operation>,
                                            Nothing>
       operation;
