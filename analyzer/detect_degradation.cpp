@@ -13,10 +13,39 @@ namespace commtap::analyzer {
 
 using json = nlohmann::json;
 
+namespace {
+
+using CallMix = std::map<std::pair<std::string, std::int64_t>, double>;  // (function, class)
+
+// How different two mixes of calls are: the total variation distance of their shares (0: the
+// same mix, 1: nothing in common).
+double mix_distance(const CallMix& a, const CallMix& b) {
+  double total_a = 0, total_b = 0;
+  for (const auto& [key, calls] : a) total_a += calls;
+  for (const auto& [key, calls] : b) total_b += calls;
+  if (total_a <= 0 || total_b <= 0) return 1;
+  double distance = 0;
+  for (const auto& [key, calls] : a) {
+    auto other = b.find(key);
+    distance += std::abs(calls / total_a - (other == b.end() ? 0 : other->second / total_b));
+  }
+  for (const auto& [key, calls] : b)
+    if (!a.count(key)) distance += calls / total_b;
+  return distance / 2;
+}
+
+// A job whose mix of calls changed did not degrade: it moved to another phase (osu_bw's size
+// ramp makes its 4-byte acknowledgement wait for ever larger messages). Above this distance
+// between the baseline's mix and the recent one, a slower call site is not reported.
+constexpr double kMaxMixChange = 0.25;
+
+}  // namespace
+
 bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth& health,
                         std::string& error) {
   using Key = std::tuple<std::string, std::string, std::int64_t>;  // function, symbol, class
   std::map<Key, std::map<std::int64_t, std::pair<double, double>>> series;  // window -> calls, ns
+  std::map<std::int64_t, CallMix> mix;  // window -> the job's calls in it
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const std::int64_t since_wall = since_wall_ns(job, options);
   if (!each_row(
@@ -31,6 +60,8 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
                 series[{column_text(s, 1), column_text(s, 2), column_i64(s, 3)}][wall / window_ns];
             cell.first += static_cast<double>(column_i64(s, 4));
             cell.second += static_cast<double>(column_i64(s, 5));
+            mix[wall / window_ns][{column_text(s, 1), column_i64(s, 3)}] +=
+                static_cast<double>(column_i64(s, 4));
           },
           error))
     return false;
@@ -56,6 +87,16 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
       worst = std::max(worst, means[i]);
     }
     if (!degraded) continue;
+    CallMix base_mix, recent_mix;
+    std::size_t index = 0;
+    for (const auto& [w, cell] : windows) {
+      CallMix& into = index < base_count ? base_mix : recent_mix;
+      if (index < base_count || index >= means.size() - static_cast<std::size_t>(recent))
+        for (const auto& [call, count] : mix[w]) into[call] += count;
+      ++index;
+    }
+    const double mix_change = mix_distance(base_mix, recent_mix);
+    if (mix_change > kMaxMixChange) continue;
     const auto& [function, symbol, bytes] = key;
     const double now_mean = median_of(std::vector<double>(means.end() - recent, means.end()));
     Finding f;
@@ -70,9 +111,9 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
                 " in the job's first windows (" +
                 std::to_string(static_cast<int>(std::lround(now_mean / std::max(1.0, base)))) +
                 "x, all ranks together)";
-    f.evidence = {{"function", function}, {"symbol", symbol},      {"size_class", bytes},
-                  {"baseline_ns", base},  {"recent_ns", now_mean}, {"windows", windows.size()},
-                  {"calls", calls}};
+    f.evidence = {{"function", function}, {"symbol", symbol},        {"size_class", bytes},
+                  {"baseline_ns", base},  {"recent_ns", now_mean},   {"windows", windows.size()},
+                  {"calls", calls},       {"mix_change", mix_change}};
     health.findings.push_back(f);
   }
   return true;

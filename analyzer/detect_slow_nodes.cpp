@@ -122,6 +122,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   // Per window: which ranks stand out.
   const double min_lateness = options.min_lateness_ms * 1e6;
   std::map<int, int> flagged_windows, eligible_windows;
+  std::map<int, std::vector<bool>> flags;  // per rank, its eligible windows in time order
   std::map<int, std::vector<double>> rank_lateness, other_lateness, host_last_fraction;
   json timeline = json::object();
   for (int w = 0; w < windows; ++w) {
@@ -152,16 +153,30 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       rank_lateness[rank].push_back(m);
       other_lateness[rank].push_back(baseline);
       host_last_fraction[rank].push_back(fraction);
-      if (m >= min_lateness && m >= options.lateness_factor * baseline &&
-          fraction >= options.last_fraction)
-        ++flagged_windows[rank];
+      const bool late = m >= min_lateness && m >= options.lateness_factor * baseline &&
+                        fraction >= options.last_fraction;
+      flags[rank].push_back(late);
+      if (late) ++flagged_windows[rank];
     }
   }
   health.details["lateness_ms"] = timeline;
 
+  // Persistence is judged on the latest windows: late in at least that share of some run of
+  // windows that ends with the latest (and in two at least where there are two), so that a
+  // machine that became slow late in a long job is named after a few windows, not after most of
+  // the job's, and one noisy window at the end names nobody.
   std::set<int> slow;
-  for (const auto& [rank, flagged] : flagged_windows)
-    if (flagged >= 1 && flagged >= options.persistence * eligible_windows[rank]) slow.insert(rank);
+  for (const auto& [rank, late] : flags) {
+    const int needed = std::min<int>(2, static_cast<int>(late.size()));
+    int flagged = 0;
+    for (std::size_t length = 1; length <= late.size(); ++length) {
+      flagged += late[late.size() - length] ? 1 : 0;
+      if (flagged >= needed && flagged >= options.persistence * static_cast<double>(length)) {
+        slow.insert(rank);
+        break;
+      }
+    }
+  }
   if (slow.empty()) return true;
   // Arriving late is not enough: a rank that waits in a receive for a message that comes late
   // (a slow link or host upstream) arrives late too, and then spends more of its time inside

@@ -25,8 +25,13 @@ namespace {
 
 // The first decision comes early, so that rank 0 can learn how often world collectives come.
 constexpr std::uint64_t kFirstDecision = 16;
-// Probing takes at most this share of the time between two probes.
+// Probing takes at most this share of the time between two probes, judged on the median of the
+// last three rounds: one expensive round (a link that just became slow makes its transfers long)
+// does not postpone the rounds that confirm it, a lasting one spaces them out.
 constexpr double kMaxShare = 0.005;
+// Rank 0 asks again at least this often: the rate of world collectives it turns seconds into
+// sequence numbers with is a past one, and a job that speeds up would otherwise be probed late.
+constexpr double kMaxDecisionStepS = 1.0;
 // The fastest of several: noise (a descheduled rank, other traffic) only ever adds time.
 constexpr int kPings = 5;
 constexpr int kTransfers = 3;
@@ -78,14 +83,17 @@ std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t 
   std::uint64_t decision[2] = {0, 0};  // probe now, next seq to decide at
   if (rank_ == 0) {
     const std::uint64_t now = monitor::now_ns();
+    std::array<double, kRoundsKept> rounds = recent_rounds_s_;
+    std::nth_element(rounds.begin(), rounds.begin() + kRoundsKept / 2, rounds.end());
     const double interval_s =
-        std::max(static_cast<double>(interval_ns_) / 1e9, last_round_s_ / kMaxShare);
+        std::max(static_cast<double>(interval_ns_) / 1e9, rounds[kRoundsKept / 2] / kMaxShare);
     const double since_probe_s =
         last_probe_end_ns_ == 0 ? interval_s : static_cast<double>(now - last_probe_end_ns_) / 1e9;
     decision[0] = since_probe_s >= interval_s ? 1 : 0;
     const double elapsed_s = std::max(1e-9, static_cast<double>(now - last_decision_ns_) / 1e9);
     const double per_s = static_cast<double>(seq - last_decision_seq_) / elapsed_s;
-    const double wait_s = decision[0] ? interval_s : interval_s - since_probe_s;
+    const double wait_s =
+        std::min(kMaxDecisionStepS, decision[0] ? interval_s : interval_s - since_probe_s);
     decision[1] = seq + static_cast<std::uint64_t>(std::clamp(wait_s * per_s, 1.0, 1e12));
     last_decision_seq_ = seq;
     last_decision_ns_ = now;
@@ -168,7 +176,8 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
       }
     }
   }
-  last_round_s_ = static_cast<double>(monitor::elapsed_ns(began, monitor::now_ns())) / 1e9;
+  recent_rounds_s_[rounds_done_++ % kRoundsKept] =
+      static_cast<double>(monitor::elapsed_ns(began, monitor::now_ns())) / 1e9;
   return rows;
 }
 

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -51,7 +52,10 @@ class LinkProber {
   std::atomic<std::uint64_t> next_decision_seq_{0};
   // Rank 0's view, for the decisions.
   std::uint64_t last_decision_seq_ = 0, last_decision_ns_ = 0, last_probe_end_ns_ = 0;
-  double last_round_s_ = 0;  // the last probe round's seconds (0: none yet), for the cost bound
+  // The last probe rounds' seconds (0: none yet), for the cost bound.
+  static constexpr std::size_t kRoundsKept = 3;
+  std::array<double, kRoundsKept> recent_rounds_s_{};
+  std::size_t rounds_done_ = 0;
   std::vector<char> buffer_;
 };
 

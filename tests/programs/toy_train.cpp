@@ -4,11 +4,12 @@
 // a native run byte for byte.
 //
 //   mpiexec -n 4 ./toy_train [steps] [gradient elements] [slow rank] [its extra compute, us]
-//                            [compute per step, us]
+//                            [compute per step, us] [halo: 1 exchange (default), 0 none]
 //
 // The slow rank (none by default) sleeps that long before each all-reduce: the analyzer test's
 // straggler. Every rank can also sleep a fixed time per step, a compute phase that leaves the
-// cores free (the fault-injection runs put 4 ranks and their network on 2 cores).
+// cores free (the fault-injection runs put 4 ranks and their network on 2 cores). Without the
+// halo exchange the job calls nothing but collectives, like data-parallel training.
 #include <mpi.h>
 
 #include <cmath>
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   const int slow_rank = argc > 3 ? std::atoi(argv[3]) : -1;
   const long slow_us = argc > 4 ? std::atol(argv[4]) : 0;
   const long step_us = argc > 5 ? std::atol(argv[5]) : 0;
+  const bool halo = argc > 6 ? std::atoi(argv[6]) != 0 : true;
 
   std::vector<std::int64_t> weights(elements, 1), gradient(elements), sum(elements);
   std::vector<std::int64_t> halo_out(64), halo_in(64);
@@ -50,12 +52,14 @@ int main(int argc, char** argv) {
     for (int i = 0; i < elements; ++i) weights[i] = (weights[i] + sum[i]) % 1000003;
 
     // Halo exchange with both neighbours, nonblocking.
-    for (int i = 0; i < 64; ++i) halo_out[i] = weights[i] + rank;
-    MPI_Request requests[2];
-    MPI_Irecv(halo_in.data(), 64, MPI_INT64_T, left, step, MPI_COMM_WORLD, &requests[0]);
-    MPI_Isend(halo_out.data(), 64, MPI_INT64_T, right, step, MPI_COMM_WORLD, &requests[1]);
-    MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
-    for (int i = 0; i < 64; ++i) checksum = checksum * 1099511628211ull + halo_in[i];
+    if (halo) {
+      for (int i = 0; i < 64; ++i) halo_out[i] = weights[i] + rank;
+      MPI_Request requests[2];
+      MPI_Irecv(halo_in.data(), 64, MPI_INT64_T, left, step, MPI_COMM_WORLD, &requests[0]);
+      MPI_Isend(halo_out.data(), 64, MPI_INT64_T, right, step, MPI_COMM_WORLD, &requests[1]);
+      MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+      for (int i = 0; i < 64; ++i) checksum = checksum * 1099511628211ull + halo_in[i];
+    }
 
     if (step % 10 == 9) {
       MPI_Bcast(weights.data(), elements, MPI_INT64_T, 0, MPI_COMM_WORLD);
