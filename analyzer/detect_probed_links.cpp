@@ -92,6 +92,19 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
       error);
   if (!ok) return false;
   if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
+  // Nodes that share a host name (COMMTAP_TEST_NODES pretends several nodes on one host) are
+  // told apart by their node number.
+  std::map<int, std::string> name_of;
+  for (const auto& [key, p] : pairs) {
+    name_of[key.first] = p.from;
+    name_of[key.second] = p.to;
+  }
+  std::map<std::string, int> nodes_named;
+  for (const auto& [node, name] : name_of) ++nodes_named[name];
+  for (auto& [key, p] : pairs) {
+    if (nodes_named[p.from] > 1) p.from += "/" + std::to_string(key.first);
+    if (nodes_named[p.to] > 1) p.to += "/" + std::to_string(key.second);
+  }
 
   std::vector<double> latencies, throughputs;
   for (const auto& [key, p] : pairs) {
@@ -103,6 +116,11 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
   const double latency_limit = base_latency * options.link_factor + options.min_link_delay_us * 1e3;
   const double throughput_limit = base_throughput / options.probe_throughput_factor;
 
+  auto slow_latency_rounds = [&](const PairProbes& p) {
+    const std::vector<double> lat = recent_values(p.latency_ns);
+    return static_cast<int>(
+        std::count_if(lat.begin(), lat.end(), [&](double value) { return value > latency_limit; }));
+  };
   std::map<std::pair<int, int>, PairVerdict> verdicts;
   for (const auto& [key, p] : pairs) {
     PairVerdict& v = verdicts[key];
@@ -110,16 +128,30 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     v.latency_ns = median_of(lat);
     v.mb_per_s = median_of(tput);
     v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
-    const auto slow_latency =
-        std::count_if(lat.begin(), lat.end(), [&](double value) { return value > latency_limit; });
+    // A probe's latency is half a round trip, which crosses the link both ways, whichever host
+    // starts it: a slow network slows the pings of both hosts alike. A round trip that is slow
+    // only when one of the two starts it is that host's or its peer's CPU (a descheduled process
+    // answers late), not the link: latency counts when both directions are slow.
+    int slow_latency = slow_latency_rounds(p);
+    if (auto back = pairs.find({key.second, key.first}); back != pairs.end())
+      slow_latency = std::min(slow_latency, slow_latency_rounds(back->second));
     const auto slow_throughput = std::count_if(
         tput.begin(), tput.end(), [&](double value) { return value < throughput_limit; });
-    v.slow_rounds = static_cast<int>(std::max(slow_latency, slow_throughput));
+    v.slow_rounds = std::max(slow_latency, static_cast<int>(slow_throughput));
     const bool most = 2 * v.slow_rounds > v.rounds;
     v.slow_for_host = most && v.slow_rounds >= kHostRounds;
     v.slow = most && v.slow_rounds >= kLinkRounds;
   }
 
+  json probed = json::array();  // for the report's heat map
+  for (const auto& [key, v] : verdicts)
+    probed.push_back({{"from", pairs[key].from},
+                      {"to", pairs[key].to},
+                      {"latency_us", v.latency_ns / 1e3},
+                      {"mb_per_s", v.mb_per_s},
+                      {"rounds", v.rounds},
+                      {"slow", v.slow || v.slow_for_host}});
+  health.details["probed_links"] = probed;
   auto involves = [](const std::pair<int, int>& pair, int node) {
     return pair.first == node || pair.second == node;
   };

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "analyzer/health.hpp"
 #include "analyzer/statistics.hpp"
@@ -51,16 +52,16 @@ std::string heat(double ratio) {
   return buffer;
 }
 
-std::string link_matrix(const nlohmann::json& details) {
-  if (!details.contains("links") || details["links"].empty())
-    return "<p>No joined point-to-point messages between different hosts.</p>";
-  std::vector<std::string> hosts = details["hosts"].get<std::vector<std::string>>();
-  std::map<std::pair<std::string, std::string>, nlohmann::json> cells;
-  double fastest = 1e300;
-  for (const auto& cell : details["links"]) {
-    cells[{cell["from"], cell["to"]}] = cell;
-    fastest = std::min(fastest, cell["median_us"].get<double>());
-  }
+// One cell of a host-by-host matrix: its colour, up to two lines of text, and a tooltip.
+struct MatrixCell {
+  std::string fill = "#eee";
+  std::string line1 = "-", line2;
+  std::string title;
+};
+
+// Sender hosts as rows, receivers as columns; `cell` is asked for every pair of two hosts.
+template <typename CellOf>
+std::string host_matrix(const std::vector<std::string>& hosts, CellOf cell) {
   const int size = 64, left = 120, top = 40;
   const int width = left + size * static_cast<int>(hosts.size()) + 20;
   const int height = top + size * static_cast<int>(hosts.size()) + 20;
@@ -77,24 +78,84 @@ std::string link_matrix(const nlohmann::json& details) {
   for (std::size_t i = 0; i < hosts.size(); ++i)
     for (std::size_t j = 0; j < hosts.size(); ++j) {
       const int x = left + size * static_cast<int>(j), y = top + size * static_cast<int>(i);
-      auto found = cells.find({hosts[i], hosts[j]});
-      std::string fill = "#eee", label = i == j ? "" : "-";
-      std::string title = hosts[i] + " -> " + hosts[j];
-      if (found != cells.end()) {
-        const double us = found->second["median_us"].get<double>();
-        fill = heat(us / std::max(1e-3, fastest));
-        label = number(us, us < 100 ? 1 : 0);
-        title += ": median " + label + " us over " +
-                 std::to_string(found->second["messages"].get<std::uint64_t>()) + " messages";
-      }
-      svg += "<g><title>" + escape(title) + "</title><rect x='" + std::to_string(x) + "' y='" +
+      MatrixCell c;
+      if (i == j)
+        c.line1.clear();
+      else
+        c = cell(hosts[i], hosts[j]);
+      if (c.title.empty()) c.title = hosts[i] + " -> " + hosts[j];
+      svg += "<g><title>" + escape(c.title) + "</title><rect x='" + std::to_string(x) + "' y='" +
              std::to_string(y) + "' width='" + std::to_string(size - 2) + "' height='" +
-             std::to_string(size - 2) + "' fill='" + fill + "' stroke='#999'/>";
-      svg += "<text x='" + std::to_string(x + 6) + "' y='" + std::to_string(y + size / 2) + "'>" +
-             label + "</text></g>";
+             std::to_string(size - 2) + "' fill='" + c.fill + "' stroke='#999'/>";
+      svg += "<text x='" + std::to_string(x + 6) + "' y='" + std::to_string(y + size / 2 - 4) +
+             "'>" + escape(c.line1) + "</text>";
+      if (!c.line2.empty())
+        svg += "<text x='" + std::to_string(x + 6) + "' y='" + std::to_string(y + size / 2 + 10) +
+               "'>" + escape(c.line2) + "</text>";
+      svg += "</g>";
     }
-  svg += "</svg>";
+  return svg + "</svg>";
+}
+
+std::string link_matrix(const nlohmann::json& details) {
+  if (!details.contains("links") || details["links"].empty())
+    return "<p>No joined point-to-point messages between different hosts.</p>";
+  std::map<std::pair<std::string, std::string>, nlohmann::json> cells;
+  double fastest = 1e300;
+  for (const auto& cell : details["links"]) {
+    cells[{cell["from"], cell["to"]}] = cell;
+    fastest = std::min(fastest, cell["median_us"].get<double>());
+  }
+  const std::string svg = host_matrix(
+      details["hosts"].get<std::vector<std::string>>(),
+      [&](const std::string& from, const std::string& to) {
+        MatrixCell c;
+        auto found = cells.find({from, to});
+        if (found == cells.end()) return c;
+        const double us = found->second["median_us"].get<double>();
+        c.fill = heat(us / std::max(1e-3, fastest));
+        c.line1 = number(us, us < 100 ? 1 : 0);
+        c.title = from + " -> " + to + ": median " + c.line1 + " us over " +
+                  std::to_string(found->second["messages"].get<std::uint64_t>()) + " messages";
+        return c;
+      });
   return svg + "<p>Median latency of sampled messages (us), sender row to receiver column.</p>";
+}
+
+// The link probes: latency and throughput of every directed host pair, coloured by whichever
+// is further from the best pair (a delayed link and a rate-limited one both show).
+std::string probe_matrix(const nlohmann::json& details) {
+  if (!details.contains("probed_links") || details["probed_links"].empty())
+    return "<p>No link probes (one host, or COMMTAP_PROBE_INTERVAL=0).</p>";
+  std::map<std::pair<std::string, std::string>, nlohmann::json> cells;
+  std::vector<std::string> hosts;
+  double best_us = 1e300, best_mb = 0;
+  for (const auto& cell : details["probed_links"]) {
+    const std::string from = cell["from"], to = cell["to"];
+    cells[{from, to}] = cell;
+    for (const std::string& host : {from, to})
+      if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+    best_us = std::min(best_us, cell["latency_us"].get<double>());
+    best_mb = std::max(best_mb, cell["mb_per_s"].get<double>());
+  }
+  std::sort(hosts.begin(), hosts.end());
+  const std::string svg = host_matrix(hosts, [&](const std::string& from, const std::string& to) {
+    MatrixCell c;
+    auto found = cells.find({from, to});
+    if (found == cells.end()) return c;
+    const double us = found->second["latency_us"].get<double>();
+    const double mb = found->second["mb_per_s"].get<double>();
+    c.fill = heat(std::max(us / std::max(1e-3, best_us), best_mb / std::max(1e-3, mb)));
+    c.line1 = number(us, us < 100 ? 1 : 0) + " us";
+    c.line2 = number(mb, mb < 100 ? 1 : 0) + " MB/s";
+    c.title = from + " -> " + to + ": median of " +
+              std::to_string(found->second["rounds"].get<int>()) + " probe rounds, " + c.line1 +
+              " latency, " + c.line2 + (found->second.value("slow", false) ? " (slow)" : "");
+    return c;
+  });
+  return svg +
+         "<p>Link probes: median latency (us, half a round trip) and throughput (MB/s) of the "
+         "newest probe rounds, sender row to receiver column.</p>";
 }
 
 std::string lateness_chart(const nlohmann::json& details) {
@@ -161,6 +222,7 @@ std::string health_html(const JobHealth& job, const std::string& slowest_sites_t
     html += "</table>";
   }
   html += "<h2>Links: host by host</h2>" + link_matrix(job.details);
+  html += "<h3>Link probes</h3>" + probe_matrix(job.details);
   html += "<h2>Lateness per rank over time</h2>" + lateness_chart(job.details);
   html += "<h2>Slowest call sites</h2>" + slowest_sites_table;
   html += "<p style='color:#777'>Made by commtap analyze; thresholds in docs/analyzer.md.</p>";

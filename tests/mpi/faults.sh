@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The short fault-injection subset on the emulated cluster (scripts/faults): a clean run must
-# produce no finding at all, a delayed directed link and a frozen rank must be named first by
+# The short fault-injection subset on the emulated cluster (scripts/faults, analyzer defaults): a
+# clean run must produce no finding at all; a delayed directed link, a frozen rank and, in a job
+# of collectives only (found by link probes alone), a rate-limited host must be named first by
 # the live analysis. Skipped where network namespaces, iptables or netdelay are missing.
 source "$(dirname "$0")/common.sh"
 
@@ -19,11 +20,16 @@ run_faults() {  # out-dir scenario...
   COMMTAP_BUILD_DIR=$BUILD FAULTS_OUT=$dir FAULTS_TIME=24 \
     timeout 240 "$SOURCE/scripts/faults" "$@" >"$dir.md" 2>&1
 }
-met() { grep -q "^| $1 |.*| yes |\$" "$2"; }
-run_faults "$WORK/first" clean link hang || true
+met() {  # scenario[/workload] table
+  local name=${1%%/*} workload=halo
+  [[ "$1" == */* ]] && workload=${1#*/}
+  grep -q "^| $name | $workload |.*| yes |\$" "$2"
+}
+scenarios=(clean link hang rate_host/collectives)
+run_faults "$WORK/first" "${scenarios[@]}" || true
 cat "$WORK/first.md"
 missed=()
-for scenario in clean link hang; do met "$scenario" "$WORK/first.md" || missed+=("$scenario"); done
+for scenario in "${scenarios[@]}"; do met "$scenario" "$WORK/first.md" || missed+=("$scenario"); done
 if [ ${#missed[@]} -gt 0 ]; then
   echo "again: ${missed[*]}"
   run_faults "$WORK/second" "${missed[@]}" || true
@@ -33,4 +39,4 @@ if [ ${#missed[@]} -gt 0 ]; then
   done
 fi
 [ -z "$(ip netns list | grep '^ctap' || true)" ] || fail "namespaces left behind"
-pass "clean: no finding; delayed link and frozen rank named first"
+pass "clean: no finding; delayed link, frozen rank and rate-limited host named first"

@@ -36,6 +36,12 @@ expect_same_files native.out probed.out "native and probed outputs (3 hosts)"
 pairs=$(db_query trace-odd "SELECT count(DISTINCT from_node || '>' || to_node) FROM probes")
 expect_equal 6 "$pairs" "directed pairs probed on 3 hosts"
 pass "3 pretend hosts: 6 directed pairs"
+# The report draws the probes as a host-by-host matrix: 6 cells with latency and throughput.
+"$CLI" report trace-odd -o probes.html 2>/dev/null || fail "commtap report failed"
+cells=$(grep -o "<title>[^<]*probe rounds[^<]*</title>" probes.html | wc -l)
+expect_equal 6 "$cells" "probe matrix cells in the report"
+grep -q "MB/s</text>" probes.html || fail "probe matrix without throughput"
+pass "report: the probe matrix has every directed pair of the 3 hosts"
 
 run_preloaded 4 -genv COMMTAP_DIR trace-off -genv COMMTAP_TEST_NODES 4 \
   -genv COMMTAP_PROBE_INTERVAL 0 "$program" 40 100 >/dev/null || fail "run with probes off"

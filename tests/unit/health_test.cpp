@@ -431,6 +431,18 @@ TEST(Health, ProbeFindingsNeedTheSameMeasureSlowInSeveralRounds) {
     return (from == 0 && to == 3) && static_cast<int>(t) % 10 == 0 ? 100.0 : 1000.0;
   };
   expect_exactly(analyze(job, HealthOptions{}), {});
+
+  // A round trip slow only when h2 starts it, in every round: h2 or h1 answers late (CPU), the
+  // link is as fast both ways. The same latency both ways is the link.
+  job = probed_job();
+  job.probe_latency_us = [](int from, int to, double) {
+    return from == 2 && to == 1 ? 1030.0 : 30.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.probe_latency_us = [](int from, int to, double) {
+    return (from == 2 && to == 1) || (from == 1 && to == 2) ? 1030.0 : 30.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h2"}});
 }
 
 TEST(Health, ALinkNamedByMessagesAndProbesIsOneFindingWithItsDirection) {
