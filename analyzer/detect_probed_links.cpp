@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "analyzer/detectors.hpp"
@@ -61,6 +62,81 @@ std::string mb_text(double mb_per_s) {
   char text[32];
   std::snprintf(text, sizeof text, mb_per_s >= 100 ? "%.0f MB/s" : "%.1f MB/s", mb_per_s);
   return text;
+}
+
+// The job's own messages are timed by the ranks that send and receive them, so a rank that runs
+// late (a busy CPU: seen on clean runs of 4 ranks on 2 loaded cores, 400 us on one ring link for
+// a whole job) makes them look as slow as a slow network does. Probes of the same pair in the
+// same recent window tell the two apart: a network fault slows their round trips both ways, or
+// their throughput, round after round; a busy CPU does not. A message-based slow_link or
+// slow_host_network whose pairs the probes measured in at least two rounds of the last window
+// and found fine in most of them is dropped (and its host no longer explains late arrivals).
+void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& options,
+                                       const std::map<std::pair<int, int>, PairProbes>& pairs,
+                                       double latency_limit, double throughput_limit,
+                                       JobHealth& health) {
+  const std::int64_t since =
+      job.until_aligned() - static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  auto recent = [&](const std::vector<std::pair<std::int64_t, double>>& series, auto slow) {
+    int rounds = 0, slow_rounds = 0;
+    for (const auto& [at, value] : series)
+      if (at >= since) {
+        ++rounds;
+        slow_rounds += slow(value) ? 1 : 0;
+      }
+    return std::pair{rounds, slow_rounds};
+  };
+  std::map<std::string, int> node_of;
+  for (const auto& [key, p] : pairs) {
+    node_of[p.from] = key.first;
+    node_of[p.to] = key.second;
+  }
+  // Whether the probes say the directed pair is fine lately: nullopt when they have too few
+  // rounds in the window to say anything.
+  auto probed_fine = [&](int from, int to) -> std::optional<bool> {
+    auto there = pairs.find({from, to}), back = pairs.find({to, from});
+    if (there == pairs.end()) return std::nullopt;
+    auto late = [&](double ns) { return ns > latency_limit; };
+    const auto [rounds, slow_there] = recent(there->second.latency_ns, late);
+    if (rounds < 2) return std::nullopt;
+    const int slow_back =
+        back == pairs.end() ? slow_there : recent(back->second.latency_ns, late).second;
+    const int slow_throughput =
+        recent(there->second.mb_per_s, [&](double mb) { return mb < throughput_limit; }).second;
+    return 2 * std::max(std::min(slow_there, slow_back), slow_throughput) < rounds;
+  };
+  json dropped = json::array();
+  json delayed = health.details.value("delayed_hosts", json::array());
+  std::erase_if(health.findings, [&](const Finding& f) {
+    if (f.evidence.value("source", "") == "probes") return false;
+    bool contradicted = false;
+    if (f.kind == finding_kind::slow_link) {
+      auto from = node_of.find(f.evidence.value("from", "")),
+           to = node_of.find(f.evidence.value("to", ""));
+      if (from == node_of.end() || to == node_of.end()) return false;
+      contradicted = probed_fine(from->second, to->second).value_or(false);
+    } else if (f.kind == finding_kind::slow_host_network) {
+      const std::string host = f.evidence.value("host", "");
+      auto node = node_of.find(host);
+      if (node == node_of.end()) return false;
+      int fine = 0, known = 0;
+      for (const auto& [key, p] : pairs) {
+        if (key.first != node->second && key.second != node->second) continue;
+        const auto verdict = probed_fine(key.first, key.second);
+        known += verdict.has_value();
+        fine += verdict.value_or(false);
+      }
+      contradicted = known >= 2 && fine == known;
+      if (contradicted)
+        delayed.erase(std::remove(delayed.begin(), delayed.end(), host), delayed.end());
+    }
+    if (contradicted) dropped.push_back(f.subject);
+    return contradicted;
+  });
+  if (!dropped.empty()) {
+    health.details["not_confirmed_by_probes"] = dropped;
+    health.details["delayed_hosts"] = delayed;
+  }
 }
 
 }  // namespace
@@ -261,6 +337,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
                   {"rounds", v.rounds}};
     health.findings.push_back(f);
   }
+  drop_unconfirmed_message_findings(job, options, pairs, latency_limit, throughput_limit, health);
   return true;
 }
 

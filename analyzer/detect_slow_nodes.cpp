@@ -122,7 +122,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   // Per window: which ranks stand out.
   const double min_lateness = options.min_lateness_ms * 1e6;
   std::map<int, int> flagged_windows, eligible_windows;
-  std::map<int, std::vector<bool>> flags;  // per rank, its eligible windows in time order
+  std::map<int, std::vector<std::pair<int, bool>>> flags;  // per rank: (window, late), in order
   std::map<int, std::vector<double>> rank_lateness, other_lateness, host_last_fraction;
   json timeline = json::object();
   for (int w = 0; w < windows; ++w) {
@@ -155,7 +155,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       host_last_fraction[rank].push_back(fraction);
       const bool late = m >= min_lateness && m >= options.lateness_factor * baseline &&
                         fraction >= options.last_fraction;
-      flags[rank].push_back(late);
+      flags[rank].emplace_back(w, late);
       if (late) ++flagged_windows[rank];
     }
   }
@@ -166,13 +166,15 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   // machine that became slow late in a long job is named after a few windows, not after most of
   // the job's, and one noisy window at the end names nobody.
   std::set<int> slow;
+  int onset_window = windows;  // the earliest window of a slow rank's late run
   for (const auto& [rank, late] : flags) {
     const int needed = std::min<int>(2, static_cast<int>(late.size()));
     int flagged = 0;
     for (std::size_t length = 1; length <= late.size(); ++length) {
-      flagged += late[late.size() - length] ? 1 : 0;
+      flagged += late[late.size() - length].second ? 1 : 0;
       if (flagged >= needed && flagged >= options.persistence * static_cast<double>(length)) {
         slow.insert(rank);
+        onset_window = std::min(onset_window, late[late.size() - length].first);
         break;
       }
     }
@@ -182,9 +184,14 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   // (a slow link or host upstream) arrives late too, and then spends more of its time inside
   // MPI than the others. A rank that computes too slowly spends less (the others wait for it).
   // Each rank's share of time inside blocking MPI calls, from the aggregates.
+  // Measured over the late windows only: a machine that became slow late in a job spent the
+  // same share as the others before.
   std::map<int, double> mpi_share;
   {
-    const std::int64_t since_wall = since_wall_ns(job, options);
+    const std::int64_t since_wall =
+        std::max(since_wall_ns(job, options),
+                 first + job.wall_minus_aligned +
+                     static_cast<std::int64_t>(first_kept + onset_window) * window_ns);
     std::map<int, std::pair<double, std::set<std::int64_t>>> busy;  // ns, windows
     if (!each_row(
             job, "SELECT rank, wall_ns, total_ns FROM aggregates",

@@ -127,6 +127,14 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
       return std::find(delayed.begin(), delayed.end(), host) != delayed.end();
     });
   }
+  // A call that became slower because everyone now waits for a slow, stuck or lost rank, host or
+  // link is that finding's consequence, not a second problem: the cause is reported alone.
+  const bool explained =
+      std::any_of(health.findings.begin(), health.findings.end(),
+                  [](const Finding& f) { return f.kind != finding_kind::degradation; });
+  if (explained)
+    std::erase_if(health.findings,
+                  [](const Finding& f) { return f.kind == finding_kind::degradation; });
   std::stable_sort(health.findings.begin(), health.findings.end(),
                    [](const Finding& a, const Finding& b) {
                      if (a.severity != b.severity) return a.severity > b.severity;

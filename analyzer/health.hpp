@@ -24,7 +24,7 @@ struct HealthOptions {
   int min_instances = 8;         // a window needs this many aligned instances to count
   double min_lateness_ms = 1.0;  // slow rank: median lateness at least this ...
   double lateness_factor = 5.0;  // ... and this many times the ranks' lower quartile ...
-  double last_fraction = 0.6;    // ... and its host last to arrive this often
+  double last_fraction = 0.4;    // ... and its host last to arrive this often
   // Evidence a compute-side finding (slow rank or host) needs: at least this many compared
   // collectives for any finding (a short job's few collectives show the program's own
   // imbalance: its rank 0 reading input, say), and for an ERROR flagged in at least
@@ -35,7 +35,7 @@ struct HealthOptions {
   double min_link_delay_us = 200;  // ... and at least this much more
   // Link probes: a pair's throughput this many times below the baseline is slow (higher than
   // link_factor: probes on a busy 2-core VM spread by ~3x between healthy pairs).
-  double probe_throughput_factor = 5.0;
+  double probe_throughput_factor = 10.0;
   double host_cell_fraction = 0.66;  // slow host (network): this fraction of its links slow
   double degradation_factor = 2.0;   // degradation: recent windows this much slower ...
   double min_degradation_us = 50;    // ... by at least this much per call
