@@ -20,7 +20,11 @@
   X(rd, "rd", "recursive doubling")                                                               \
   X(rabenseifner, "rabenseifner", "recursive-halving reduce-scatter, then recursive-doubling "    \
                                   "all-gather")                                                   \
-  X(hier_star, "hier-star", "node reduce, star among the node leaders, node broadcast")
+  X(hier_star, "hier-star", "node reduce, star among the node leaders, node broadcast")        \
+  X(direct, "direct", "every rank sends its buffer to every other and reduces all of them in "   \
+                      "rank order: one network latency")                                         \
+  X(hier_direct, "hier-direct", "node reduce, direct exchange among the node leaders, node "     \
+                                "broadcast")
 // clang-format on
 
 // "name (what it does); " for each, as one string literal.

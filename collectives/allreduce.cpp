@@ -404,6 +404,39 @@ int star(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
   return wait_all(c, static_cast<int>(sends.size()), sends.data());
 }
 
+// Direct exchange: every rank sends its buffer to every other at once and reduces what it
+// receives, so the whole all-reduce takes one network latency (the lower bound for small
+// buffers) instead of log2(p). Every rank folds the same p contributions in the same order
+// (rank p-1 first, then p-2 op that, ... rank 0 last), so all end with the same bits. Moves
+// (p-1)n bytes each way per rank: for small buffers and few ranks (the cost model's choice).
+int direct(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
+           std::vector<char>& scratch) {
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  if (size == 1 || count == 0) return MPI_SUCCESS;
+  const std::size_t bytes = static_cast<std::size_t>(count * c.extent);
+  scratch.resize(static_cast<std::size_t>(size) * bytes);
+  auto slot = [&](int peer) { return scratch.data() + static_cast<std::size_t>(peer) * bytes; };
+  std::vector<MPI_Request> requests;
+  requests.reserve(2 * static_cast<std::size_t>(size));  // the slots stay put (StepRecorder)
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    requests.emplace_back();
+    COMMTAP_TRY(irecv(c, slot(peer), count, peer, comm, &requests.back()));
+  }
+  // Sends start with the next rank up, so that not everyone sends to rank 0 first.
+  for (int step = 1; step < size; ++step) {
+    requests.emplace_back();
+    COMMTAP_TRY(isend(c, buffer, count, (rank + step) % size, comm, &requests.back()));
+  }
+  std::memcpy(slot(rank), buffer, bytes);
+  COMMTAP_TRY(wait_all(c, static_cast<int>(requests.size()), requests.data()));
+  std::memcpy(buffer, slot(size - 1), bytes);
+  for (int peer = size - 2; peer >= 0; --peer) COMMTAP_TRY(reduce(c, slot(peer), buffer, count));
+  return MPI_SUCCESS;
+}
+
 int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
          std::vector<char>& scratch, int root = 0) {
   switch (algorithm) {
@@ -413,6 +446,8 @@ int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Co
       return ring(c, comm, buffer, count, scratch);
     case Algorithm::rabenseifner:
       return rabenseifner(c, comm, buffer, count, scratch);
+    case Algorithm::direct:
+      return direct(c, comm, buffer, count, scratch);
     default:
       return recursive_doubling(c, comm, buffer, count, scratch);
   }
@@ -482,6 +517,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
     case Algorithm::ring:
     case Algorithm::rd:
     case Algorithm::rabenseifner:
+    case Algorithm::direct:
       return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root);
     case Algorithm::hier_pipe:
       // Rank-independent facts only: a rank alone on its node takes part all the same.
@@ -516,6 +552,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
       [[fallthrough]];
     case Algorithm::hier:
     case Algorithm::hier_star:
+    case Algorithm::hier_direct:
     default: {
       // The node stages use the library's (shared-memory) collectives, nonblocking so that
       // yield mode can wait without spinning.
@@ -526,10 +563,12 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
                                    t.node, &request));
         COMMTAP_TRY(wait_all(c, 1, &request));
       }
-      if (t.leaders != MPI_COMM_NULL && t.nodes > 1)
-        COMMTAP_TRY(
-            flat(algorithm == Algorithm::hier_star ? Algorithm::star : inter_algorithm(bytes), c,
-                 t.leaders, recvbuf, count, t.scratch, t.leaders_star_root));
+      if (t.leaders != MPI_COMM_NULL && t.nodes > 1) {
+        const Algorithm leaders = algorithm == Algorithm::hier_star     ? Algorithm::star
+                                  : algorithm == Algorithm::hier_direct ? Algorithm::direct
+                                                                        : inter_algorithm(bytes);
+        COMMTAP_TRY(flat(leaders, c, t.leaders, recvbuf, count, t.scratch, t.leaders_star_root));
+      }
       if (t.local_size > 1) {
         COMMTAP_TRY(PMPI_Ibcast_c(recvbuf, count, type, 0, t.node, &request));
         COMMTAP_TRY(wait_all(c, 1, &request));
@@ -562,6 +601,8 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
   const double ring =
       2 * (p - 1) * inter_alpha + 2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
   const double star = 2 * inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + n * inter_beta;
+  // Direct exchange: one latency, but every rank sends and reduces p-1 copies.
+  const double direct = inter_alpha + (p - 1) * n * (inter_beta + m.gamma);
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra = local > 1 ? 2 * log2_of(local) * (m.intra_alpha + n * m.intra_beta) +
                                        log2_of(local) * n * m.gamma
@@ -570,6 +611,8 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
       std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
                2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta);
   const double hier = intra + (nodes > 1 ? leaders : 0);
+  const double hier_direct =
+      intra + (nodes > 1 ? inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) : 0);
   // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
   // and drain the pipeline (segments as in pipelined_hierarchical: a quarter, 64 KiB-1 MiB).
   double pipe = hier;
@@ -580,8 +623,12 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
   }
   // The library is modelled as the best flat algorithm: commtap's must win clearly (10%).
   const double native = std::min(rd, ring);
-  const double best = std::min({hier, star, pipe});
+  // On one host the library's shared-memory algorithms are what commtap's would be built on.
+  if (t.nodes <= 1) return Algorithm::native;
+  const double best = std::min({hier, star, pipe, direct, hier_direct});
   if (best >= 0.9 * native) return Algorithm::native;
+  if (best == hier_direct) return Algorithm::hier_direct;
+  if (best == direct) return Algorithm::direct;
   if (best == hier) return Algorithm::hier;
   return best == pipe ? Algorithm::hier_pipe : Algorithm::star;
 }
