@@ -36,8 +36,8 @@ struct PairProbes {
 struct PairVerdict {
   double latency_ns = 0, mb_per_s = 0;  // medians over the recent rounds
   int rounds = 0, slow_rounds = 0;      // slow rounds: of the measure slow most often
-  bool slow_for_host = false;           // slow in most recent rounds, at least kHostRounds
-  bool slow = false;                    // the same, at least kLinkRounds
+  bool slow_for_host = false;           // slow in most of the newest rounds, kHostRounds at least
+  bool slow = false;                    // the same, kLinkRounds at least
 };
 
 std::vector<double> recent_values(const std::vector<std::pair<std::int64_t, double>>& series) {
@@ -192,10 +192,12 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
   const double latency_limit = base_latency * options.link_factor + options.min_link_delay_us * 1e3;
   const double throughput_limit = base_throughput / options.probe_throughput_factor;
 
-  auto slow_latency_rounds = [&](const PairProbes& p) {
-    const std::vector<double> lat = recent_values(p.latency_ns);
-    return static_cast<int>(
-        std::count_if(lat.begin(), lat.end(), [&](double value) { return value > latency_limit; }));
+  // Per round (oldest first), whether each measure was slow. Rounds line up from the newest:
+  // every leader records every round, so the i-th newest of two pairs is the same round.
+  auto flags = [](const std::vector<double>& values, auto slow) {
+    std::vector<bool> out;
+    for (double value : values) out.push_back(slow(value));
+    return out;
   };
   std::map<std::pair<int, int>, PairVerdict> verdicts;
   for (const auto& [key, p] : pairs) {
@@ -204,19 +206,38 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     v.latency_ns = median_of(lat);
     v.mb_per_s = median_of(tput);
     v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
+    auto late = [&](double ns) { return ns > latency_limit; };
+    std::vector<bool> slow_latency = flags(lat, late);
     // A probe's latency is half a round trip, which crosses the link both ways, whichever host
     // starts it: a slow network slows the pings of both hosts alike. A round trip that is slow
     // only when one of the two starts it is that host's or its peer's CPU (a descheduled process
-    // answers late), not the link: latency counts when both directions are slow.
-    int slow_latency = slow_latency_rounds(p);
-    if (auto back = pairs.find({key.second, key.first}); back != pairs.end())
-      slow_latency = std::min(slow_latency, slow_latency_rounds(back->second));
-    const auto slow_throughput = std::count_if(
-        tput.begin(), tput.end(), [&](double value) { return value < throughput_limit; });
-    v.slow_rounds = std::max(slow_latency, static_cast<int>(slow_throughput));
-    const bool most = 2 * v.slow_rounds > v.rounds;
-    v.slow_for_host = most && v.slow_rounds >= kHostRounds;
-    v.slow = most && v.slow_rounds >= kLinkRounds;
+    // answers late), not the link: latency counts in rounds where both directions are slow.
+    if (auto back = pairs.find({key.second, key.first}); back != pairs.end()) {
+      const std::vector<bool> slow_back = flags(recent_values(back->second.latency_ns), late);
+      for (std::size_t i = 1; i <= slow_latency.size(); ++i)
+        if (i > slow_back.size() || !slow_back[slow_back.size() - i])
+          slow_latency[slow_latency.size() - i] = false;
+    }
+    const std::vector<bool> slow_throughput =
+        flags(tput, [&](double mb) { return mb < throughput_limit; });
+    // Judged on the newest rounds: slow in most of some run of rounds that ends with the
+    // newest, at least `needed` of them, so that rounds from before a fault began do not
+    // outvote the ones since (nor one slow round at the end the clean ones before it).
+    auto persistent = [](const std::vector<bool>& slow, int needed) {
+      int count = 0;
+      for (std::size_t length = 1; length <= slow.size(); ++length) {
+        count += slow[slow.size() - length] ? 1 : 0;
+        if (count >= needed && 2 * count > static_cast<int>(length)) return true;
+      }
+      return false;
+    };
+    auto count = [](const std::vector<bool>& slow) {
+      return static_cast<int>(std::count(slow.begin(), slow.end(), true));
+    };
+    v.slow_rounds = std::max(count(slow_latency), count(slow_throughput));
+    v.slow_for_host =
+        persistent(slow_latency, kHostRounds) || persistent(slow_throughput, kHostRounds);
+    v.slow = persistent(slow_latency, kLinkRounds) || persistent(slow_throughput, kLinkRounds);
   }
 
   json probed = json::array();  // for the report's heat map
