@@ -48,6 +48,83 @@ double minimum(const std::vector<double>& values) {
   return *std::min_element(values.begin(), values.end());
 }
 
+// What the network between two hosts allows: one-way latency (half the fastest of 20 one-byte
+// round trips) and bandwidth (the fastest of 3 one-way 4 MiB transfers, less that latency),
+// measured between the first rank of the first host and the first rank of another, with the
+// library's point-to-point. All ranks get both; hosts < 2: nothing to measure (both 0).
+struct Network {
+  int hosts = 1;
+  double latency_us = 0, bytes_per_us = 0;
+};
+
+Network measure_network(int rank, int size) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  std::vector<char> names(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+  PMPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                 MPI_CHAR, MPI_COMM_WORLD);
+  auto name_of = [&](int r) {
+    return std::string(names.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+  };
+  Network network;
+  std::vector<std::string> seen;
+  int other = -1;
+  for (int r = 0; r < size; ++r) {
+    if (std::find(seen.begin(), seen.end(), name_of(r)) == seen.end()) seen.push_back(name_of(r));
+    if (other < 0 && name_of(r) != name_of(0)) other = r;
+  }
+  network.hosts = static_cast<int>(seen.size());
+  if (other < 0) return network;
+  double result[2] = {0, 0};
+  if (rank == 0 || rank == other) {
+    const int peer = rank == 0 ? other : 0;
+    char byte = 0;
+    double best_rtt = 1e30;
+    for (int i = 0; i < 20; ++i) {
+      const double t0 = MPI_Wtime();
+      if (rank == 0) {
+        PMPI_Send(&byte, 1, MPI_CHAR, peer, 7, MPI_COMM_WORLD);
+        PMPI_Recv(&byte, 1, MPI_CHAR, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        PMPI_Recv(&byte, 1, MPI_CHAR, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        PMPI_Send(&byte, 1, MPI_CHAR, peer, 7, MPI_COMM_WORLD);
+      }
+      best_rtt = std::min(best_rtt, MPI_Wtime() - t0);
+    }
+    std::vector<char> large(4 << 20);
+    double best_transfer = 1e30;
+    for (int i = 0; i < 3; ++i) {
+      PMPI_Barrier(MPI_COMM_SELF);
+      const double t0 = MPI_Wtime();
+      if (rank == 0) {
+        PMPI_Send(large.data(), static_cast<int>(large.size()), MPI_CHAR, peer, 8, MPI_COMM_WORLD);
+        PMPI_Recv(&byte, 1, MPI_CHAR, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        PMPI_Recv(large.data(), static_cast<int>(large.size()), MPI_CHAR, peer, 8, MPI_COMM_WORLD,
+                  MPI_STATUS_IGNORE);
+        PMPI_Send(&byte, 1, MPI_CHAR, peer, 8, MPI_COMM_WORLD);
+      }
+      best_transfer = std::min(best_transfer, MPI_Wtime() - t0 - best_rtt);
+    }
+    result[0] = best_rtt / 2 * 1e6;
+    result[1] = static_cast<double>(large.size()) / std::max(1e-9, best_transfer * 1e6);
+  }
+  PMPI_Bcast(result, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  network.latency_us = result[0];
+  network.bytes_per_us = result[1];
+  return network;
+}
+
+// The lower bound no all-reduce across hosts can beat: every host must hear from every other
+// (one latency), and each host link must carry 2(h-1)/h of the buffer (reduce-scatter plus
+// all-gather volume).
+double lower_bound_us(const Network& network, double bytes) {
+  if (network.hosts < 2 || network.bytes_per_us <= 0) return 0;
+  const double h = network.hosts;
+  return std::max(network.latency_us, 2 * (h - 1) / h * bytes / network.bytes_per_us);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,14 +160,21 @@ int main(int argc, char** argv) {
   contenders.push_back("auto");
   contenders.push_back("native");
   const std::size_t kAuto = contenders.size() - 2, kNativeAgain = contenders.size() - 1;
+  use("native");
+  const Network network = measure_network(rank, size);
   if (rank == 0) {
-    std::printf("%d rounds, each contender once per round in turn; cells: median / min us\n\n",
+    std::printf("%d rounds, each contender once per round in turn; cells: median / min us\n",
                 rounds);
-    std::printf("| bytes |");
+    if (network.hosts > 1)
+      std::printf(
+          "%d hosts; between two of them %.1f us one way, %.0f MB/s; bound: the larger of "
+          "one latency and 2(h-1)/h x bytes / bandwidth\n",
+          network.hosts, network.latency_us, network.bytes_per_us);
+    std::printf("\n| bytes |");
     for (std::size_t k = 0; k < contenders.size(); ++k)
       std::printf(" %s%s |", contenders[k].c_str(), k == kNativeAgain ? " again" : "");
-    std::printf(" native/auto | native/native again |\n|---:|");
-    for (std::size_t k = 0; k < contenders.size() + 2; ++k) std::printf("---:|");
+    std::printf(" bound | native/auto | native/native again | auto/bound |\n|---:|");
+    for (std::size_t k = 0; k < contenders.size() + 4; ++k) std::printf("---:|");
     std::printf("\n");
   }
   for (long bytes = 8; bytes <= max_bytes; bytes *= 4) {
@@ -111,8 +195,17 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf("| %ld |", bytes);
       for (const auto& t : times) std::printf(" %.1f / %.1f |", median(t), minimum(t));
-      std::printf(" %.2f | %.2f |\n", median(times[0]) / median(times[kAuto]),
+      const double bound = lower_bound_us(network, static_cast<double>(bytes));
+      if (bound > 0)
+        std::printf(" %.1f |", bound);
+      else
+        std::printf(" - |");
+      std::printf(" %.2f | %.2f |", median(times[0]) / median(times[kAuto]),
                   median(times[0]) / median(times[kNativeAgain]));
+      if (bound > 0)
+        std::printf(" %.2f |\n", median(times[kAuto]) / bound);
+      else
+        std::printf(" - |\n");
       std::fflush(stdout);
     }
   }
