@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "analyzer/statistics.hpp"
+#include "analyzer/symbols.hpp"
 #include "analyzer/trace_files.hpp"
 
 namespace commtap::analyzer {
@@ -101,7 +102,7 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
     const double now_mean = median_of(std::vector<double>(means.end() - recent, means.end()));
     Finding f;
     f.kind = finding_kind::degradation;
-    f.subject = function + " from " + symbol + " (" + std::to_string(bytes) + " B class)";
+    f.subject = function + " from " + demangle(symbol) + " (" + std::to_string(bytes) + " B class)";
     f.severity = Severity::warning;
     f.first_seen_ns =
         static_cast<std::uint64_t>((windows.rbegin()->first - recent + 1) * window_ns);
