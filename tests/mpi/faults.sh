@@ -17,7 +17,7 @@ fi
 run_faults() {  # out-dir scenario...
   local dir=$1
   shift
-  COMMTAP_BUILD_DIR=$BUILD FAULTS_OUT=$dir FAULTS_TIME=24 \
+  COMMTAP_BUILD_DIR=$BUILD FAULTS_OUT=$dir FAULTS_TIME=30 \
     timeout 240 "$SOURCE/scripts/faults" "$@" >"$dir.md" 2>&1
 }
 met() {  # scenario[/workload] table
