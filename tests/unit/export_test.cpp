@@ -2,7 +2,6 @@
 // Perfetto timeline (tracks, slices, flows, clock alignment, sampling bound, time cut), the
 // Prometheus exposition, and demangled call-site names.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "analyzer/symbols.hpp"
 #include "monitor/monitor.hpp"
 #include "tests/tools/perfetto_checks.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 namespace monitor = commtap::monitor;
@@ -25,25 +25,12 @@ using nlohmann::json;
 
 namespace {
 
+using commtap::testing::TempDir;
+
 constexpr std::uint64_t kStartWall = 1'790'000'000'000'000'000ull;
 constexpr std::uint64_t kMono0 = 5'000'000'000ull;  // rank 0's monotonic clock at start
 constexpr std::uint32_t kAllreduce = 0, kIsend = 1, kIrecv = 2;
 constexpr char kMangled[] = "_Z9trainStepRSt6vectorIdSaIdEE";
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("commtap-export-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 // 4 ranks on hosts h0 (ranks 0, 1) and h1 (2, 3); rank r's clock reads rank 0's minus r x 7 ms,
 // as hosts' clocks disagree. Every 10 ms an all-reduce, and each rank sends its right neighbour

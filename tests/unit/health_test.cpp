@@ -3,7 +3,6 @@
 // jitter none.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -15,6 +14,7 @@
 
 #include "analyzer/health.hpp"
 #include "monitor/monitor.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 namespace monitor = commtap::monitor;
@@ -25,20 +25,7 @@ using commtap::analyzer::JobHealth;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("commtap-health-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using commtap::testing::TempDir;
 
 constexpr std::uint64_t kStartWall = 1'790'000'000'000'000'000ull;
 constexpr std::uint64_t kMono0 = 1'000'000'000ull;  // every rank's monotonic clock at start

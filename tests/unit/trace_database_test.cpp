@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -10,25 +9,14 @@
 
 #include "analyzer/analyzer.hpp"
 #include "monitor/monitor.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace commtap;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device random;
-    path_ = fs::temp_directory_path() / ("commtap-test-" + std::to_string(random()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using commtap::testing::TempDir;
 
 monitor::RankFacts facts(int rank) {
   monitor::RankFacts f;
