@@ -75,8 +75,10 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
                                        const std::map<std::pair<int, int>, PairProbes>& pairs,
                                        double latency_limit, double throughput_limit,
                                        JobHealth& health) {
-  const std::int64_t since =
-      job.until_aligned() - static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  // The last window before the newest data (as the message-based rule counts it): the end is
+  // the job's now, not until_aligned(), which is open-ended unless --at is given.
+  const std::int64_t since = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned -
+                             static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   auto recent = [&](const std::vector<std::pair<std::int64_t, double>>& series, auto slow) {
     int rounds = 0, slow_rounds = 0;
     for (const auto& [at, value] : series)

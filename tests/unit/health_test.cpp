@@ -347,6 +347,33 @@ TEST(Health, ASlowDirectedLinkIsNamedWithItsDirection) {
   expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
 }
 
+// A busy CPU delays a rank's messages as a slow link does; the link probes of the same window,
+// fine round after round, say it is not the network.
+TEST(Health, SlowMessagesOnALinkTheProbesFindFineAreNoFinding) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double) { return from == 0 && to == 2 ? 2000.0 : 0.0; };
+  job.probe_every_s = 5;
+  // Default options: a 10 s window holds two probe rounds.
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  // Probes that agree keep it (the message-based subject, with its direction).
+  job.probe_latency_us = [](int from, int to, double) {
+    return (from == 0 && to == 2) || (from == 2 && to == 0) ? 1030.0 : 30.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h2"}});
+}
+
+// A host that became slow late in a long job: its clean windows before do not outvote the slow
+// ones since; and the all-reduce that everyone now waits longer in is its consequence, not a
+// second finding.
+TEST(Health, AHostThatBecameSlowLateInTheJobIsNamedAlone) {
+  SyntheticJob job;
+  job.seconds = 60;
+  job.late_us = [](int rank, double t) { return rank / 2 == 1 && t >= 40 ? 3000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank / 2 == 1 ? 0.0 : 60.0; };
+  job.call_us = [](double t) { return t < 40 ? 100.0 : 3100.0; };
+  expect_exactly(analyze(job), {{"slow_host", "host h1"}});
+}
+
 TEST(Health, AHostWithSlowLinksBothWaysIsTheHostsNetwork) {
   SyntheticJob job;
   job.link_us = [](int from, int to, double) { return from == 3 || to == 3 ? 2000.0 : 0.0; };
