@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <random>
 
 #include "collectives/collectives.hpp"
 #include "datatypes/datatypes.hpp"
@@ -62,7 +63,121 @@ int topology_keyval() {
 
 }  // namespace
 
-Topology* topology_of(MPI_Comm comm, int test_nodes, const std::vector<std::string>& avoid_hosts) {
+std::pair<std::vector<int>, int> ring_of_nodes(int nodes,
+                                               const std::vector<std::pair<int, int>>& flagged) {
+  std::vector<int> order(static_cast<std::size_t>(std::max(0, nodes)));
+  for (int i = 0; i < nodes; ++i) order[static_cast<std::size_t>(i)] = i;
+  auto crossings = [&](const std::vector<int>& o) {
+    int n = 0;
+    for (std::size_t i = 0; i < o.size() && o.size() > 1; ++i)
+      n += static_cast<int>(std::count(flagged.begin(), flagged.end(),
+                                       std::pair<int, int>{o[i], o[(i + 1) % o.size()]}));
+    return n;
+  };
+  std::vector<int> best = order;
+  int fewest = crossings(order);
+  if (fewest == 0 || nodes < 3) return {best, fewest};
+  auto consider = [&](const std::vector<int>& o) {
+    const int n = crossings(o);
+    if (n < fewest) {
+      fewest = n;
+      best = o;
+    }
+    return fewest == 0;
+  };
+  if (nodes <= 9) {  // node 0 first: every cyclic order once, 8! = 40,320 at most
+    while (std::next_permutation(order.begin() + 1, order.end()))
+      if (consider(order)) break;
+    return {best, fewest};
+  }
+  std::reverse(order.begin() + 1, order.end());
+  if (consider(order)) return {best, fewest};
+  std::mt19937 shuffle(12345);  // seeded: every rank tries the same orders
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    std::shuffle(order.begin() + 1, order.end(), shuffle);
+    if (consider(order)) break;
+  }
+  return {best, fewest};
+}
+
+namespace {
+
+// Where the routing decisions of `t` come from: every rank's node and host name (pretend nodes
+// are "test-node-K"), then the star roots, the ring orders and the flagged links' cost, the same
+// on every rank.
+void route(Topology& t, int test_nodes, const Avoid& avoid) {
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  PMPI_Get_processor_name(host, &length);
+  std::vector<char> names(static_cast<std::size_t>(t.size) * MPI_MAX_PROCESSOR_NAME);
+  PMPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                 MPI_CHAR, t.flat);
+  std::vector<int> node_of(static_cast<std::size_t>(t.size));
+  PMPI_Allgather(&t.node_index, 1, MPI_INT, node_of.data(), 1, MPI_INT, t.flat);
+  auto host_of = [&](int rank) {
+    if (test_nodes > 0)
+      return "test-node-" + std::to_string(node_of[static_cast<std::size_t>(rank)]);
+    return std::string(names.data() + static_cast<std::size_t>(rank) * MPI_MAX_PROCESSOR_NAME);
+  };
+  std::vector<std::string> node_host(static_cast<std::size_t>(t.nodes));
+  for (int rank = t.size - 1; rank >= 0; --rank)  // a node's host: that of its leader
+    node_host[static_cast<std::size_t>(node_of[static_cast<std::size_t>(rank)])] = host_of(rank);
+  auto node_named = [&](const std::string& name) {
+    return static_cast<int>(std::find(node_host.begin(), node_host.end(), name) -
+                            node_host.begin());
+  };
+  // The flagged links between two of this communicator's nodes, and the nodes at their ends.
+  std::vector<std::pair<int, int>> flagged;
+  std::vector<bool> at_a_flagged_link(node_host.size()), avoided_host(node_host.size());
+  for (const AvoidedLink& link : avoid.links) {
+    const int from = node_named(link.from), to = node_named(link.to);
+    if (from >= t.nodes || to >= t.nodes || from == to) continue;
+    flagged.emplace_back(from, to);
+    at_a_flagged_link[static_cast<std::size_t>(from)] = true;
+    at_a_flagged_link[static_cast<std::size_t>(to)] = true;
+    t.flagged_alpha = std::max(t.flagged_alpha, link.extra_alpha);
+    t.flagged_beta = std::max(t.flagged_beta, link.extra_beta);
+    t.flagged_unmeasured = t.flagged_unmeasured || (link.extra_alpha <= 0 && link.extra_beta <= 0);
+  }
+  for (const std::string& name : avoid.hosts)
+    if (const int node = node_named(name); node < t.nodes)
+      avoided_host[static_cast<std::size_t>(node)] = true;
+  // A star's root: the lowest rank (of `ranks`, in their communicator's order) on a node that is
+  // neither avoided nor at either end of a flagged link; else on one not avoided; else the first.
+  auto root_among = [&](const std::vector<int>& ranks, bool& clear) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        const std::size_t node =
+            static_cast<std::size_t>(node_of[static_cast<std::size_t>(ranks[i])]);
+        if (avoided_host[node] || (pass == 0 && at_a_flagged_link[node])) continue;
+        clear = flagged.empty() || pass == 0;
+        return static_cast<int>(i);
+      }
+    clear = flagged.empty();
+    return 0;
+  };
+  std::vector<int> all(static_cast<std::size_t>(t.size)), leaders;
+  for (int rank = 0; rank < t.size; ++rank) {
+    all[static_cast<std::size_t>(rank)] = rank;
+    if (leaders.size() == static_cast<std::size_t>(node_of[static_cast<std::size_t>(rank)]))
+      leaders.push_back(rank);  // leaders' ranks are node indices, in the order of their ranks
+  }
+  t.star_root = root_among(all, t.star_clear);
+  t.leaders_star_root = root_among(leaders, t.leaders_star_clear);
+  // The rings: nodes in the order that crosses the fewest flagged links, each node's ranks in a
+  // row (one step in and one out of each node, not one per rank as rank order would give a
+  // round-robin placement).
+  const auto [nodes_in_order, crossed] = ring_of_nodes(t.nodes, flagged);
+  t.ring_clear = t.leaders_ring_clear = crossed == 0;
+  t.leaders_ring_order = nodes_in_order;
+  for (int node : nodes_in_order)
+    for (int rank = 0; rank < t.size; ++rank)
+      if (node_of[static_cast<std::size_t>(rank)] == node) t.ring_order.push_back(rank);
+}
+
+}  // namespace
+
+Topology* topology_of(MPI_Comm comm, int test_nodes, const Avoid& avoid) {
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, topology_keyval(), &value, &found);
@@ -84,27 +199,9 @@ Topology* topology_of(MPI_Comm comm, int test_nodes, const std::vector<std::stri
   t->regular = extremes[0] == -extremes[1];
   t->max_local_size = extremes[0];
   if (t->regular && t->nodes > 1) PMPI_Comm_split(t->flat, t->local_rank, t->rank, &t->peers);
-  // The star's root: the lowest rank whose host is not to be avoided (rank 0 if all are).
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  PMPI_Get_processor_name(host, &length);
-  const bool avoided =
-      std::find(avoid_hosts.begin(), avoid_hosts.end(),
-                std::string(host, static_cast<std::size_t>(length))) != avoid_hosts.end();
-  t->star_root = first_rank_not_avoided(t->flat, avoided);
-  if (t->leaders != MPI_COMM_NULL)
-    t->leaders_star_root = first_rank_not_avoided(t->leaders, avoided);
+  route(*t, test_nodes, avoid);
   PMPI_Comm_set_attr(comm, topology_keyval(), t);
   return t;
-}
-
-int first_rank_not_avoided(MPI_Comm comm, bool avoided) {
-  int size = 0, rank = 0;
-  PMPI_Comm_size(comm, &size);
-  PMPI_Comm_rank(comm, &rank);
-  int candidate = avoided ? size : rank, first = size;
-  PMPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, comm);
-  return first < size ? first : 0;
 }
 
 // ---- Point-to-point helpers -------------------------------------------------------------------
@@ -309,11 +406,21 @@ int rabenseifner(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
 }
 
 // Ring: reduce-scatter, then all-gather, over `size` chunks. Each chunk is reduced along one
-// chain and then copied, so all ranks end with the same bits.
-int ring(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vector<char>& scratch) {
-  int size = 0, rank = 0;
+// chain and then copied, so all ranks end with the same bits. `order`: the ranks around the
+// ring (empty: rank order); a rank sends to the next and receives from the one before.
+int ring(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vector<char>& scratch,
+         const std::vector<int>& order) {
+  int size = 0, real_rank = 0;
   PMPI_Comm_size(comm, &size);
-  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_rank(comm, &real_rank);
+  const bool ordered = order.size() == static_cast<std::size_t>(size);
+  // Positions around the ring stand for ranks below.
+  const int rank =
+      ordered ? static_cast<int>(std::find(order.begin(), order.end(), real_rank) - order.begin())
+              : real_rank;
+  auto at_position = [&](int position) {
+    return ordered ? order[static_cast<std::size_t>(position)] : position;
+  };
   std::vector<MPI_Count> counts(static_cast<std::size_t>(size)), offsets(counts.size());
   for (int i = 0; i < size; ++i) {
     counts[static_cast<std::size_t>(i)] = count / size + (i < count % size ? 1 : 0);
@@ -322,7 +429,7 @@ int ring(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vecto
           offsets[static_cast<std::size_t>(i - 1)] + counts[static_cast<std::size_t>(i - 1)];
   }
   scratch.resize(static_cast<std::size_t>((count / size + 1) * c.extent));
-  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  const int right = at_position((rank + 1) % size), left = at_position((rank + size - 1) % size);
   auto chunk = [&](int i) { return static_cast<std::size_t>(((i % size) + size) % size); };
   for (int step = 0; step < size - 1; ++step) {
     const std::size_t out = chunk(rank - step), in = chunk(rank - step - 1);
@@ -437,13 +544,14 @@ int direct(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
   return MPI_SUCCESS;
 }
 
+// `root`: the star's; `order`: the ring's (empty: rank order).
 int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
-         std::vector<char>& scratch, int root = 0) {
+         std::vector<char>& scratch, int root = 0, const std::vector<int>& order = {}) {
   switch (algorithm) {
     case Algorithm::star:
       return star(c, comm, buffer, count, scratch, root);
     case Algorithm::ring:
-      return ring(c, comm, buffer, count, scratch);
+      return ring(c, comm, buffer, count, scratch, order);
     case Algorithm::rabenseifner:
       return rabenseifner(c, comm, buffer, count, scratch);
     case Algorithm::direct:
@@ -518,7 +626,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
     case Algorithm::rd:
     case Algorithm::rabenseifner:
     case Algorithm::direct:
-      return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root);
+      return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root, t.ring_order);
     case Algorithm::hier_pipe:
       // Rank-independent facts only: a rank alone on its node takes part all the same.
       if (t.nodes > 1 && t.max_local_size > 1) return pipelined_hierarchical(c, t, recvbuf, count);
@@ -567,7 +675,8 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
         const Algorithm leaders = algorithm == Algorithm::hier_star     ? Algorithm::star
                                   : algorithm == Algorithm::hier_direct ? Algorithm::direct
                                                                         : inter_algorithm(bytes);
-        COMMTAP_TRY(flat(leaders, c, t.leaders, recvbuf, count, t.scratch, t.leaders_star_root));
+        COMMTAP_TRY(flat(leaders, c, t.leaders, recvbuf, count, t.scratch, t.leaders_star_root,
+                         t.leaders_ring_order));
       }
       if (t.local_size > 1) {
         COMMTAP_TRY(PMPI_Ibcast_c(recvbuf, count, type, 0, t.node, &request));
@@ -579,8 +688,11 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
 }
 
 Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
-  if (!m.choices.empty() && bytes <= m.choices.back().up_to_bytes && m.measured_ranks == t.size &&
-      m.measured_nodes == t.nodes && m.measured_largest_node == t.max_local_size) {
+  // Measured choices knew nothing of a link flagged since: the formulas route around it.
+  const bool flagged = t.flagged_alpha > 0 || t.flagged_beta > 0 || t.flagged_unmeasured;
+  if (!flagged && !m.choices.empty() && bytes <= m.choices.back().up_to_bytes &&
+      m.measured_ranks == t.size && m.measured_nodes == t.nodes &&
+      m.measured_largest_node == t.max_local_size) {
     // A size between two measured ones gets commtap's algorithm only if both chose it: a
     // choice measured at 256 KiB said nothing about 128 KiB on the emulated cluster.
     for (std::size_t i = 0; i < m.choices.size(); ++i) {
@@ -596,41 +708,66 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
   const double inter_alpha = t.nodes > 1 ? m.inter_alpha : m.intra_alpha;
   const double inter_beta = t.nodes > 1 ? m.inter_beta : m.intra_beta;
   auto log2_of = [](double x) { return std::ceil(std::log2(std::max(1.0, x))); };
+  // A flagged link between two of these hosts (COMMTAP_AVOID_HOSTS): a form that may cross it
+  // pays what crossing it costs once (the library's too: commtap cannot see its pattern); a
+  // star rooted off its ends and a ring ordered around it do not. A link named without figures
+  // counts as ten times a healthy one, the analyzer's threshold for a slow link.
+  const double detour = std::max(t.flagged_alpha + n * t.flagged_beta,
+                                 t.flagged_unmeasured ? 9 * (inter_alpha + n * inter_beta) : 0.0);
+  auto unless = [&](bool clear) { return clear ? 0.0 : detour; };
   // Flat algorithms pay the slowest link on every round.
-  const double rd = log2_of(p) * (inter_alpha + n * inter_beta + n * m.gamma);
-  const double ring =
+  const double rd = log2_of(p) * (inter_alpha + n * inter_beta + n * m.gamma) + detour;
+  const double ring_rounds =
       2 * (p - 1) * inter_alpha + 2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
-  const double star = 2 * inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + n * inter_beta;
+  const double ring = ring_rounds + unless(t.ring_clear);
+  const double star = 2 * inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + n * inter_beta +
+                      unless(t.star_clear);
   // Direct exchange: one latency, but every rank sends and reduces p-1 copies.
-  const double direct = inter_alpha + (p - 1) * n * (inter_beta + m.gamma);
+  const double direct = inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + detour;
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra = local > 1 ? 2 * log2_of(local) * (m.intra_alpha + n * m.intra_beta) +
                                        log2_of(local) * n * m.gamma
                                  : 0;
+  // The leaders' stage of hier: recursive doubling up to 64 KiB, a ring above (inter_algorithm).
   const double leaders =
-      std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
-               2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta);
+      n <= 64 * 1024 ? log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma) + detour
+                     : 2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta +
+                           unless(t.leaders_ring_clear);
   const double hier = intra + (nodes > 1 ? leaders : 0);
   const double hier_direct =
-      intra + (nodes > 1 ? inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) : 0);
+      intra + (nodes > 1 ? inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) + detour : 0);
+  const double hier_star =
+      intra + (nodes > 1 ? 2 * inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) +
+                               n * inter_beta + unless(t.leaders_star_clear)
+                         : 0);
   // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
   // and drain the pipeline (segments as in pipelined_hierarchical: a quarter, 64 KiB-1 MiB).
+  // Its leaders' stage is the library's.
   double pipe = hier;
   if (t.nodes > 1 && t.max_local_size > 1) {
     const double segments = std::ceil(n / std::clamp(n / 4, 65536.0, 1048576.0));
-    pipe = std::max(intra, leaders) + (intra + leaders) / segments +
+    const double library_leaders =
+        std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
+                 2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta) +
+        detour;
+    pipe = std::max(intra, library_leaders) + (intra + library_leaders) / segments +
            segments * 3 * std::max(m.intra_alpha, inter_alpha);
   }
   // The library is modelled as the best flat algorithm: commtap's must win clearly (10%).
-  const double native = std::min(rd, ring);
+  const double native = std::min(rd, ring_rounds + detour);
   // On one host the library's shared-memory algorithms are what commtap's would be built on.
   if (t.nodes <= 1) return Algorithm::native;
-  const double best = std::min({hier, star, pipe, direct, hier_direct});
-  if (best >= 0.9 * native) return Algorithm::native;
-  if (best == hier_direct) return Algorithm::hier_direct;
-  if (best == direct) return Algorithm::direct;
-  if (best == hier) return Algorithm::hier;
-  return best == pipe ? Algorithm::hier_pipe : Algorithm::star;
+  const std::pair<double, Algorithm> forms[] = {{hier_direct, Algorithm::hier_direct},
+                                                {direct, Algorithm::direct},
+                                                {hier, Algorithm::hier},
+                                                {pipe, Algorithm::hier_pipe},
+                                                {star, Algorithm::star},
+                                                {hier_star, Algorithm::hier_star},
+                                                {ring, Algorithm::ring}};
+  const auto best = std::min_element(std::begin(forms), std::end(forms), [](auto& a, auto& b) {
+    return a.first < b.first;  // the first of equals: the list's order of preference
+  });
+  return best->first < 0.9 * native ? best->second : Algorithm::native;
 }
 
 std::optional<int> try_allreduce(const Context& context, const void* sendbuf, void* recvbuf,
@@ -644,7 +781,7 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
   if (datatypes::memory_kind(recvbuf) != MemoryKind::host ||
       (sendbuf != MPI_IN_PLACE && datatypes::memory_kind(sendbuf) != MemoryKind::host))
     return std::nullopt;
-  Topology* topology = topology_of(comm, context.test_nodes, context.avoid_hosts);
+  Topology* topology = topology_of(comm, context.test_nodes, context.avoid);
   Algorithm algorithm = context.allreduce;
   if (algorithm == Algorithm::automatic) {
     MPI_Count size = 0;

@@ -67,6 +67,16 @@ struct Topology {
   bool regular = false;       // every node has the same number of ranks
   int star_root = 0;          // the star's root in `flat`: the first rank not on an avoided host
   int leaders_star_root = 0;  // the same among the leaders (hier-star), in `leaders`
+  // Routing around flagged links (COMMTAP_AVOID_HOSTS). The ring's order of `flat` ranks, each
+  // node's ranks together, the nodes ordered so that no ring step crosses a flagged link where
+  // that can be done; the same for `leaders` (their ranks are node indices).
+  std::vector<int> ring_order, leaders_ring_order;
+  // Whether each form keeps off every flagged link between this communicator's hosts.
+  bool ring_clear = true, leaders_ring_clear = true, star_clear = true, leaders_star_clear = true;
+  // What crossing the worst flagged link here costs over a healthy one: latency (s), time per
+  // byte (s/B), and whether one was named without figures (a list in the setting). 0: none.
+  double flagged_alpha = 0, flagged_beta = 0;
+  bool flagged_unmeasured = false;
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
   // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for
@@ -74,17 +84,34 @@ struct Topology {
   std::vector<std::pair<MPI_Comm, std::vector<int>>> world_ranks;
 };
 
-// The topology of `comm`, made on first use. `test_nodes` > 0 makes that many pretend nodes,
-// ranks dealt round-robin (for tests of non-block placements on one machine); 0 asks MPI
-// (MPI_COMM_TYPE_SHARED).
-// The lowest rank of `comm` that is not `avoided` (each rank says for itself), or 0 if all are:
-// collective, the same on every rank.
-int first_rank_not_avoided(MPI_Comm comm, bool avoided);
+// A directed link between two hosts to route around, and what crossing it costs over a healthy
+// link where a finding measured it (0 where not).
+struct AvoidedLink {
+  std::string from, to;
+  double extra_alpha = 0;  // s
+  double extra_beta = 0;   // s/B
+};
 
-// `avoid_hosts`: host names (as MPI_Get_processor_name gives them) the star's root must not be
-// on, if any other is left; equal on all ranks.
-Topology* topology_of(MPI_Comm comm, int test_nodes,
-                      const std::vector<std::string>& avoid_hosts = {});
+// What to keep commtap's all-reduce traffic away from (COMMTAP_AVOID_HOSTS): hosts that must
+// not be a star's root, and directed links no ring step or star message should cross. Host
+// names as MPI_Get_processor_name gives them; with COMMTAP_TEST_NODES, pretend node k is
+// "test-node-k". Equal on all ranks.
+struct Avoid {
+  std::vector<std::string> hosts;
+  std::vector<AvoidedLink> links;
+};
+
+// The topology of `comm`, made on first use (collective). `test_nodes` > 0 makes that many
+// pretend nodes, ranks dealt round-robin (for tests of non-block placements on one machine); 0
+// asks MPI (MPI_COMM_TYPE_SHARED). `avoid` sets the star roots, the ring orders and what a
+// flagged link costs the cost model.
+Topology* topology_of(MPI_Comm comm, int test_nodes, const Avoid& avoid = {});
+
+// The ring order of nodes 0..nodes-1 (node 0 first) that crosses the fewest `flagged` directed
+// node pairs (from, to) from one node to the next, and how many it crosses: every order for up
+// to 9 nodes, otherwise the rank order, its reverse and seeded shuffles. The same on every rank.
+std::pair<std::vector<int>, int> ring_of_nodes(int nodes,
+                                               const std::vector<std::pair<int, int>>& flagged);
 
 // commtap's all-reduce with `algorithm` (not native or automatic: see choose()). The call must
 // be eligible (allreduce_eligibility) and the buffers in host memory. Returns an MPI error code.
@@ -135,14 +162,15 @@ Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count byt
 struct Context {
   Algorithm allreduce = Algorithm::native;  // COMMTAP_ALLREDUCE
   CostModel cost_model;                     // for automatic
-  std::vector<std::string> avoid_hosts;     // the star's root not on these (COMMTAP_AVOID_HOSTS)
+  Avoid avoid;                              // hosts and links to route around
   int test_nodes = 0;                       // COMMTAP_TEST_NODES
   bool yield = false;                       // COMMTAP_YIELD
 };
 
 // The context from the settings, agreed on all ranks of `comm` (commtap's private duplicate of
 // MPI_COMM_WORLD; collective): the algorithm (an unknown name is a problem, and native), the
-// hosts to avoid (COMMTAP_AVOID_HOSTS: names, or @FILE, a findings store read by rank 0), and the
+// hosts and links to avoid (COMMTAP_AVOID_HOSTS: names and FROM->TO / A<->B links, or @FILE, a
+// findings store read by rank 0), and the
 // cost model (measured now with COMMTAP_CALIBRATE=1, read by rank 0 from COMMTAP_MODEL, or built
 // in). Problems for the user are appended to `problems`, to be printed once.
 Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>& problems);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -14,51 +15,128 @@
 namespace commtap::collectives {
 namespace {
 
-// COMMTAP_AVOID_HOSTS, read by rank 0: host names, or @FILE, a findings store whose active
-// slow_host/slow_host_network findings of the last day name the hosts ("host NAME").
-std::vector<std::string> hosts_to_avoid(const std::string& setting, MPI_Comm comm, int rank) {
-  std::string list;
+// One entry of COMMTAP_AVOID_HOSTS as rank 0 sends it on: a host name, or a directed link
+// "FROM>TO>EXTRA_ALPHA>EXTRA_BETA" (host names hold neither ',' nor '>').
+std::string link_entry(const std::string& from, const std::string& to, double alpha, double beta) {
+  char figures[64];
+  std::snprintf(figures, sizeof figures, ">%.9g>%.9g", alpha, beta);
+  return from + ">" + to + figures;
+}
+
+// A findings store's active findings of the last day, as entries: the hosts of slow_host and
+// slow_host_network, and each slow_link with what crossing it costs by its evidence (the link
+// probes' latency is half a round trip, so a link they found slow both ways may hide its whole
+// delay in one direction: twice the excess is charged; messages give one-way times).
+bool read_findings_store(const std::string& path, std::vector<std::string>& entries,
+                         std::string& error) {
+  sqlite3* db = nullptr;
+  const std::string since = std::to_string(monitor::wall_ns() - 86'400'000'000'000ull);
+  const std::string sql =
+      "SELECT kind, substr(subject, 6), json_extract(evidence, '$.from'), "
+      "json_extract(evidence, '$.to'), coalesce(json_extract(evidence, '$.both_directions'), 0), "
+      "coalesce(json_extract(evidence, '$.latency_ns') - "
+      "json_extract(evidence, '$.baseline_latency_ns'), json_extract(evidence, "
+      "'$.median_latency_ns') - json_extract(evidence, '$.baseline_ns'), 0), "
+      "json_extract(evidence, '$.source') = 'probes', json_extract(evidence, '$.mb_per_s'), "
+      "json_extract(evidence, '$.baseline_mb_per_s') FROM findings WHERE active = 1 AND "
+      "last_seen_ns > " +
+      since +
+      " AND (kind IN ('slow_host', 'slow_host_network') AND subject LIKE 'host %' OR "
+      "kind = 'slow_link') ORDER BY kind, subject";
+  auto add = [](void* out, int, char** v, char**) {
+    auto& list = *static_cast<std::vector<std::string>*>(out);
+    const std::string kind = v[0] != nullptr ? v[0] : "";
+    if (kind != "slow_link") {
+      if (v[1] != nullptr) list.emplace_back(v[1]);
+      return 0;
+    }
+    if (v[2] == nullptr || v[3] == nullptr) return 0;
+    const bool both = v[4] != nullptr && std::atoi(v[4]) != 0;
+    const bool probes = v[6] != nullptr && std::atoi(v[6]) != 0;
+    const double excess_ns = v[5] != nullptr ? std::max(0.0, std::atof(v[5])) : 0.0;
+    const double alpha = excess_ns * 1e-9 * (probes && both ? 2 : 1);
+    double beta = 0;
+    if (v[7] != nullptr && v[8] != nullptr) {
+      const double slow = std::atof(v[7]), healthy = std::atof(v[8]);
+      if (slow > 0 && healthy > slow) beta = (1 / slow - 1 / healthy) * 1e-6;
+    }
+    list.push_back(link_entry(v[2], v[3], alpha, beta));
+    if (both) list.push_back(link_entry(v[3], v[2], alpha, beta));
+    return 0;
+  };
+  bool ok = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK;
+  if (ok) ok = sqlite3_exec(db, sql.c_str(), add, &entries, nullptr) == SQLITE_OK;
+  if (!ok) error = db != nullptr ? sqlite3_errmsg(db) : "cannot open";
+  sqlite3_close(db);
+  return ok;
+}
+
+// COMMTAP_AVOID_HOSTS, read by rank 0 and sent to all: comma-separated host names and links
+// (FROM->TO, or A<->B for both directions, costs unmeasured), or @FILE, a findings store.
+Avoid avoid_from_setting(const std::string& setting, MPI_Comm comm, int rank) {
+  std::vector<std::string> entries;
   if (rank == 0 && !setting.empty()) {
-    if (setting[0] != '@') {
-      list = setting;
-    } else {
-      sqlite3* db = nullptr;
-      const std::string path = setting.substr(1);
-      const std::string since = std::to_string(monitor::wall_ns() - 86'400'000'000'000ull);
-      const std::string sql =
-          "SELECT DISTINCT substr(subject, 6) FROM findings WHERE active = 1 AND kind IN "
-          "('slow_host', 'slow_host_network') AND subject LIKE 'host %' AND last_seen_ns > " +
-          since;
-      auto add = [](void* out, int, char** values, char**) {
-        auto* text = static_cast<std::string*>(out);
-        if (values[0] != nullptr) *text += (text->empty() ? "" : ",") + std::string(values[0]);
-        return 0;
-      };
-      if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK ||
-          sqlite3_exec(db, sql.c_str(), add, &list, nullptr) != SQLITE_OK)
+    if (setting[0] == '@') {
+      std::string error;
+      if (!read_findings_store(setting.substr(1), entries, error)) {
         std::fprintf(stderr,
-                     "commtap: COMMTAP_AVOID_HOSTS: cannot read findings from %s (%s); no host "
+                     "commtap: COMMTAP_AVOID_HOSTS: cannot read findings from %s (%s); nothing "
                      "is avoided\n",
-                     path.c_str(), db != nullptr ? sqlite3_errmsg(db) : "cannot open");
-      sqlite3_close(db);
+                     setting.c_str() + 1, error.c_str());
+        entries.clear();
+      }
+    } else {
+      std::size_t begin = 0;
+      while (begin <= setting.size()) {
+        const std::size_t comma = std::min(setting.find(',', begin), setting.size());
+        const std::string item = setting.substr(begin, comma - begin);
+        begin = comma + 1;
+        const std::size_t both = item.find("<->"), one = item.find("->");
+        if (item.empty() || item.find('>') == std::string::npos) {
+          if (!item.empty()) entries.push_back(item);
+        } else if (both != std::string::npos && both > 0 && both + 3 < item.size()) {
+          entries.push_back(link_entry(item.substr(0, both), item.substr(both + 3), 0, 0));
+          entries.push_back(link_entry(item.substr(both + 3), item.substr(0, both), 0, 0));
+        } else if (both == std::string::npos && one != std::string::npos && one > 0 &&
+                   one + 2 < item.size()) {
+          entries.push_back(link_entry(item.substr(0, one), item.substr(one + 2), 0, 0));
+        } else {
+          std::fprintf(stderr,
+                       "commtap: COMMTAP_AVOID_HOSTS: '%s' is neither a host nor a link "
+                       "(FROM->TO, A<->B); ignored\n",
+                       item.c_str());
+        }
+      }
     }
   }
+  std::string list;
+  for (const std::string& entry : entries) list += (list.empty() ? "" : ",") + entry;
   list = world::broadcast_string(list, comm, rank);
-  std::vector<std::string> hosts;
+  Avoid avoid;
   std::size_t begin = 0;
-  while (begin <= list.size()) {
+  while (begin < list.size()) {
     const std::size_t comma = std::min(list.find(',', begin), list.size());
-    if (comma > begin) hosts.push_back(list.substr(begin, comma - begin));
+    const std::string entry = list.substr(begin, comma - begin);
     begin = comma + 1;
+    const std::size_t a = entry.find('>');
+    if (a == std::string::npos) {
+      avoid.hosts.push_back(entry);
+      continue;
+    }
+    const std::size_t b = entry.find('>', a + 1), c = entry.find('>', b + 1);
+    if (b == std::string::npos || c == std::string::npos) continue;
+    avoid.links.push_back({entry.substr(0, a), entry.substr(a + 1, b - a - 1),
+                           std::atof(entry.substr(b + 1, c - b - 1).c_str()),
+                           std::atof(entry.substr(c + 1).c_str())});
   }
-  return hosts;
+  return avoid;
 }
 
 CostModel agree_on_cost_model(const Settings& settings, const Context& context, MPI_Comm comm,
                               int rank) {
   CostModel model;
   if (settings.calibrate) {
-    const Topology* topology = topology_of(MPI_COMM_WORLD, context.test_nodes, context.avoid_hosts);
+    const Topology* topology = topology_of(MPI_COMM_WORLD, context.test_nodes, context.avoid);
     return measure_cost_model(*topology, model);
   }
   if (settings.model.empty()) return model;
@@ -89,7 +167,7 @@ Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>&
   if (context.allreduce == Algorithm::native) return context;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
-  context.avoid_hosts = hosts_to_avoid(settings.avoid_hosts, comm, rank);
+  context.avoid = avoid_from_setting(settings.avoid_hosts, comm, rank);
   context.cost_model = agree_on_cost_model(settings, context, comm, rank);
   return context;
 }

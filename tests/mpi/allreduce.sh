@@ -91,3 +91,49 @@ expect_equal 1 "$(grep -c 'COMMTAP_AVOID_HOSTS: cannot read findings' err.txt)" 
 out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=star COMMTAP_AVOID_HOSTS="$(hostname)"   run_preloaded 2 "$PROGRAMS/allreduce_sweep" 10 3 2>err.txt)
 expect_equal "cases 10 mismatches 0" "$out" "star with every host avoided"
 pass "COMMTAP_AVOID_HOSTS: a bad store is one message; results unchanged"
+
+# Routing around a flagged link: 4 ranks on 4 pretend nodes (rank r on test-node-r), the link
+# test-node-0 -> test-node-1 flagged, by name and then by a findings store's slow_link finding.
+# The ring is ordered around it and a star's root is off both its ends, so none of their
+# messages cross it; auto charges the forms that may cross it (the library's too) and takes one
+# that does not. Results stay the library's: toy_train's integer checksums, and the sweep's
+# random cases on every communicator with a round-robin placement.
+toy=("$PROGRAMS/toy_train" 20 1000 -1 0 0 0)
+native=$(timeout "$LIMIT" mpiexec -n 4 "${toy[@]}") || fail "native toy_train"
+sqlite3 store.db "CREATE TABLE findings (job_id TEXT, path TEXT, kind TEXT, subject TEXT,
+  severity TEXT, summary TEXT, evidence TEXT, first_seen_ns INTEGER, last_seen_ns INTEGER,
+  active INTEGER); INSERT INTO findings VALUES ('j', 'p', 'slow_link',
+  'link test-node-0 -> test-node-1', 'error', 's', '{\"from\": \"test-node-0\", \"to\":
+  \"test-node-1\", \"source\": \"probes\", \"both_directions\": false, \"latency_ns\": 3000000,
+  \"baseline_latency_ns\": 1000000}', 0, $(date +%s%N), 1);"
+for avoid in "test-node-0->test-node-1" "@$PWD/store.db"; do
+  for algorithm in ring star hier-star auto; do
+    rm -rf trace
+    out=$(COMMTAP_DIR=trace COMMTAP_SAMPLE=1 COMMTAP_ALLREDUCE=$algorithm COMMTAP_TEST_NODES=4 \
+      COMMTAP_AVOID_HOSTS=$avoid run_preloaded 4 "${toy[@]}" 2>err.txt) ||
+      fail "$algorithm, $avoid: $(cat err.txt)"
+    expect_equal "$native" "$out" "$algorithm avoiding $avoid: toy_train's checksums"
+    expect_equal "" "$(cat err.txt)" "$algorithm avoiding $avoid: messages"
+    read -r sent crossing others <<<"$(db_query trace "SELECT
+        (SELECT COUNT(*) FROM transfers WHERE tag = -1 AND direction = 'send'),
+        (SELECT COUNT(*) FROM transfers WHERE tag = -1 AND direction = 'send' AND rank = 0
+           AND peer = 1),
+        (SELECT COUNT(*) FROM collectives WHERE function = 'MPI_Allreduce'
+           AND algorithm NOT IN ('ring', 'star', 'hier-star'))" | tr '|' ' ')"
+    [ "$sent" -gt 0 ] || fail "$algorithm avoiding $avoid: no messages of its own"
+    expect_equal "0 0" "$crossing $others" \
+      "$algorithm avoiding $avoid: messages over the flagged link, calls by other forms"
+  done
+  pass "ring, star, hier-star and auto keep off the flagged link ($avoid)"
+done
+for algorithm in ring star hier auto; do
+  out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=$algorithm COMMTAP_TEST_NODES=2 COMMTAP_YIELD=1 \
+    COMMTAP_AVOID_HOSTS="test-node-0->test-node-1" run_preloaded 4 "$PROGRAMS/allreduce_sweep" \
+    60 17) || fail "$algorithm routed sweep: $out"
+  expect_equal "cases 60 mismatches 0" "$out" "$algorithm routed, 4 ranks on 2 nodes"
+done
+out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=ring COMMTAP_AVOID_HOSTS="a->,<->b,c<->" \
+  run_preloaded 2 "$PROGRAMS/allreduce_sweep" 10 3 2>err.txt)
+expect_equal "cases 10 mismatches 0" "$out" "ring with malformed links"
+expect_equal 3 "$(grep -c 'is neither a host nor a link' err.txt)" "messages for malformed links"
+pass "routed forms equal the library's; malformed links are one message each"
