@@ -1,5 +1,5 @@
 // The device-memory seam over the CUDA runtime: pinned staging, device scratch, copies and
-// kernels queued on one private non-blocking stream (never the application's streams).
+// kernels queued on one private stream (never the application's streams).
 #include <cuda_runtime_api.h>
 
 #include <mutex>
@@ -85,8 +85,15 @@ class CudaDevice final : public DeviceMemory {
 
 std::unique_ptr<DeviceMemory> cuda_device() {
   if (!gpu_available()) return nullptr;
+  // A blocking stream, not a non-blocking one: its work is ordered after what the application
+  // queued on the legacy default stream. A synchronous cudaMemcpy from pageable host memory
+  // returns before its DMA has landed (the CUDA runtime's documented behaviour), and an
+  // application that fills a buffer that way and then sends it expects the filled bytes to
+  // go; on a non-blocking stream commtap read some of them early (seen on an H100:
+  // scripts/gpu-check's send/recv matrix differed from the native run in 2-20 of 700 lines,
+  // from run to run, wherever commtap read freshly filled device memory).
   cudaStream_t stream = nullptr;
-  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamDefault) != cudaSuccess) {
     cudaGetLastError();
     return nullptr;
   }

@@ -4,6 +4,13 @@
 
 #if COMMTAP_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #endif
 
 namespace commtap::datatypes {
@@ -25,8 +32,78 @@ bool gpu_available() noexcept {
   return available;
 }
 
+namespace {
+
+// Address ranges that can never be device memory, checked before asking the driver: a
+// cudaPointerGetAttributes call costs about 150 ns on an H100 host (scripts/gpu-check measured
+// +451 ns per Irecv+Send+Wait on host buffers with staging on), which every point-to-point call
+// would pay. The executable's own mappings (static and COMMON arrays), the brk heap (contiguous
+// from its start to the current break: no other mapping can lie inside it) and the calling
+// thread's stack hold most small messages; anything else (mmap'd buffers, shared libraries'
+// data) gets the driver's answer.
+struct Range {
+  std::uintptr_t lo = 0, hi = 0;
+  bool contains(std::uintptr_t a) const { return a >= lo && a < hi; }
+};
+
+struct ProcessRanges {
+  Range image;                 // the executable's mappings, first to last
+  std::uintptr_t heap_lo = 0;  // the [heap]'s start (0: none when read)
+};
+
+ProcessRanges read_process_ranges() {
+  ProcessRanges ranges;
+  char executable[4096] = {};
+  const ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return ranges;
+  char line[4352];
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
+    const char* path = std::strchr(line, '/');
+    const bool heap = std::strstr(line, "[heap]") != nullptr;
+    if (heap && ranges.heap_lo == 0) ranges.heap_lo = lo;
+    if (length > 0 && path != nullptr &&
+        std::strncmp(path, executable, static_cast<std::size_t>(length)) == 0 &&
+        (path[length] == '\n' || path[length] == '\0')) {
+      if (ranges.image.lo == 0 || lo < ranges.image.lo) ranges.image.lo = lo;
+      ranges.image.hi = std::max<std::uintptr_t>(ranges.image.hi, hi);
+    }
+  }
+  std::fclose(maps);
+  return ranges;
+}
+
+Range stack_of_this_thread() {
+  Range stack;
+  pthread_attr_t attributes;
+  if (pthread_getattr_np(pthread_self(), &attributes) != 0) return stack;
+  void* base = nullptr;
+  std::size_t size = 0;
+  if (pthread_attr_getstack(&attributes, &base, &size) == 0) {
+    stack.lo = reinterpret_cast<std::uintptr_t>(base);
+    stack.hi = stack.lo + size;
+  }
+  pthread_attr_destroy(&attributes);
+  return stack;
+}
+
+bool surely_host(const void* pointer) {
+  static const ProcessRanges process = read_process_ranges();
+  const auto a = reinterpret_cast<std::uintptr_t>(pointer);
+  if (process.image.contains(a)) return true;
+  if (process.heap_lo != 0 &&
+      Range{process.heap_lo, reinterpret_cast<std::uintptr_t>(sbrk(0))}.contains(a))
+    return true;
+  thread_local const Range stack = stack_of_this_thread();
+  return stack.contains(a);
+}
+
+}  // namespace
+
 MemoryKind memory_kind(const void* pointer) noexcept {
-  if (pointer == nullptr || !gpu_available()) return MemoryKind::host;
+  if (pointer == nullptr || !gpu_available() || surely_host(pointer)) return MemoryKind::host;
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
     cudaGetLastError();
