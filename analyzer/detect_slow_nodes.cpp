@@ -192,20 +192,50 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
         std::max(since_wall_ns(job, options),
                  first + job.wall_minus_aligned +
                      static_cast<std::int64_t>(first_kept + onset_window) * window_ns);
-    std::map<int, std::pair<double, std::set<std::int64_t>>> busy;  // ns, windows
+    // Per rank: MPI time in the aggregates rows since `since_wall`, divided by the time those
+    // rows cover. A row holds the calls completed since the rank's previous write (every write
+    // has a heartbeat row at the same wall time), and that is not always an interval: the first
+    // row covers the time since MPI_Init (1.5 s for a 1 s interval, seen), the row written at
+    // MPI_Finalize part of an interval, a writer delayed on a busy node more than one (dividing
+    // by a whole interval per row gave shares over 100%), and a window without calls has no
+    // aggregates row but counts as time outside MPI. A row's MPI time can exceed the time it
+    // covers: nonblocking operations count from their post to their completion, and a halo
+    // exchange's receive and send overlap. So each row counts at most the time it covers.
+    std::map<int, std::map<std::int64_t, double>> rows;  // rank -> write -> MPI ns
     if (!each_row(
             job, "SELECT rank, wall_ns, total_ns FROM aggregates",
             [&](sqlite3_stmt* s) {
               const std::int64_t wall = column_i64(s, 1);
-              if (wall < since_wall || wall > job.until_wall) return;
-              auto& [ns, walls] = busy[static_cast<int>(column_i64(s, 0))];
-              ns += static_cast<double>(column_i64(s, 2));
-              walls.insert(wall);
+              if (wall > job.until_wall) return;
+              rows[static_cast<int>(column_i64(s, 0))][wall] +=
+                  static_cast<double>(column_i64(s, 2));
+            },
+            error) ||
+        !each_row(
+            job, "SELECT rank, wall_ns FROM heartbeats",
+            [&](sqlite3_stmt* s) {
+              const std::int64_t wall = column_i64(s, 1);
+              const int rank = static_cast<int>(column_i64(s, 0));
+              if (wall <= job.until_wall && job.ranks.count(rank))
+                rows[rank].try_emplace(wall, 0.0);
             },
             error))
       return false;
-    for (const auto& [rank, b] : busy)
-      mpi_share[rank] = b.first / (static_cast<double>(b.second.size()) * job.interval_s * 1e9);
+    for (const auto& [rank, writes] : rows) {
+      auto r = job.ranks.find(rank);
+      if (r == job.ranks.end()) continue;
+      // The first window begins at the rank's MPI_Init.
+      auto previous = static_cast<std::int64_t>(r->second.start_ns);
+      double busy_ns = 0, covered_ns = 0;
+      for (const auto& [wall, ns] : writes) {
+        const auto covered = static_cast<double>(std::max<std::int64_t>(0, wall - previous));
+        previous = wall;
+        if (wall < since_wall) continue;
+        busy_ns += std::min(ns, covered);
+        covered_ns += covered;
+      }
+      if (covered_ns > 0) mpi_share[rank] = busy_ns / covered_ns;
+    }
   }
   // A host whose ranks are all slow is a slow host; otherwise the slow ranks are named.
   std::map<int, std::vector<int>> slow_by_host, ranks_by_host;
