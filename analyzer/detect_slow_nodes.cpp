@@ -124,7 +124,18 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   std::map<int, int> flagged_windows, eligible_windows;
   std::map<int, std::vector<std::pair<int, bool>>> flags;  // per rank: (window, late), in order
   std::map<int, std::vector<double>> rank_lateness, other_lateness, host_last_fraction;
-  json timeline = json::object();
+  // For `commtap report`: every rank's median lateness in every kept window (null where it had
+  // too few instances), with the windows' start on the job's clock, so that a chart can put
+  // them on a time axis and a heat map has one cell per rank and window.
+  json lateness_ms = json::array();
+  for (auto& [rank, ws] : per_rank) {
+    json row = json::array();
+    for (const RankWindow& rw : ws)
+      row.push_back(rw.instances < static_cast<std::uint32_t>(options.min_instances)
+                        ? json(nullptr)
+                        : json(rw.lateness.quantile(0.5) / 1e6));
+    lateness_ms.push_back(row);
+  }
   for (int w = 0; w < windows; ++w) {
     std::vector<double> medians;
     std::map<int, double> median_of_rank;
@@ -134,7 +145,6 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       const double m = rw.lateness.quantile(0.5);
       medians.push_back(m);
       median_of_rank[rank] = m;
-      timeline[std::to_string(rank)].push_back(m / 1e6);
     }
     if (medians.size() < 2) continue;
     const double baseline = lower_quartile_of(medians);
@@ -159,7 +169,20 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       if (late) ++flagged_windows[rank];
     }
   }
-  health.details["lateness_ms"] = timeline;
+  {
+    json ranks = json::array();
+    for (const auto& [rank, ws] : per_rank) ranks.push_back(rank);
+    // Seconds since the job's start (its earliest MPI_Init) on the wall clock.
+    const double first_s =
+        static_cast<double>(first + job.wall_minus_aligned - job.start_wall()) / 1e9 +
+        first_kept * options.window_s;
+    health.details["lateness"] = {
+        {"window_s", options.window_s},
+        {"first_s", first_s},
+        {"last_s", static_cast<double>(last + job.wall_minus_aligned - job.start_wall()) / 1e9},
+        {"ranks", ranks},
+        {"ms", lateness_ms}};
+  }
 
   // Persistence is judged on the latest windows: late in at least that share of some run of
   // windows that ends with the latest (and in two at least where there are two), so that a
