@@ -444,7 +444,7 @@ std::string lateness_lines(const Lateness& l) {
          " s (--window), at the window's middle; a window where a rank had fewer than "
          "--min-instances aligned collectives has no value." +
          (l.ranks.size() > kMostRankLines
-              ? " With " + std::to_string(l.ranks.size()) +
+              ? " With " + with_commas(l.ranks.size()) +
                     " ranks, the highest and the median rank of each window are drawn."
               : std::string()) +
          "</p>";
@@ -510,7 +510,7 @@ std::string lateness_heat_map(const Lateness& l) {
   std::string caption = "Median lateness (ms) of every rank (row) in every analysis window of " +
                         number(l.window_s, l.window_s < 1 ? 2 : 0) + " s (column).";
   if (per_row > 1)
-    caption += " " + std::to_string(ranks) + " ranks do not fit: each row is " +
+    caption += " " + with_commas(ranks) + " ranks do not fit: each row is " +
                std::to_string(per_row) + " consecutive ranks, coloured by the latest of them.";
   return svg + "</svg><p class='caption'>" + caption + "</p>";
 }
