@@ -367,7 +367,7 @@ struct Series {
 };
 
 // Markers on every value when there are at most this many per line (a long job's line would
-// be hidden under them).
+// be hidden under them), else only on values without a neighbour (no line shows them).
 constexpr std::size_t kMostPoints = 60;
 
 std::string line_chart(const std::string& id, const std::string& line_class, const Plot& plot,
@@ -390,7 +390,9 @@ std::string line_chart(const std::string& id, const std::string& line_class, con
       const double x = plot.x(centers[i]), y = plot.y(*series[s].values[i]);
       path += (pen_down ? "L" : "M") + attr(x) + "," + attr(y) + " ";
       pen_down = true;
-      if (series[s].values.size() > kMostPoints) continue;
+      const auto& v = series[s].values;
+      const bool alone = (i == 0 || !v[i - 1]) && (i + 1 == v.size() || !v[i + 1]);
+      if (v.size() > kMostPoints && !alone) continue;
       points += "<circle class='point' cx='" + attr(x) + "' cy='" + attr(y) + "' r='3' fill='" +
                 colour + "'><title>" + escape(series[s].label) + " at " + number(centers[i], 2) +
                 " s: " + number(*series[s].values[i], 2) + " " + escape(unit) + "</title></circle>";
