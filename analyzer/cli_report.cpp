@@ -115,7 +115,9 @@ Subcommand add_report_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* report = app.add_subcommand(
-      "report", "Write one self-contained HTML page with the link matrix, lateness and findings");
+      "report",
+      "Write one self-contained HTML page: findings, link matrices, lateness per rank and "
+      "window, call sites over time");
   add_health_options(report, o->health_options);
   report->add_option("job", o->report_path, "Job directory or database file")->required();
   report->add_option("-o,--output", o->report_output, "HTML file to write")->capture_default_str();
