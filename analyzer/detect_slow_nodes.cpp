@@ -124,7 +124,18 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   std::map<int, int> flagged_windows, eligible_windows;
   std::map<int, std::vector<std::pair<int, bool>>> flags;  // per rank: (window, late), in order
   std::map<int, std::vector<double>> rank_lateness, other_lateness, host_last_fraction;
-  json timeline = json::object();
+  // For `commtap report`: every rank's median lateness in every kept window (null where it had
+  // too few instances), with the windows' start on the job's clock, so that a chart can put
+  // them on a time axis and a heat map has one cell per rank and window.
+  json lateness_ms = json::array();
+  for (auto& [rank, ws] : per_rank) {
+    json row = json::array();
+    for (const RankWindow& rw : ws)
+      row.push_back(rw.instances < static_cast<std::uint32_t>(options.min_instances)
+                        ? json(nullptr)
+                        : json(rw.lateness.quantile(0.5) / 1e6));
+    lateness_ms.push_back(row);
+  }
   for (int w = 0; w < windows; ++w) {
     std::vector<double> medians;
     std::map<int, double> median_of_rank;
@@ -134,7 +145,6 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       const double m = rw.lateness.quantile(0.5);
       medians.push_back(m);
       median_of_rank[rank] = m;
-      timeline[std::to_string(rank)].push_back(m / 1e6);
     }
     if (medians.size() < 2) continue;
     const double baseline = lower_quartile_of(medians);
@@ -159,7 +169,20 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       if (late) ++flagged_windows[rank];
     }
   }
-  health.details["lateness_ms"] = timeline;
+  {
+    json ranks = json::array();
+    for (const auto& [rank, ws] : per_rank) ranks.push_back(rank);
+    // Seconds since the job's start (its earliest MPI_Init) on the wall clock.
+    const double first_s =
+        static_cast<double>(first + job.wall_minus_aligned - job.start_wall()) / 1e9 +
+        first_kept * options.window_s;
+    health.details["lateness"] = {
+        {"window_s", options.window_s},
+        {"first_s", first_s},
+        {"last_s", static_cast<double>(last + job.wall_minus_aligned - job.start_wall()) / 1e9},
+        {"ranks", ranks},
+        {"ms", lateness_ms}};
+  }
 
   // Persistence is judged on the latest windows: late in at least that share of some run of
   // windows that ends with the latest (and in two at least where there are two), so that a
@@ -192,20 +215,50 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
         std::max(since_wall_ns(job, options),
                  first + job.wall_minus_aligned +
                      static_cast<std::int64_t>(first_kept + onset_window) * window_ns);
-    std::map<int, std::pair<double, std::set<std::int64_t>>> busy;  // ns, windows
+    // Per rank: MPI time in the aggregates rows since `since_wall`, divided by the time those
+    // rows cover. A row holds the calls completed since the rank's previous write (every write
+    // has a heartbeat row at the same wall time), and that is not always an interval: the first
+    // row covers the time since MPI_Init (1.5 s for a 1 s interval, seen), the row written at
+    // MPI_Finalize part of an interval, a writer delayed on a busy node more than one (dividing
+    // by a whole interval per row gave shares over 100%), and a window without calls has no
+    // aggregates row but counts as time outside MPI. A row's MPI time can exceed the time it
+    // covers: nonblocking operations count from their post to their completion, and a halo
+    // exchange's receive and send overlap. So each row counts at most the time it covers.
+    std::map<int, std::map<std::int64_t, double>> rows;  // rank -> write -> MPI ns
     if (!each_row(
             job, "SELECT rank, wall_ns, total_ns FROM aggregates",
             [&](sqlite3_stmt* s) {
               const std::int64_t wall = column_i64(s, 1);
-              if (wall < since_wall || wall > job.until_wall) return;
-              auto& [ns, walls] = busy[static_cast<int>(column_i64(s, 0))];
-              ns += static_cast<double>(column_i64(s, 2));
-              walls.insert(wall);
+              if (wall > job.until_wall) return;
+              rows[static_cast<int>(column_i64(s, 0))][wall] +=
+                  static_cast<double>(column_i64(s, 2));
+            },
+            error) ||
+        !each_row(
+            job, "SELECT rank, wall_ns FROM heartbeats",
+            [&](sqlite3_stmt* s) {
+              const std::int64_t wall = column_i64(s, 1);
+              const int rank = static_cast<int>(column_i64(s, 0));
+              if (wall <= job.until_wall && job.ranks.count(rank))
+                rows[rank].try_emplace(wall, 0.0);
             },
             error))
       return false;
-    for (const auto& [rank, b] : busy)
-      mpi_share[rank] = b.first / (static_cast<double>(b.second.size()) * job.interval_s * 1e9);
+    for (const auto& [rank, writes] : rows) {
+      auto r = job.ranks.find(rank);
+      if (r == job.ranks.end()) continue;
+      // The first window begins at the rank's MPI_Init.
+      auto previous = static_cast<std::int64_t>(r->second.start_ns);
+      double busy_ns = 0, covered_ns = 0;
+      for (const auto& [wall, ns] : writes) {
+        const auto covered = static_cast<double>(std::max<std::int64_t>(0, wall - previous));
+        previous = wall;
+        if (wall < since_wall) continue;
+        busy_ns += std::min(ns, covered);
+        covered_ns += covered;
+      }
+      if (covered_ns > 0) mpi_share[rank] = busy_ns / covered_ns;
+    }
   }
   // A host whose ranks are all slow is a slow host; otherwise the slow ranks are named.
   std::map<int, std::vector<int>> slow_by_host, ranks_by_host;

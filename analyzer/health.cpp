@@ -143,6 +143,10 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   json hosts = json::array();
   for (const std::string& h : job.hosts) hosts.push_back(h);
   health.details["hosts"] = hosts;
+  // The report's time axes start at the job's start; its aggregates come in windows of the
+  // job's COMMTAP_INTERVAL.
+  health.details["start_ns"] = job.start_wall();
+  health.details["interval_s"] = job.interval_s;
   return true;
 }
 

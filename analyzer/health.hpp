@@ -97,9 +97,21 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
 
 std::string health_text(const std::vector<JobHealth>& jobs);
 nlohmann::json health_json(const std::vector<JobHealth>& jobs);
-// One self-contained HTML page (inline SVG, no network) for one job; `slowest_sites_table` is
-// an HTML table the caller made (from the aggregates).
-std::string health_html(const JobHealth& job, const std::string& slowest_sites_table);
+// What `commtap report` draws from the aggregates besides the analysis (read by its caller).
+struct CallSiteSeries {
+  std::string label;          // "MPI_Allreduce from train_step(int)", demangled
+  std::vector<double> share;  // per window of bucket_s since the job's start: its MPI time over
+                              // all ranks' time (-1: no row)
+};
+struct ReportInputs {
+  std::string slowest_sites_table;    // an HTML table
+  double bucket_s = 1.0;              // the windows: COMMTAP_INTERVAL (wider in long jobs)
+  double end_s = 0;                   // the newest write, s since the job's start
+  std::vector<CallSiteSeries> sites;  // the call sites with the most MPI time, most first
+};
+
+// One self-contained HTML page (inline SVG, no scripts, no network) for one job.
+std::string health_html(const JobHealth& job, const ReportInputs& inputs);
 
 // Records findings in `store` (created if missing) without duplicates across runs: a finding
 // seen again updates last_seen; the job's findings not seen in this run become inactive.

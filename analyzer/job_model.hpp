@@ -79,6 +79,14 @@ struct Job {
     return until_wall == INT64_MAX ? INT64_MAX : until_wall - wall_minus_aligned;
   }
 
+  // Wall clock of the earliest rank's MPI_Init: 0 s on the report's time axes.
+  std::int64_t start_wall() const {
+    std::int64_t start = INT64_MAX;
+    for (const auto& [number, r] : ranks)
+      start = std::min(start, static_cast<std::int64_t>(r.start_ns));
+    return start == INT64_MAX ? 0 : start;
+  }
+
   std::string rank_name(int rank) const {
     auto found = ranks.find(rank);
     const std::string host =

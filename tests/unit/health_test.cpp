@@ -58,6 +58,12 @@ struct SyntheticJob {
   double crash_at = -1;
   int crash_rank = -1;
 
+  // The trace writer's windows: COMMTAP_INTERVAL as the job's settings say, and how much of a
+  // second the last window (written at MPI_Finalize) covers. The rows are a second apart
+  // whatever the setting: a setting below 1000 is a writer that fell behind (a busy node).
+  std::string interval_ms = "1000";
+  double last_window_s = 1;
+
   // The job's own messages between hosts (every 4th step); false: a collective-only job.
   bool messages = true;
   // Link probes every `probe_every_s` (0: none), by each host's first rank: latency and
@@ -168,7 +174,9 @@ struct SyntheticJob {
       windows_of_rank.resize(static_cast<std::size_t>(last_window + 1));
       for (int w = 0; w <= last_window; ++w) {
         monitor::Snapshot& s = windows_of_rank[static_cast<std::size_t>(w)];
-        s.wall_ns = kStartWall + static_cast<std::uint64_t>(w + 1) * 1'000'000'000ull;
+        // The part of a second this window covers: its calls and waits scale with it.
+        const double part = w == windows - 1 ? last_window_s : 1.0;
+        s.wall_ns = kStartWall + static_cast<std::uint64_t>((w + part) * 1e9);
         s.wall_minus_monotonic_ns = static_cast<std::int64_t>(kStartWall - kMono0);
         s.function_names = {"MPI_Allreduce", "MPI_Isend", "MPI_Irecv"};
         if (w == 0) {
@@ -186,7 +194,7 @@ struct SyntheticJob {
           site.frames = {{0x401000, "/opt/app/train", "train_step", 16}};
           s.new_sites = {site};
         }
-        const double calls = 1000.0 / period_ms;
+        const double calls = part * 1000.0 / period_ms;
         s.aggregates = {{{1, kAllreduce, 1, 1024},
                          static_cast<std::uint64_t>(calls),
                          static_cast<std::uint64_t>(calls * call_us(w) * 1e3),
@@ -201,7 +209,7 @@ struct SyntheticJob {
         if (const double wait_ms = receive_wait_ms(r); wait_ms > 0)
           s.aggregates.push_back({{1, kIrecv, 1, 1024},
                                   static_cast<std::uint64_t>(calls),
-                                  static_cast<std::uint64_t>(wait_ms * 1e6),
+                                  static_cast<std::uint64_t>(part * wait_ms * 1e6),
                                   static_cast<std::uint64_t>(wait_ms * 1e6 / calls),
                                   static_cast<std::uint64_t>(wait_ms * 1e6 / calls)});
         std::uint64_t entered = last_seq;
@@ -219,7 +227,7 @@ struct SyntheticJob {
       }
       const std::string error =
           monitor::write_rank_database((directory / ("rank-" + std::to_string(r) + ".db")).string(),
-                                       facts, {{"COMMTAP_INTERVAL", "1000"}}, windows_of_rank);
+                                       facts, {{"COMMTAP_INTERVAL", interval_ms}}, windows_of_rank);
       ASSERT_EQ(error, "") << "rank " << r;
     }
   }
@@ -313,6 +321,36 @@ TEST(Health, ARankLateFromWaitingInMpiIsNotCalledSlow) {
   // The others waiting for it instead: slow.
   job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 300.0; };
   expect_exactly(analyze(job), {{"slow_rank", "rank 5 (h2)"}});
+}
+
+// The share of time inside MPI is over the time the trace writer's rows cover, not a whole
+// COMMTAP_INTERVAL per row: a writer that fell behind on a busy node writes rows further apart
+// (here a second for a 500 ms interval), and the last row, written at MPI_Finalize, covers part
+// of an interval. Dividing by intervals said "inside MPI 0% vs 120% for the others".
+TEST(Health, MpiTimeShareIsOverTheTimeTheRowsCover) {
+  SyntheticJob job;
+  job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 600.0; };
+  job.interval_ms = "500";
+  job.last_window_s = 0.3;
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
+  ASSERT_FALSE(health.findings.empty());
+  const auto& evidence = health.findings[0].evidence;
+  // 600 ms of receive waits and 20 all-reduces of 100 us per second: 0.602.
+  EXPECT_NEAR(evidence["others_mpi_time_share"].get<double>(), 0.602, 0.01) << describe(health);
+  EXPECT_NEAR(evidence["mpi_time_share"].get<double>(), 0.002, 0.001) << describe(health);
+  EXPECT_NE(health.findings[0].summary.find("inside MPI 0% of the time vs 60% for the others"),
+            std::string::npos)
+      << describe(health);
+  // Nonblocking operations count from post to completion, so a receive and a send in flight
+  // together add up to more MPI time than a row covers: still at most all of the time.
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 1500.0; };
+  const JobHealth overlapping = analyze(job);
+  expect_exactly(overlapping, {{"slow_rank", "rank 5 (h2)"}});
+  ASSERT_FALSE(overlapping.findings.empty());
+  EXPECT_NEAR(overlapping.findings[0].evidence["others_mpi_time_share"].get<double>(), 1.0, 1e-9)
+      << describe(overlapping);
 }
 
 // --at replays the job as a cron analysis saw it then.
