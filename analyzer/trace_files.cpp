@@ -1,6 +1,10 @@
 #include "analyzer/trace_files.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "monitor/trace_schema.hpp"
@@ -52,10 +56,35 @@ std::string schema_version_problem(int version) {
          "; this commtap reads version " + std::to_string(monitor::kSchemaVersion) + ")";
 }
 
+std::string reader_uri(const std::string& path) {
+  // A URI's path must not contain '?' or '#' unescaped, and '%' starts an escape.
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '?' || c == '#' || c == '%') {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      const auto byte = static_cast<unsigned char>(c);
+      uri += {'%', kHex[byte >> 4], kHex[byte & 15]};
+    } else {
+      uri += c;
+    }
+  }
+  // The file format's header: 16 bytes of magic, then at 18 and 19 the write and read versions,
+  // 1 for a rollback journal and 2 for WAL.
+  unsigned char header[20] = {};
+  bool rollback = false;
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    rollback = ::pread(fd, header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
+               std::memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 1 &&
+               header[19] == 1;
+    ::close(fd);
+  }
+  return uri + (rollback ? "?immutable=1" : "?mode=ro");
+}
+
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::string& error) {
   auto reader = std::unique_ptr<TraceReader>(new TraceReader());
   reader->path_ = path;
-  const std::string uri = "file:" + path + "?mode=ro";
+  const std::string uri = reader_uri(path);
   if (sqlite3_open_v2(uri.c_str(), &reader->db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
       SQLITE_OK) {
     error = path + ": " + (reader->db_ ? sqlite3_errmsg(reader->db_) : "cannot open");
