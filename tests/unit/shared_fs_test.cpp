@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -83,7 +84,8 @@ TEST(SharedFs, ReadersOpenRollbackFilesImmutableAndLiveWalFilesThroughTheirShm) 
   ASSERT_EQ(monitor::write_rank_database(finished.string(), facts(), {}, {window()}), "");
   EXPECT_EQ(journal_bytes(finished), std::make_pair(1, 1));
   const std::string uri = analyzer::reader_uri(finished.string());
-  EXPECT_EQ(uri, "file:" + dir.path().string() + "/what%3F%23%25.db?immutable=1");
+  EXPECT_EQ(uri,
+            "file:" + dir.path().string() + "/what%3F%23%25.db?immutable=1&vfs=commtap-patient");
   std::string error;
   EXPECT_TRUE(analyzer::TraceReader::open(finished.string(), error)) << error;
 
@@ -145,6 +147,20 @@ TEST(SharedFs, SnapshotsArePublishedWholeAndTheWorkingCopyRemoved) {
   EXPECT_GE(grew, 2) << "reads saw the windows come";
 
   EXPECT_EQ(writer->stop(facts()), "");
+  {
+    // Readers rely on the header's page count being valid (change counter at 24 equal to the
+    // version-valid-for number at 92) to tell a whole file from one a stale cache cuts short.
+    std::ifstream in(published, std::ios::binary);
+    unsigned char header[100] = {};
+    in.read(reinterpret_cast<char*>(header), sizeof header);
+    auto be32 = [&](int at) {
+      return (std::uint32_t{header[at]} << 24) | (std::uint32_t{header[at + 1]} << 16) |
+             (std::uint32_t{header[at + 2]} << 8) | std::uint32_t{header[at + 3]};
+    };
+    EXPECT_EQ(be32(24), be32(92));
+    const std::uint32_t page_size = (std::uint32_t{header[16]} << 8) | header[17];
+    EXPECT_EQ(std::uint64_t{be32(28)} * page_size, fs::file_size(published));
+  }
   EXPECT_FALSE(fs::exists(working));
   EXPECT_FALSE(fs::exists(working + "-wal"));
   EXPECT_FALSE(fs::exists(published + ".tmp"));
