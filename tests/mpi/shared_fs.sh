@@ -90,7 +90,8 @@ if [ ! -d /run/sshd ]; then
 fi
 ip netns exec "$NS" "$SSHD" -D -e -f "$WORK/ssh/sshd_config" 2>ssh/sshd.log &
 SSHD_PID=$!
-SSH_OPTIONS="IdentityFile=$WORK/ssh/client_key,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,BatchMode=yes,ConnectTimeout=5,LogLevel=ERROR"
+SSH_OPTIONS="IdentityFile=$WORK/ssh/client_key,StrictHostKeyChecking=no"
+SSH_OPTIONS+=",UserKnownHostsFile=/dev/null,BatchMode=yes,ConnectTimeout=5,LogLevel=ERROR"
 deadline=$((SECONDS + 20))
 until ssh -i ssh/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
   -o BatchMode=yes -o ConnectTimeout=2 -o LogLevel=ERROR root@$SERVER true 2>/dev/null; do
@@ -117,7 +118,8 @@ STALE_MS=3000 # 30 intervals
 LAYOUT=${COMMTAP_TEST_SHARED_FS:-auto}
 COMMTAP_DIR=$WORK/writer/job COMMTAP_LOCAL_DIR=$WORK/local COMMTAP_SHARED_FS=$LAYOUT \
   COMMTAP_INTERVAL=$INTERVAL_MS COMMTAP_SAMPLE=1 COMMTAP_VERBOSE=1 \
-  run_preloaded 2 "$PROGRAMS/toy_train" $STEPS 4096 -1 0 "${COMMTAP_TEST_STEP_US:-20000}" >job.out 2>job.err &
+  run_preloaded 2 "$PROGRAMS/toy_train" $STEPS 4096 -1 0 "${COMMTAP_TEST_STEP_US:-20000}" \
+  >job.out 2>job.err &
 JOB_PID=$!
 
 declare -A seen_windows=([0]=0 [1]=0)
