@@ -656,12 +656,14 @@ struct TraceWriter::State {
       if (may_publish) publish(false);
     } else {
       // A full disk or a vanished directory: say so once, now, and stop writing. The job goes
-      // on; the file keeps the windows committed before.
+      // on; the file keeps the windows committed before (in the snapshot layout the file that
+      // failed is the working copy, whose committed windows are still published at the end).
       failed = true;
       std::fprintf(stderr,
                    "commtap: rank %d stopped writing %s: %s; monitoring is off for this rank, "
                    "the job goes on\n",
-                   rank, path.c_str(), database.error().c_str());
+                   rank, local_path.empty() ? path.c_str() : local_path.c_str(),
+                   database.error().c_str());
     }
   }
 
