@@ -714,8 +714,13 @@ std::unique_ptr<TraceWriter> TraceWriter::start(
       for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((local_path + suffix).c_str());
     return nullptr;
   }
-  // Readers listing the job directory see the rank from its start, not one window later.
-  state->publish(true);
+  if (!local_path.empty()) {
+    // An earlier attempt of the same rank that wrote in place may have left its WAL and index
+    // beside the name the snapshots now take: they belong to no published file.
+    for (const char* suffix : {"-wal", "-shm"}) ::unlink((path + suffix).c_str());
+    // Readers listing the job directory see the rank from its start, not one window later.
+    state->publish(true);
+  }
   if (::pipe2(state->wake, O_CLOEXEC) != 0 || ::pipe2(state->done, O_CLOEXEC) != 0) {
     error = std::string("cannot create the writer's pipes: ") + std::strerror(errno);
     return nullptr;

@@ -117,6 +117,9 @@ TEST(SharedFs, SnapshotsArePublishedWholeAndTheWorkingCopyRemoved) {
   TempDir shared, local;
   const std::string published = (shared.path() / "rank-0.db").string();
   const std::string working = monitor::local_copy_path(local.path().string(), "job-7", 0, 1234);
+  // Left by an earlier attempt that wrote in place: not part of any published file.
+  std::ofstream(published + "-wal") << "stale";
+  std::ofstream(published + "-shm") << "stale";
   std::atomic<int> collected{0};
   std::string error;
   auto writer = monitor::TraceWriter::start(
