@@ -708,10 +708,15 @@ std::unique_ptr<TraceWriter> TraceWriter::start(
     const std::vector<std::pair<std::string, std::string>>& settings, std::uint64_t interval_ns,
     Collect collect, std::string& error, const std::string& local_path) {
   auto state = std::make_unique<State>(path, local_path, facts, std::move(collect), interval_ns);
-  if (!state->database.write_start(settings)) {
-    error = state->database.error();
+  // A failed start leaves no working copy behind (the caller then writes in place).
+  auto discard_working_copy = [&] {
+    state.reset();
     if (!local_path.empty())
       for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((local_path + suffix).c_str());
+  };
+  if (!state->database.write_start(settings)) {
+    error = state->database.error();
+    discard_working_copy();
     return nullptr;
   }
   if (!local_path.empty()) {
@@ -723,6 +728,7 @@ std::unique_ptr<TraceWriter> TraceWriter::start(
   }
   if (::pipe2(state->wake, O_CLOEXEC) != 0 || ::pipe2(state->done, O_CLOEXEC) != 0) {
     error = std::string("cannot create the writer's pipes: ") + std::strerror(errno);
+    discard_working_copy();
     return nullptr;
   }
   // The writer thread takes no signals: they go to the application's threads, whose handlers
