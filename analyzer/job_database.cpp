@@ -62,11 +62,10 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
     sqlite3_finalize(stmt);
   }
   // Copy every table of the schema from each file, one file attached at a time so that jobs of
-  // any size load within SQLite's attachment limit. Files are opened read-only: a live job's
-  // writers are never blocked.
-  for (const std::string& where : files) {
-    std::string reason;
-    bool ok = exec(job->db_, "ATTACH " + quoted("file:" + where + "?mode=ro") + " AS src", reason);
+  // any size load within SQLite's attachment limit. Files are opened read-only (reader_uri): a
+  // live job's writers are never blocked.
+  auto copy_file = [&](const std::string& where, std::string& reason) {
+    bool ok = exec(job->db_, "ATTACH " + quoted(reader_uri(where)) + " AS src", reason);
     if (ok) {
       ok = exec(job->db_, "SELECT count(*) FROM src.sqlite_master", reason);
     }
@@ -92,7 +91,27 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
       ok = exec(job->db_, copy + "COMMIT;", reason);
     }
     std::string ignored;
+    if (!ok) exec(job->db_, "ROLLBACK", ignored);  // none of a half-read file's rows
     exec(job->db_, "DETACH src", ignored);
+    return ok;
+  };
+  for (const std::string& where : files) {
+    std::string reason;
+    // A snapshot published on a shared filesystem may be replaced by its writer's rename while it
+    // is read. Locally and on FUSE the old file stays readable while open, but an NFS client on
+    // another host may get ESTALE for it: a failed file is read again (up to 3 times) when its
+    // name has come to point to another file meanwhile.
+    bool ok = false;
+    for (int attempt = 0; attempt < 3 && !ok; ++attempt) {
+      struct stat before {};
+      const bool known = ::stat(where.c_str(), &before) == 0;
+      reason.clear();
+      ok = copy_file(where, reason);
+      struct stat after {};
+      if (ok || !known || ::stat(where.c_str(), &after) != 0 ||
+          (after.st_ino == before.st_ino && after.st_dev == before.st_dev))
+        break;
+    }
     if (!ok) {
       error = where + ": " + reason;
       return nullptr;

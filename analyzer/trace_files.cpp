@@ -1,7 +1,14 @@
 #include "analyzer/trace_files.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include "monitor/trace_schema.hpp"
 
@@ -52,10 +59,166 @@ std::string schema_version_problem(int version) {
          "; this commtap reads version " + std::to_string(monitor::kSchemaVersion) + ")";
 }
 
+namespace {
+
+// A VFS for immutable readers that waits for a file's size to catch up with its header. A client
+// that caches attributes (FUSE for a second by default) can report a snapshot that replaced a
+// smaller one with the old, smaller size; SQLite then finds more pages in the header than in the
+// file and calls it malformed (seen on sshfs in tests/mpi/shared_fs.sh). The open file does not
+// change (it was complete before its rename), so the size the same descriptor reports is polled
+// until it covers the header's page count, for up to 2 s. Only xOpen and xFileSize differ from
+// the default VFS; every other call is passed through.
+struct PatientFile {
+  sqlite3_file base;
+  sqlite3_file* real;  // the default VFS's file, allocated right after this struct
+};
+
+sqlite3_vfs* g_default_vfs = nullptr;
+sqlite3_io_methods g_patient_methods{};
+
+sqlite3_file* real_file(sqlite3_file* file) {
+  return reinterpret_cast<PatientFile*>(file)->real;
+}
+
+int patient_file_size(sqlite3_file* file, sqlite3_int64* size) {
+  sqlite3_file* real = real_file(file);
+  int rc = real->pMethods->xFileSize(real, size);
+  unsigned char header[100];
+  if (rc != SQLITE_OK || *size < static_cast<sqlite3_int64>(sizeof header) ||
+      real->pMethods->xRead(real, header, sizeof header, 0) != SQLITE_OK)
+    return rc;
+  // At 16 the page size (1 means 65536); at 28 the size in pages, valid when the change counter
+  // at 24 equals the version-valid-for number at 92.
+  if (std::memcmp(header + 24, header + 92, 4) != 0) return rc;
+  const sqlite3_int64 page_size =
+      header[16] == 0 && header[17] == 1 ? 65536 : (header[16] << 8) | header[17];
+  const sqlite3_int64 pages =
+      (sqlite3_int64{header[28]} << 24) | (header[29] << 16) | (header[30] << 8) | header[31];
+  for (int poll = 0; poll < 40 && rc == SQLITE_OK && *size < page_size * pages; ++poll) {
+    ::usleep(50'000);
+    rc = real->pMethods->xFileSize(real, size);
+  }
+  return rc;
+}
+
+void set_patient_methods(int version) {
+  sqlite3_io_methods& m = g_patient_methods;
+  m.iVersion = version;
+  m.xClose = [](sqlite3_file* f) { return real_file(f)->pMethods->xClose(real_file(f)); };
+  m.xRead = [](sqlite3_file* f, void* out, int amount, sqlite3_int64 offset) {
+    return real_file(f)->pMethods->xRead(real_file(f), out, amount, offset);
+  };
+  m.xWrite = [](sqlite3_file* f, const void* in, int amount, sqlite3_int64 offset) {
+    return real_file(f)->pMethods->xWrite(real_file(f), in, amount, offset);
+  };
+  m.xTruncate = [](sqlite3_file* f, sqlite3_int64 size) {
+    return real_file(f)->pMethods->xTruncate(real_file(f), size);
+  };
+  m.xSync = [](sqlite3_file* f, int flags) {
+    return real_file(f)->pMethods->xSync(real_file(f), flags);
+  };
+  m.xFileSize = patient_file_size;
+  m.xLock = [](sqlite3_file* f, int lock) {
+    return real_file(f)->pMethods->xLock(real_file(f), lock);
+  };
+  m.xUnlock = [](sqlite3_file* f, int lock) {
+    return real_file(f)->pMethods->xUnlock(real_file(f), lock);
+  };
+  m.xCheckReservedLock = [](sqlite3_file* f, int* out) {
+    return real_file(f)->pMethods->xCheckReservedLock(real_file(f), out);
+  };
+  m.xFileControl = [](sqlite3_file* f, int op, void* arg) {
+    return real_file(f)->pMethods->xFileControl(real_file(f), op, arg);
+  };
+  m.xSectorSize = [](sqlite3_file* f) { return real_file(f)->pMethods->xSectorSize(real_file(f)); };
+  m.xDeviceCharacteristics = [](sqlite3_file* f) {
+    return real_file(f)->pMethods->xDeviceCharacteristics(real_file(f));
+  };
+  if (version < 2) return;
+  m.xShmMap = [](sqlite3_file* f, int region, int size, int extend, void volatile** out) {
+    return real_file(f)->pMethods->xShmMap(real_file(f), region, size, extend, out);
+  };
+  m.xShmLock = [](sqlite3_file* f, int offset, int n, int flags) {
+    return real_file(f)->pMethods->xShmLock(real_file(f), offset, n, flags);
+  };
+  m.xShmBarrier = [](sqlite3_file* f) { real_file(f)->pMethods->xShmBarrier(real_file(f)); };
+  m.xShmUnmap = [](sqlite3_file* f, int remove) {
+    return real_file(f)->pMethods->xShmUnmap(real_file(f), remove);
+  };
+  if (version < 3) return;
+  m.xFetch = [](sqlite3_file* f, sqlite3_int64 offset, int amount, void** out) {
+    return real_file(f)->pMethods->xFetch(real_file(f), offset, amount, out);
+  };
+  m.xUnfetch = [](sqlite3_file* f, sqlite3_int64 offset, void* page) {
+    return real_file(f)->pMethods->xUnfetch(real_file(f), offset, page);
+  };
+}
+
+int patient_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags,
+                 int* out_flags) {
+  auto* patient = reinterpret_cast<PatientFile*>(file);
+  patient->real = reinterpret_cast<sqlite3_file*>(patient + 1);
+  const int rc = g_default_vfs->xOpen(g_default_vfs, name, patient->real, flags, out_flags);
+  if (patient->real->pMethods == nullptr) {
+    patient->base.pMethods = nullptr;
+    return rc;
+  }
+  // Every file of the default VFS has the same methods; their version is known from the first.
+  static std::once_flag once;
+  std::call_once(once,
+                 [&] { set_patient_methods(std::min(3, patient->real->pMethods->iVersion)); });
+  patient->base.pMethods = &g_patient_methods;
+  return rc;
+}
+
+// Registers the VFS once; returns its name.
+const char* patient_vfs() {
+  static std::once_flag once;
+  static sqlite3_vfs vfs{};
+  std::call_once(once, [] {
+    g_default_vfs = sqlite3_vfs_find(nullptr);
+    vfs = *g_default_vfs;
+    vfs.pNext = nullptr;
+    vfs.zName = "commtap-patient";
+    vfs.szOsFile = static_cast<int>(sizeof(PatientFile)) + g_default_vfs->szOsFile;
+    vfs.xOpen = patient_open;
+    sqlite3_vfs_register(&vfs, 0);
+  });
+  return "commtap-patient";
+}
+
+}  // namespace
+
+std::string reader_uri(const std::string& path) {
+  // A URI's path must not contain '?' or '#' unescaped, and '%' starts an escape.
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '?' || c == '#' || c == '%') {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      const auto byte = static_cast<unsigned char>(c);
+      uri += {'%', kHex[byte >> 4], kHex[byte & 15]};
+    } else {
+      uri += c;
+    }
+  }
+  // The file format's header: at 18 and 19 the write and read versions, 1 for a rollback
+  // journal and 2 for WAL.
+  unsigned char header[20] = {};
+  bool rollback = false;
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    rollback = ::pread(fd, header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
+               std::memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 1 &&
+               header[19] == 1;
+    ::close(fd);
+  }
+  if (rollback) return uri + "?immutable=1&vfs=" + patient_vfs();
+  return uri + "?mode=ro";
+}
+
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::string& error) {
   auto reader = std::unique_ptr<TraceReader>(new TraceReader());
   reader->path_ = path;
-  const std::string uri = "file:" + path + "?mode=ro";
+  const std::string uri = reader_uri(path);
   if (sqlite3_open_v2(uri.c_str(), &reader->db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
       SQLITE_OK) {
     error = path + ": " + (reader->db_ ? sqlite3_errmsg(reader->db_) : "cannot open");

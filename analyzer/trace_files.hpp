@@ -24,6 +24,14 @@ bool job_files(const std::string& path, bool prefer_merged, std::vector<std::str
 // not.
 std::string schema_version_problem(int version);
 
+// The SQLite URI a reader opens `path` with. A file in rollback-journal mode (a finished rank's
+// file, a merged job.db, or a snapshot published on a shared filesystem) is opened immutable=1:
+// no locks and no change detection, which network filesystems' lock managers cannot spoil. That
+// is safe because commtap never changes such a file in place: it replaces it by a rename, and a
+// reader that has the old one open keeps reading the old one. A file in WAL mode (a live rank
+// writing in place on a local filesystem) is opened mode=ro, through the writer's -shm.
+std::string reader_uri(const std::string& path);
+
 // One database file, opened read-only (a live job's writers are never blocked).
 class TraceReader {
  public:

@@ -1,6 +1,7 @@
 #include "interpose/runtime.hpp"
 
 #include "interpose/fortran_routes.hpp"
+#include "monitor/shared_fs.hpp"
 #include "probes/probes.hpp"
 #include "world/world.hpp"
 
@@ -330,6 +331,10 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
                                             settings.device_method, settings.device_model,
                                             runtime().plans, parsed.problems)
                          .release();  // never destroyed: MPI calls may come at exit
+  monitor::SnapshotLayout snapshot_layout = monitor::SnapshotLayout::automatic;
+  if (!monitor::parse_snapshot_layout(settings.shared_fs, snapshot_layout))
+    parsed.problems.push_back("commtap: COMMTAP_SHARED_FS=" + settings.shared_fs +
+                              " is not one of auto, on, off; using auto");
   if (rank == 0)
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
@@ -373,14 +378,51 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
                  rank, problem.c_str());
   session.record = first_failed == size;
   session.database_path = directory + "/rank-" + std::to_string(rank) + ".db";
+  // On a filesystem shared between hosts each rank works on a node-local copy and publishes
+  // snapshots (monitor/shared_fs.hpp). Decided per rank: mounts may differ between nodes.
+  const monitor::Filesystem filesystem =
+      session.record ? monitor::filesystem_of(directory) : monitor::Filesystem{};
+  const bool snapshots =
+      session.record &&
+      (snapshot_layout == monitor::SnapshotLayout::on ||
+       (snapshot_layout == monitor::SnapshotLayout::automatic && filesystem.shared));
+  std::string local_path, local_problem;
+  if (snapshots) {
+    const std::string local_dir = monitor::local_directory(settings.local_dir);
+    local_problem = make_directory(local_dir);
+    if (local_problem.empty())
+      local_path = monitor::local_copy_path(local_dir, facts.job_id, rank, facts.pid);
+  }
+  // A rank without a local copy still records, in place: the lowest such rank explains.
+  int local_candidate = local_problem.empty() ? size : rank, first_without_local = size;
+  PMPI_Allreduce(&local_candidate, &first_without_local, 1, MPI_INT, MPI_MIN, session.comm);
+  if (first_without_local == rank)
+    std::fprintf(stderr,
+                 "commtap: rank %d cannot keep a local working copy of its trace (%s); ranks "
+                 "without one write %s in place, which readers on other hosts may see "
+                 "inconsistent; the job goes on\n",
+                 rank, local_problem.c_str(), directory.c_str());
   runtime().communicators.start(rank);
   if (session.record) {
     std::string error;
     // The writer refines the counter clock every window; without a writer nothing would.
     if (settings.tsc) monitor::use_fast_clock();
-    session.writer = monitor::TraceWriter::start(
-        session.database_path, facts, describe(settings),
-        static_cast<std::uint64_t>(settings.interval) * 1'000'000, collect_snapshot, error);
+    const std::uint64_t interval_ns = static_cast<std::uint64_t>(settings.interval) * 1'000'000;
+    if (!local_path.empty()) {
+      session.writer =
+          monitor::TraceWriter::start(session.database_path, facts, describe(settings), interval_ns,
+                                      collect_snapshot, error, local_path);
+      if (session.writer == nullptr) {
+        std::fprintf(stderr,
+                     "commtap: rank %d cannot write its working copy %s (%s); it writes %s in "
+                     "place, the job goes on\n",
+                     rank, local_path.c_str(), error.c_str(), session.database_path.c_str());
+        local_path.clear();
+      }
+    }
+    if (session.writer == nullptr)
+      session.writer = monitor::TraceWriter::start(session.database_path, facts, describe(settings),
+                                                   interval_ns, collect_snapshot, error);
     if (session.writer != nullptr) install_signal_flush();
     if (session.writer == nullptr)
       std::fprintf(stderr,
@@ -390,8 +432,11 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
 
   pthread_atfork(nullptr, nullptr, in_forked_child);
   if (settings.verbose >= 1 && should_print(settings, rank))
-    std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s\n", rank, size,
+    std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s%s\n", rank, size,
                  facts.job_id.c_str(), session.record ? directory.c_str() : "(nowhere)",
+                 local_path.empty()
+                     ? ""
+                     : (" (" + filesystem.name + ": snapshots of " + local_path + ")").c_str(),
                  settings.yield ? ", yield mode" : "");
 
   count_lifecycle_call(init_fn, init_began_ns, monitor::now_ns());

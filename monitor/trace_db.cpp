@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -48,6 +49,7 @@ class Db {
 
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
+  sqlite3* handle() const { return db_; }
 
   void exec(const char* sql) {
     if (!ok() || db_ == nullptr) return;
@@ -157,19 +159,24 @@ class RankDatabase {
     db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
   }
   const std::string& error() const { return db_.error(); }
+  sqlite3* handle() const { return db_.handle(); }
   // Checkpoints the WAL into the file, leaves WAL mode and closes it: a finished rank leaves one
   // plain file, which later readers open without creating -wal/-shm files beside it.
   void close() {
-    db_.exec("PRAGMA journal_mode=DELETE");
+    leave_wal();
     db_.close();
   }
+  void leave_wal() { db_.exec("PRAGMA journal_mode=DELETE"); }
+  // A meta row written with every window from now on (the next window's transaction).
+  void set_meta(const std::string& key, const std::string& value) { meta_[key] = value; }
 
   bool write_start(const std::vector<std::pair<std::string, std::string>>& settings) {
     db_.exec("BEGIN");
-    const std::vector<std::pair<std::string, std::string>> meta = {
+    std::vector<std::pair<std::string, std::string>> meta = {
         {"schema_version", std::to_string(kSchemaVersion)},
         {"commtap_version", kCommtapVersion},
         {"job_id", facts_.job_id}};
+    meta.insert(meta.end(), meta_.begin(), meta_.end());
     std::size_t next = 0;
     db_.insert_rows("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
                     [&](sqlite3_stmt* stmt) {
@@ -383,6 +390,15 @@ class RankDatabase {
           return true;
         });
     write_heartbeat(snapshot, wall, ended_by);
+    auto meta = meta_.begin();
+    db_.insert_rows("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+                    [&](sqlite3_stmt* stmt) {
+                      if (meta == meta_.end()) return false;
+                      bind_text(stmt, 1, meta->first);
+                      bind_text(stmt, 2, meta->second);
+                      ++meta;
+                      return true;
+                    });
     db_.exec("COMMIT");
     return db_.ok();
   }
@@ -472,11 +488,62 @@ class RankDatabase {
 
   Db db_;
   RankFacts facts_;
-  std::vector<std::string> gpus_;  // the GPUs seen so far (they only grow)
+  std::vector<std::string> gpus_;            // the GPUs seen so far (they only grow)
+  std::map<std::string, std::string> meta_;  // set_meta's rows
   std::unordered_map<std::int64_t, CommProgress> progress_written_;
   // Fixed at start, so that one call's entry time reads the same in every window.
   std::uint64_t wall_minus_monotonic_ = wall_ns() - now_ns();
 };
+
+// Writes a consistent copy of `source` over `target`: page by page with the backup API (a
+// fraction of VACUUM INTO's time, which rebuilds every b-tree) into `target`.tmp, synced, then
+// renamed over `target`. A reader that has the old file open goes on reading the old file; one
+// that opens the name afterwards gets the new one whole: never a mix of two windows, and no -wal
+// or -shm beside it on the shared filesystem. Returns an empty string or what went wrong.
+std::string publish_snapshot(sqlite3* source, const std::string& target, mode_t mode) {
+  const std::string temporary = target + ".tmp";
+  auto failed = [&](const std::string& what) {
+    ::unlink(temporary.c_str());
+    return what;
+  };
+  ::unlink(temporary.c_str());  // left by a rank that died while publishing
+  int fd = ::open(temporary.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode);
+  if (fd < 0) return failed("cannot create " + temporary + ": " + std::strerror(errno));
+  ::fchmod(fd, mode);  // whatever the umask
+  ::close(fd);
+  // No locks on the copy: nobody else knows the temporary name, and the lock managers of network
+  // filesystems are where things go wrong (ENOLCK on NFS mounted without lockd). No journal and
+  // no syncs either: the file becomes visible only by the rename, after the fsync below.
+  sqlite3* copy = nullptr;
+  std::string error;
+  if (sqlite3_open_v2(temporary.c_str(), &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                      "unix-none") != SQLITE_OK) {
+    error = copy ? sqlite3_errmsg(copy) : "out of memory";
+  } else if (sqlite3_exec(copy, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF", nullptr, nullptr,
+                          nullptr) != SQLITE_OK) {
+    error = sqlite3_errmsg(copy);
+  } else if (sqlite3_backup* backup = sqlite3_backup_init(copy, "main", source, "main");
+             backup == nullptr) {
+    error = sqlite3_errmsg(copy);
+  } else {
+    const int rc = sqlite3_backup_step(backup, -1);
+    sqlite3_backup_finish(backup);
+    if (rc != SQLITE_DONE) error = sqlite3_errmsg(copy);
+  }
+  sqlite3_close(copy);
+  if (!error.empty()) return failed("cannot copy to " + temporary + ": " + error);
+  // The backup copies page 1 as it is, with the source's WAL marks (file format bytes 18 and 19
+  // = 2). 1 marks a rollback-journal file: readers then neither look for a -wal nor need a -shm.
+  fd = ::open(temporary.c_str(), O_WRONLY | O_CLOEXEC);
+  const unsigned char rollback[2] = {1, 1};
+  const bool written = fd >= 0 && ::pwrite(fd, rollback, 2, 18) == 2 && ::fsync(fd) == 0;
+  const int code = errno;
+  if (fd >= 0) ::close(fd);
+  if (!written) return failed("cannot write " + temporary + ": " + std::strerror(code));
+  if (::rename(temporary.c_str(), target.c_str()) != 0)
+    return failed("cannot rename " + temporary + " to " + target + ": " + std::strerror(errno));
+  return "";
+}
 
 }  // namespace
 
@@ -493,17 +560,81 @@ struct TraceWriter::State {
   std::atomic<bool> stopped{false};
   bool failed = false;  // the error was reported: stop() returns no error for it again
   std::atomic<std::uint64_t> writer_cpu_ns{0};
-  std::string path;
+  std::string path;  // the file readers open
   int rank = 0;
   std::string final_ended_by;  // set by stop() before it wakes the thread
   std::thread thread;
 
-  State(const std::string& p, const RankFacts& facts, Collect c, std::uint64_t interval)
-      : database(p, facts),
+  // The snapshot layout (shared filesystems): the writer works on `local_path` and publishes
+  // copies to `path`. Empty: `path` itself is written.
+  std::string local_path;
+  mode_t mode;
+  // A copy of a large file costs real time on the writer thread and on the network: a snapshot
+  // is published only when at least kPublishCostFactor times the last one's duration has passed
+  // since it began, so publishing takes at most a tenth of the writer's time.
+  static constexpr std::uint64_t kPublishCostFactor = 10;
+  std::uint64_t last_publish_began_ns = 0;
+  std::uint64_t last_publish_cost_ns = 0;
+  bool publish_error_said = false;
+
+  State(const std::string& p, const std::string& local, const RankFacts& facts, Collect c,
+        std::uint64_t interval)
+      : database(local.empty() ? p : local, facts),
         collect(std::move(c)),
         interval_ns(interval),
         path(p),
-        rank(facts.rank) {}
+        rank(facts.rank),
+        local_path(local),
+        mode(facts.group_readable ? 0640 : 0600) {
+    if (!local_path.empty()) database.set_meta("layout", "snapshot");
+  }
+
+  static std::uint64_t steady_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  }
+
+  // Publishes a snapshot if the layout asks for one and its time has come (always when `now`).
+  // A failure is said once; the next window tries again (a network filesystem may come back).
+  void publish(bool now) {
+    if (local_path.empty()) return;
+    const std::uint64_t began = steady_ns();
+    if (!now && last_publish_began_ns != 0 &&
+        began - last_publish_began_ns < kPublishCostFactor * last_publish_cost_ns)
+      return;
+    const std::string error = publish_snapshot(database.handle(), path, mode);
+    last_publish_began_ns = began;
+    last_publish_cost_ns = steady_ns() - began;
+    database.set_meta("publish_ns", std::to_string(last_publish_cost_ns));
+    if (error.empty() || publish_error_said) return;
+    publish_error_said = true;
+    std::fprintf(stderr,
+                 "commtap: rank %d cannot publish its trace (%s); it tries again every window, "
+                 "the working copy is %s\n",
+                 rank, error.c_str(), local_path.c_str());
+  }
+
+  // The last window, then the file closed; in the snapshot layout a last snapshot published and
+  // the working copy removed, unless that snapshot failed: then the working copy is the trace.
+  void finish(const std::string& ended_by) {
+    window(ended_by, false);
+    if (local_path.empty()) {
+      database.close();
+      return;
+    }
+    database.leave_wal();
+    const std::string error = publish_snapshot(database.handle(), path, mode);
+    database.close();
+    if (error.empty()) {
+      for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((local_path + suffix).c_str());
+      return;
+    }
+    std::fprintf(stderr,
+                 "commtap: rank %d could not publish its last window (%s); its trace stays in "
+                 "%s\n",
+                 rank, error.c_str(), local_path.c_str());
+  }
 
   void measure_writer_cpu() {
     timespec cpu{};
@@ -517,18 +648,22 @@ struct TraceWriter::State {
       if (fd >= 0) ::close(fd);
   }
 
-  void window(const std::string& ended_by) {
+  void window(const std::string& ended_by, bool may_publish = true) {
     if (failed) return;
     Snapshot snapshot = collect();
     snapshot.writer_ns = writer_cpu_ns.load(std::memory_order_relaxed);
-    if (!database.write_window(snapshot, ended_by)) {
+    if (database.write_window(snapshot, ended_by)) {
+      if (may_publish) publish(false);
+    } else {
       // A full disk or a vanished directory: say so once, now, and stop writing. The job goes
-      // on; the file keeps the windows committed before.
+      // on; the file keeps the windows committed before (in the snapshot layout the file that
+      // failed is the working copy, whose committed windows are still published at the end).
       failed = true;
       std::fprintf(stderr,
                    "commtap: rank %d stopped writing %s: %s; monitoring is off for this rank, "
                    "the job goes on\n",
-                   rank, path.c_str(), database.error().c_str());
+                   rank, local_path.empty() ? path.c_str() : local_path.c_str(),
+                   database.error().c_str());
     }
   }
 
@@ -550,15 +685,13 @@ struct TraceWriter::State {
         // stop(): the last window and the close happen here too, so that every write of the
         // database is made by this thread, which blocks all signals: a file size limit then
         // fails the write (EFBIG) instead of killing the process with SIGXFSZ.
-        window(final_ended_by);
-        database.close();
+        finish(final_ended_by);
         return;
       }
       if (command == 'K') {
         // A fatal signal: last window, close, tell the handler; the process is about to die.
         const int number = signal.load();
-        window(number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal");
-        database.close();
+        finish(number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal");
         stopped.store(true);
         const char byte = 'D';
         [[maybe_unused]] auto ignored = ::write(done[1], &byte, 1);
@@ -573,14 +706,29 @@ TraceWriter::TraceWriter(std::unique_ptr<State> state) : state_(std::move(state)
 std::unique_ptr<TraceWriter> TraceWriter::start(
     const std::string& path, const RankFacts& facts,
     const std::vector<std::pair<std::string, std::string>>& settings, std::uint64_t interval_ns,
-    Collect collect, std::string& error) {
-  auto state = std::make_unique<State>(path, facts, std::move(collect), interval_ns);
+    Collect collect, std::string& error, const std::string& local_path) {
+  auto state = std::make_unique<State>(path, local_path, facts, std::move(collect), interval_ns);
+  // A failed start leaves no working copy behind (the caller then writes in place).
+  auto discard_working_copy = [&] {
+    state.reset();
+    if (!local_path.empty())
+      for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((local_path + suffix).c_str());
+  };
   if (!state->database.write_start(settings)) {
     error = state->database.error();
+    discard_working_copy();
     return nullptr;
+  }
+  if (!local_path.empty()) {
+    // An earlier attempt of the same rank that wrote in place may have left its WAL and index
+    // beside the name the snapshots now take: they belong to no published file.
+    for (const char* suffix : {"-wal", "-shm"}) ::unlink((path + suffix).c_str());
+    // Readers listing the job directory see the rank from its start, not one window later.
+    state->publish(true);
   }
   if (::pipe2(state->wake, O_CLOEXEC) != 0 || ::pipe2(state->done, O_CLOEXEC) != 0) {
     error = std::string("cannot create the writer's pipes: ") + std::strerror(errno);
+    discard_working_copy();
     return nullptr;
   }
   // The writer thread takes no signals: they go to the application's threads, whose handlers
@@ -635,6 +783,19 @@ std::string write_rank_database(const std::string& path, const RankFacts& facts,
       break;
   database.close();
   return database.error();
+}
+
+std::string publish_copy(const std::string& source, const std::string& target,
+                         bool group_readable) {
+  sqlite3* db = nullptr;
+  std::string error;
+  if (sqlite3_open_v2(source.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK)
+    error = source + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
+  else
+    error = publish_snapshot(db, target, group_readable ? 0640 : 0600);
+  sqlite3_close(db);
+  return error;
 }
 
 }  // namespace commtap::monitor

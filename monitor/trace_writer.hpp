@@ -86,10 +86,17 @@ class TraceWriter {
 
   // Creates `path` (replacing an old file) and starts the thread. On failure returns nullptr
   // and sets `error`; nothing is left running.
+  //
+  // With a `local_path` (the snapshot layout, for trace directories on filesystems shared
+  // between hosts, see monitor/shared_fs.hpp), the writer works on `local_path` instead and
+  // publishes complete copies to `path` by an atomic rename: at start, after windows (no more
+  // often than ten times the last copy's duration) and at the end, when the working copy is
+  // removed. Published files are plain rollback-journal databases that no one writes after their
+  // rename: readers on any host can open them without locks or a -shm.
   static std::unique_ptr<TraceWriter> start(
       const std::string& path, const RankFacts& facts,
       const std::vector<std::pair<std::string, std::string>>& settings, std::uint64_t interval_ns,
-      Collect collect, std::string& error);
+      Collect collect, std::string& error, const std::string& local_path = "");
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
@@ -116,5 +123,11 @@ class TraceWriter {
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
                                 const std::vector<Snapshot>& windows);
+
+// Publishes a consistent copy of the database at `source` over `target` the way the snapshot
+// layout does (a copy to `target`.tmp, marked as a rollback-journal file, synced, renamed), with
+// the file mode 0600, or 0640 if `group_readable`. Returns an empty string or what went wrong. For
+// tools and bench/publish.
+std::string publish_copy(const std::string& source, const std::string& target, bool group_readable);
 
 }  // namespace commtap::monitor

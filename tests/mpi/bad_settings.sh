@@ -34,3 +34,37 @@ COMMTAP_DIR=not-a-directory run_preloaded 2 "$PROGRAMS/toy_train" 10 512 >file.o
 expect_same_files native.out file.out "output when the directory is a file"
 [ "$(wc -l <file.err)" -eq 1 ] || fail "expected one line, got: $(cat file.err)"
 pass "directory that is a file: one line, job unchanged"
+
+# The shared-filesystem layout forced on a local directory (docs/schema.md): snapshots published,
+# working copies removed. With an unwritable local directory: one line, the trace written in
+# place. An unknown COMMTAP_SHARED_FS: one line, auto (local here: in place).
+mkdir -p local
+COMMTAP_SHARED_FS=on COMMTAP_LOCAL_DIR=local COMMTAP_DIR=forced \
+  run_preloaded 2 "$PROGRAMS/toy_train" 10 512 >forced.out 2>forced.err || fail "job failed"
+expect_same_files native.out forced.out "output with the snapshot layout"
+[ ! -s forced.err ] || fail "messages with the snapshot layout: $(cat forced.err)"
+expect_equal snapshot \
+  "$(db_query forced/rank-1.db "SELECT value FROM meta WHERE key = 'layout'")" \
+  "layout of rank 1's file"
+expect_equal "finalize finalize" \
+  "$(db_query forced "SELECT group_concat(ended_by, ' ') FROM ranks")" "how the ranks ended"
+[ -z "$(ls local)" ] || fail "working copies left: $(ls local)"
+pass "snapshot layout forced on: published files, no working copies left"
+
+COMMTAP_SHARED_FS=on COMMTAP_LOCAL_DIR=/proc/commtap-no-local COMMTAP_DIR=nolocal \
+  run_preloaded 2 "$PROGRAMS/toy_train" 10 512 >nolocal.out 2>nolocal.err || fail "job failed"
+expect_same_files native.out nolocal.out "output without a local directory"
+[ "$(wc -l <nolocal.err)" -eq 1 ] || fail "expected one line, got: $(cat nolocal.err)"
+expected="^commtap: rank 0 cannot keep a local working copy of its trace (cannot create "
+expected+="/proc/commtap-no-local.*write nolocal in place"
+grep -q "$expected" nolocal.err || fail "unclear message: $(cat nolocal.err)"
+expect_equal "2" "$(db_query nolocal "SELECT count(*) FROM ranks WHERE ended_by = 'finalize'")" \
+  "ranks recorded in place"
+pass "unwritable local directory: one line, the trace written in place"
+
+COMMTAP_SHARED_FS=nfs COMMTAP_DIR=badlayout \
+  run_preloaded 2 "$PROGRAMS/toy_train" 10 512 >badlayout.out 2>badlayout.err || fail "job failed"
+expect_same_files native.out badlayout.out "output with a bad COMMTAP_SHARED_FS"
+expect_equal "commtap: COMMTAP_SHARED_FS=nfs is not one of auto, on, off; using auto" \
+  "$(cat badlayout.err)" "message for a bad COMMTAP_SHARED_FS"
+pass "unknown COMMTAP_SHARED_FS: one line, auto"
