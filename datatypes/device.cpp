@@ -832,15 +832,18 @@ void Stager::orphan(MPI_Request request) {
   if (!operation) return;
   std::lock_guard lock(mutex_);
   orphans_.emplace_back(request, std::move(*operation));
+  have_orphans_.store(true, std::memory_order_release);
   tracked_.fetch_add(1, std::memory_order_relaxed);  // completion calls keep checking
 }
 
 void Stager::progress() {
+  if (!have_orphans_.load(std::memory_order_acquire)) return;
   std::vector<std::pair<MPI_Request, Operation>> orphans;
   {
     std::lock_guard lock(mutex_);
     if (orphans_.empty()) return;
     orphans.swap(orphans_);
+    have_orphans_.store(false, std::memory_order_relaxed);
   }
   std::vector<std::pair<MPI_Request, Operation>> pending;
   for (auto& [request, operation] : orphans) {
@@ -856,6 +859,7 @@ void Stager::progress() {
   }
   std::lock_guard lock(mutex_);
   for (auto& p : pending) orphans_.push_back(std::move(p));
+  if (!orphans_.empty()) have_orphans_.store(true, std::memory_order_release);
 }
 
 std::unique_ptr<Stager> make_stager(bool staging, bool fake, const std::string& method,

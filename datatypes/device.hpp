@@ -248,6 +248,8 @@ class Stager {
   };
   std::unordered_multimap<MPI_Request, Entry> requests_;
   std::vector<std::pair<MPI_Request, Operation>> orphans_;
+  // orphans_ is not empty: progress(), called by every staged call, takes no lock without any.
+  std::atomic<bool> have_orphans_{false};
   std::atomic<std::uint64_t> sequence_{1};
   std::atomic<std::size_t> tracked_{0};
   std::atomic<bool> failed_once_{false};

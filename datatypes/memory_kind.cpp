@@ -13,6 +13,10 @@
 #include <cstring>
 #endif
 
+#if COMMTAP_HAVE_CUDA
+extern "C" void* __curbrk;  // glibc's current program break (exported since 2.2.5)
+#endif
+
 namespace commtap::datatypes {
 
 bool built_with_cuda() noexcept {
@@ -93,8 +97,12 @@ bool surely_host(const void* pointer) {
   static const ProcessRanges process = read_process_ranges();
   const auto a = reinterpret_cast<std::uintptr_t>(pointer);
   if (process.image.contains(a)) return true;
+  // The break as the C library last set it, read rather than asked for: in an MPI process UCX's
+  // memory hooks (libucm) take over sbrk, and calling it cost more than the driver's query.
+  // Where they bypass the C library the value stays behind the real break, which only narrows
+  // the range.
   if (process.heap_lo != 0 &&
-      Range{process.heap_lo, reinterpret_cast<std::uintptr_t>(sbrk(0))}.contains(a))
+      Range{process.heap_lo, reinterpret_cast<std::uintptr_t>(__curbrk)}.contains(a))
     return true;
   thread_local const Range stack = stack_of_this_thread();
   return stack.contains(a);

@@ -36,10 +36,11 @@ expect_same_files native.out probed.out "native and probed outputs (3 hosts)"
 pairs=$(db_query trace-odd "SELECT count(DISTINCT from_node || '>' || to_node) FROM probes")
 expect_equal 6 "$pairs" "directed pairs probed on 3 hosts"
 pass "3 pretend hosts: 6 directed pairs"
-# The report draws the probes as a host-by-host matrix: 6 cells with latency and throughput.
+# The report draws the probes as two host-by-host matrices, latency and throughput: 6 measured
+# cells in each.
 "$CLI" report trace-odd -o probes.html 2>/dev/null || fail "commtap report failed"
 cells=$(grep -o "<title>[^<]*probe rounds[^<]*</title>" probes.html | wc -l)
-expect_equal 6 "$cells" "probe matrix cells in the report"
+expect_equal 12 "$cells" "probe matrix cells in the report (latency and throughput)"
 grep -q "MB/s</text>" probes.html || fail "probe matrix without throughput"
 pass "report: the probe matrix has every directed pair of the 3 hosts"
 
