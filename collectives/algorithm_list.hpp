@@ -24,7 +24,10 @@
   X(direct, "direct", "every rank sends its buffer to every other and reduces all of them in "   \
                       "rank order: one network latency")                                         \
   X(hier_direct, "hier-direct", "node reduce, direct exchange among the node leaders, node "     \
-                                "broadcast")
+                                "broadcast")                                                      \
+  X(knomial, "knomial", "recursive multiplying: log_k(p) rounds, each an exchange among k ranks " \
+                        "that all fold the k buffers in the same order (k: "                      \
+                        "COMMTAP_KNOMIAL_RADIX, or the cost model's)")
 // clang-format on
 
 // "name (what it does); " for each, as one string literal.

@@ -544,9 +544,64 @@ int direct(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
   return MPI_SUCCESS;
 }
 
-// `root`: the star's; `order`: the ring's (empty: rank order).
+// k-nomial (recursive multiplying): the largest power of k not above p, p', takes part; each
+// other rank r first hands its buffer to rank r mod p' (which folds its own and theirs in rank
+// order) and gets the result back at the end. In round j every rank sends its buffer to the k-1
+// ranks that differ from it in base-k digit j alone, and all k fold the same k buffers in digit
+// order (the highest first, as `direct` does), so they end with the same bits: log_k(p')
+// latencies, (k-1)n bytes each way per round. k = 2 is recursive doubling, k = p the direct
+// exchange.
+int knomial(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::vector<char>& scratch,
+            int radix) {
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  if (size == 1 || count == 0) return MPI_SUCCESS;
+  const int k = std::clamp(radix, 2, size);
+  int participants = 1;
+  while (participants <= size / k) participants *= k;
+  const std::size_t bytes = static_cast<std::size_t>(count * c.extent);
+  if (rank >= participants) {
+    COMMTAP_TRY(send(c, comm, rank % participants, buffer, count));
+    return receive(c, comm, rank % participants, buffer, count);
+  }
+  scratch.resize(static_cast<std::size_t>(k) * bytes);
+  auto slot = [&](int d) { return scratch.data() + static_cast<std::size_t>(d) * bytes; };
+  // The extra ranks folded into this one, in rank order.
+  std::vector<int> extras;
+  for (int r = rank + participants; r < size; r += participants) extras.push_back(r);
+  for (int r : extras) {
+    COMMTAP_TRY(receive(c, comm, r, slot(0), count));
+    COMMTAP_TRY(reduce(c, slot(0), buffer, count));
+  }
+  std::vector<MPI_Request> requests;
+  for (int stride = 1; stride < participants; stride *= k) {
+    const int digit = rank / stride % k, base = rank - digit * stride;
+    requests.clear();
+    requests.reserve(2 * static_cast<std::size_t>(k));  // the slots stay put (StepRecorder)
+    for (int d = 0; d < k; ++d) {
+      if (d == digit) continue;
+      requests.emplace_back();
+      COMMTAP_TRY(irecv(c, slot(d), count, base + d * stride, comm, &requests.back()));
+    }
+    for (int step = 1; step < k; ++step) {  // the next digit up first, as `direct` sends
+      requests.emplace_back();
+      COMMTAP_TRY(
+          isend(c, buffer, count, base + (digit + step) % k * stride, comm, &requests.back()));
+    }
+    std::memcpy(slot(digit), buffer, bytes);
+    COMMTAP_TRY(wait_all(c, static_cast<int>(requests.size()), requests.data()));
+    std::memcpy(buffer, slot(k - 1), bytes);
+    for (int d = k - 2; d >= 0; --d) COMMTAP_TRY(reduce(c, slot(d), buffer, count));
+  }
+  for (int r : extras) COMMTAP_TRY(send(c, comm, r, buffer, count));
+  return MPI_SUCCESS;
+}
+
+// `root`: the star's; `order`: the ring's (empty: rank order); `radix`: knomial's k.
 int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
-         std::vector<char>& scratch, int root = 0, const std::vector<int>& order = {}) {
+         std::vector<char>& scratch, int root = 0, const std::vector<int>& order = {},
+         int radix = 2) {
   switch (algorithm) {
     case Algorithm::star:
       return star(c, comm, buffer, count, scratch, root);
@@ -556,6 +611,8 @@ int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Co
       return rabenseifner(c, comm, buffer, count, scratch);
     case Algorithm::direct:
       return direct(c, comm, buffer, count, scratch);
+    case Algorithm::knomial:
+      return knomial(c, comm, buffer, count, scratch, radix);
     default:
       return recursive_doubling(c, comm, buffer, count, scratch);
   }
@@ -626,7 +683,9 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
     case Algorithm::rd:
     case Algorithm::rabenseifner:
     case Algorithm::direct:
-      return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root, t.ring_order);
+    case Algorithm::knomial:
+      return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root, t.ring_order,
+                  t.radix);
     case Algorithm::hier_pipe:
       // Rank-independent facts only: a rank alone on its node takes part all the same.
       if (t.nodes > 1 && t.max_local_size > 1) return pipelined_hierarchical(c, t, recvbuf, count);
@@ -687,7 +746,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
   }
 }
 
-Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
+Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, int* radix) {
   // Measured choices knew nothing of a link flagged since: the formulas route around it.
   const bool flagged = t.flagged_alpha > 0 || t.flagged_beta > 0 || t.flagged_unmeasured;
   if (!flagged && !m.choices.empty() && bytes <= m.choices.back().up_to_bytes &&
@@ -724,6 +783,25 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
                       unless(t.star_clear);
   // Direct exchange: one latency, but every rank sends and reduces p-1 copies.
   const double direct = inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + detour;
+  // k-nomial: log_k(p') rounds of k-1 copies each, plus the fold of the ranks past p' (a send
+  // in and one back); its best k for this size.
+  double knomial = 1e300;
+  int best_radix = 2;
+  for (int k = 2; k <= std::max(2, std::min(t.size, 64)); ++k) {
+    int participants = 1, rounds = 0;
+    while (participants <= t.size / k) {
+      participants *= k;
+      ++rounds;
+    }
+    const double cost =
+        rounds * (inter_alpha + (k - 1) * n * (inter_beta + m.gamma)) +
+        (participants < t.size ? 2 * (inter_alpha + n * inter_beta) + n * m.gamma : 0) + detour;
+    if (cost < knomial) {
+      knomial = cost;
+      best_radix = k;
+    }
+  }
+  if (radix != nullptr) *radix = best_radix;
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra = local > 1 ? 2 * log2_of(local) * (m.intra_alpha + n * m.intra_beta) +
                                        log2_of(local) * n * m.gamma
@@ -757,13 +835,11 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes) {
   const double native = std::min(rd, ring_rounds + detour);
   // On one host the library's shared-memory algorithms are what commtap's would be built on.
   if (t.nodes <= 1) return Algorithm::native;
-  const std::pair<double, Algorithm> forms[] = {{hier_direct, Algorithm::hier_direct},
-                                                {direct, Algorithm::direct},
-                                                {hier, Algorithm::hier},
-                                                {pipe, Algorithm::hier_pipe},
-                                                {star, Algorithm::star},
-                                                {hier_star, Algorithm::hier_star},
-                                                {ring, Algorithm::ring}};
+  const std::pair<double, Algorithm> forms[] = {
+      {hier_direct, Algorithm::hier_direct}, {direct, Algorithm::direct},
+      {knomial, Algorithm::knomial},         {hier, Algorithm::hier},
+      {pipe, Algorithm::hier_pipe},          {star, Algorithm::star},
+      {hier_star, Algorithm::hier_star},     {ring, Algorithm::ring}};
   const auto best = std::min_element(std::begin(forms), std::end(forms), [](auto& a, auto& b) {
     return a.first < b.first;  // the first of equals: the list's order of preference
   });
@@ -783,10 +859,13 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
     return std::nullopt;
   Topology* topology = topology_of(comm, context.test_nodes, context.avoid);
   Algorithm algorithm = context.allreduce;
-  if (algorithm == Algorithm::automatic) {
+  if (algorithm == Algorithm::automatic || algorithm == Algorithm::knomial) {
     MPI_Count size = 0;
     PMPI_Type_size_c(type, &size);
-    algorithm = choose(context.cost_model, *topology, count * size);
+    int radix = 2;
+    const Algorithm chosen = choose(context.cost_model, *topology, count * size, &radix);
+    topology->radix = context.knomial_radix > 0 ? context.knomial_radix : radix;
+    if (algorithm == Algorithm::automatic) algorithm = chosen;
     if (algorithm == Algorithm::native) return std::nullopt;
   }
   used = algorithm;

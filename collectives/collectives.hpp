@@ -77,6 +77,7 @@ struct Topology {
   // byte (s/B), and whether one was named without figures (a list in the setting). 0: none.
   double flagged_alpha = 0, flagged_beta = 0;
   bool flagged_unmeasured = false;
+  int radix = 2;              // the knomial all-reduce's k for the call about to run (set per call)
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
   // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for
@@ -155,7 +156,10 @@ struct CostModel {
   int measured_ranks = 0, measured_nodes = 0, measured_largest_node = 0;  // the choices' shape
   std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };
-Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes);
+// `radix`, when given, receives the knomial form's best k for this size (whether or not that
+// form is chosen).
+Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes,
+                 int* radix = nullptr);
 
 // What the module is told once, at MPI_Init: the settings and the agreed cost model, equal on all
 // ranks (only the algorithm can change later, at the same point on every rank).
@@ -164,6 +168,7 @@ struct Context {
   CostModel cost_model;                     // for automatic
   Avoid avoid;                              // hosts and links to route around
   int test_nodes = 0;                       // COMMTAP_TEST_NODES
+  int knomial_radix = 0;                    // COMMTAP_KNOMIAL_RADIX (0: the cost model's)
   bool yield = false;                       // COMMTAP_YIELD
 };
 

@@ -157,6 +157,7 @@ CostModel agree_on_cost_model(const Settings& settings, const Context& context, 
 Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>& problems) {
   Context context;
   context.test_nodes = static_cast<int>(settings.test_nodes);
+  context.knomial_radix = static_cast<int>(settings.knomial_radix);
   context.yield = settings.yield;
   if (!parse_algorithm(settings.allreduce, context.allreduce)) {
     problems.push_back("commtap: COMMTAP_ALLREDUCE=" + settings.allreduce + " is not one of " +

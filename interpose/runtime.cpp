@@ -144,6 +144,7 @@ void agree_with_rank_0(Settings& settings, MPI_Comm comm, int rank) {
                            {"COMMTAP_PROBE_INTERVAL", &settings.probe_interval},
                            {"COMMTAP_PROBE_BYTES", &settings.probe_bytes},
                            {"COMMTAP_TEST_NODES", &settings.test_nodes},
+                           {"COMMTAP_KNOMIAL_RADIX", &settings.knomial_radix},
                            {"COMMTAP_CALIBRATE", &calibrate}};
   constexpr int kCount = static_cast<int>(std::size(agreed));
   long rank_0[kCount];

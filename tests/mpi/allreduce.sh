@@ -33,6 +33,19 @@ for algorithm in $forms; do
   pass "$algorithm: 3 x 60 random cases equal the library's (4 ranks/2 nodes, 3/2, 4/1)"
 done
 
+# knomial with the radix forced, on more ranks: several rounds (7 ranks in radix 2, 9 in radix 3),
+# ranks past the largest power of k folded in and sent the result (7, 5 and 6 ranks).
+for shape in "2 7 0" "3 9 3" "3 5 2" "4 6 2"; do
+  read -r radix ranks nodes <<<"$shape"
+  # A trace folder of its own: later checks read `trace`, which holds 4 ranks' files.
+  out=$(COMMTAP_DIR=trace-knomial COMMTAP_SAMPLE=1 COMMTAP_ALLREDUCE=knomial \
+    COMMTAP_KNOMIAL_RADIX=$radix COMMTAP_TEST_NODES=$nodes COMMTAP_YIELD=1 \
+    run_preloaded "$ranks" "$PROGRAMS/allreduce_sweep" 60 $((radix * 100 + ranks))) ||
+    fail "knomial radix $radix on $ranks ranks: $out"
+  expect_equal "cases 60 mismatches 0" "$out" "knomial radix $radix on $ranks ranks, $nodes nodes"
+done
+pass "knomial in radix 2, 3 and 4 on 5-9 ranks equals the library's"
+
 # The messages of commtap's own algorithms are in the transfers table (tag -1) for the recorded
 # instances (every 4th here): both sides of each, numbered alike, so that every send joins its
 # receive with the same size, and every one has ended.
