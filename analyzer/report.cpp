@@ -278,32 +278,27 @@ std::string probe_matrices(const nlohmann::json& details) {
            " probe rounds, " + number(us, us < 100 ? 1 : 0) + " us latency, " +
            number(mb, mb < 100 ? 1 : 0) + " MB/s" + (p.value("slow", false) ? " (slow)" : "");
   };
+  // One matrix of one measure: `worse` is how many times worse than the best pair a value is.
+  auto matrix = [&](const char* id, const char* legend, const char* key, const char* unit,
+                    auto worse) {
+    return host_matrix(id, hosts, legend, [&](const std::string& from, const std::string& to) {
+      MatrixCell c;
+      auto found = cells.find({from, to});
+      if (found == cells.end()) return c;
+      const double value = found->second[key].get<double>();
+      c.measured = true;
+      c.fill = ramp(ratio_position(worse(value)));
+      c.line1 = number(value, value < 100 ? 1 : 0) + " " + unit;
+      c.title = describe(from, to, found->second);
+      return c;
+    });
+  };
   const std::string latency =
-      host_matrix("link-probe-latency", hosts, "latency / the best pair's",
-                  [&](const std::string& from, const std::string& to) {
-                    MatrixCell c;
-                    auto found = cells.find({from, to});
-                    if (found == cells.end()) return c;
-                    const double us = found->second["latency_us"].get<double>();
-                    c.measured = true;
-                    c.fill = ramp(ratio_position(us / std::max(1e-3, best_us)));
-                    c.line1 = number(us, us < 100 ? 1 : 0) + " us";
-                    c.title = describe(from, to, found->second);
-                    return c;
-                  });
+      matrix("link-probe-latency", "latency / the best pair's", "latency_us", "us",
+             [&](double us) { return us / std::max(1e-3, best_us); });
   const std::string throughput =
-      host_matrix("link-probe-throughput", hosts, "the best pair's throughput / this one's",
-                  [&](const std::string& from, const std::string& to) {
-                    MatrixCell c;
-                    auto found = cells.find({from, to});
-                    if (found == cells.end()) return c;
-                    const double mb = found->second["mb_per_s"].get<double>();
-                    c.measured = true;
-                    c.fill = ramp(ratio_position(best_mb / std::max(1e-3, mb)));
-                    c.line1 = number(mb, mb < 100 ? 1 : 0) + " MB/s";
-                    c.title = describe(from, to, found->second);
-                    return c;
-                  });
+      matrix("link-probe-throughput", "the best pair's throughput / this one's", "mb_per_s", "MB/s",
+             [&](double mb) { return best_mb / std::max(1e-3, mb); });
   return "<div class='row'><div><h4>Latency (us)</h4>" + latency +
          "</div><div><h4>Throughput (MB/s)</h4>" + throughput +
          "</div></div><p class='caption'>Link probes of the newest rounds, sender row to receiver "

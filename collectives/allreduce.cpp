@@ -106,17 +106,23 @@ namespace {
 // are "test-node-K"), then the star roots, the ring orders and the flagged links' cost, the same
 // on every rank.
 void route(Topology& t, int test_nodes, const Avoid& avoid) {
-  char host[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  PMPI_Get_processor_name(host, &length);
-  std::vector<char> names(static_cast<std::size_t>(t.size) * MPI_MAX_PROCESSOR_NAME);
-  PMPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
-                 MPI_CHAR, t.flat);
+  // Host names are only matched against what is avoided (equal on all ranks, so every rank
+  // skips this gather alike): MPI_MAX_PROCESSOR_NAME bytes per rank.
+  std::vector<char> names;
+  if (test_nodes == 0 && !(avoid.hosts.empty() && avoid.links.empty())) {
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    PMPI_Get_processor_name(host, &length);
+    names.resize(static_cast<std::size_t>(t.size) * MPI_MAX_PROCESSOR_NAME);
+    PMPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                   MPI_CHAR, t.flat);
+  }
   std::vector<int> node_of(static_cast<std::size_t>(t.size));
   PMPI_Allgather(&t.node_index, 1, MPI_INT, node_of.data(), 1, MPI_INT, t.flat);
   auto host_of = [&](int rank) {
     if (test_nodes > 0)
       return "test-node-" + std::to_string(node_of[static_cast<std::size_t>(rank)]);
+    if (names.empty()) return std::string();
     return std::string(names.data() + static_cast<std::size_t>(rank) * MPI_MAX_PROCESSOR_NAME);
   };
   std::vector<std::string> node_host(static_cast<std::size_t>(t.nodes));
