@@ -315,6 +315,27 @@ int reduce(const Call& c, const void* in, void* inout, MPI_Count count) {
   return count == 0 ? MPI_SUCCESS : PMPI_Reduce_local_c(in, inout, count, c.type, c.op);
 }
 
+// COMMTAP_TEST_REVERSED_FOLD: this rank folds in the other order (see fold()).
+bool reversed_fold_for_tests = false;
+
+// buffer = slot(0) op (slot(1) op (... op slot(n - 1))): the one order in which every rank that
+// folds the same n buffers does it (the highest first), so that all of them end with the same
+// bits; floating-point sums in another association differ in the last ones.
+template <typename Slot>
+int fold(const Call& c, Slot slot, int n, void* buffer, MPI_Count count) {
+  const auto bytes = static_cast<std::size_t>(count * c.extent);
+  if (reversed_fold_for_tests) {  // the wrong order, for the test that must catch it
+    std::memcpy(buffer, slot(0), bytes);
+    for (int i = 1; i < n; ++i)
+      if (const int rc = reduce(c, slot(i), buffer, count); rc != MPI_SUCCESS) return rc;
+    return MPI_SUCCESS;
+  }
+  std::memcpy(buffer, slot(n - 1), bytes);
+  for (int i = n - 2; i >= 0; --i)
+    if (const int rc = reduce(c, slot(i), buffer, count); rc != MPI_SUCCESS) return rc;
+  return MPI_SUCCESS;
+}
+
 #define COMMTAP_TRY(expression)         \
   do {                                  \
     const int rc_ = (expression);       \
@@ -545,9 +566,7 @@ int direct(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count,
   }
   std::memcpy(slot(rank), buffer, bytes);
   COMMTAP_TRY(wait_all(c, static_cast<int>(requests.size()), requests.data()));
-  std::memcpy(buffer, slot(size - 1), bytes);
-  for (int peer = size - 2; peer >= 0; --peer) COMMTAP_TRY(reduce(c, slot(peer), buffer, count));
-  return MPI_SUCCESS;
+  return fold(c, slot, size, buffer, count);
 }
 
 // k-nomial (recursive multiplying): the largest power of k not above p, p', takes part; each
@@ -597,8 +616,7 @@ int knomial(const Call& c, MPI_Comm comm, void* buffer, MPI_Count count, std::ve
     }
     std::memcpy(slot(digit), buffer, bytes);
     COMMTAP_TRY(wait_all(c, static_cast<int>(requests.size()), requests.data()));
-    std::memcpy(buffer, slot(k - 1), bytes);
-    for (int d = k - 2; d >= 0; --d) COMMTAP_TRY(reduce(c, slot(d), buffer, count));
+    COMMTAP_TRY(fold(c, slot, k, buffer, count));
   }
   for (int r : extras) COMMTAP_TRY(send(c, comm, r, buffer, count));
   return MPI_SUCCESS;
@@ -672,6 +690,10 @@ Algorithm inter_algorithm(MPI_Count bytes) {
 }
 
 }  // namespace
+
+void reverse_folds_for_tests(bool on) {
+  reversed_fold_for_tests = on;
+}
 
 int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count count,
               MPI_Datatype type, MPI_Op op, Topology& t, bool yield, std::vector<Step>* steps) {

@@ -161,6 +161,11 @@ struct CostModel {
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes,
                  int* radix = nullptr);
 
+// For commtap's own tests (COMMTAP_TEST_REVERSED_FOLD): this rank folds the direct and knomial
+// exchanges' buffers in the other order, so that its floating-point results differ from the
+// other ranks' in the last bits; the sweep test must catch that.
+void reverse_folds_for_tests(bool on);
+
 // What the module is told once, at MPI_Init: the settings and the agreed cost model, equal on all
 // ranks (only the algorithm can change later, at the same point on every rank).
 struct Context {

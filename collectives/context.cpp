@@ -168,6 +168,7 @@ Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>&
   if (context.allreduce == Algorithm::native) return context;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
+  reverse_folds_for_tests(settings.test_reversed_fold == rank);
   context.avoid = avoid_from_setting(settings.avoid_hosts, comm, rank);
   context.cost_model = agree_on_cost_model(settings, context, comm, rank);
   return context;

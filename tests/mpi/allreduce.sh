@@ -46,6 +46,19 @@ for shape in "2 7 0" "3 9 3" "3 5 2" "4 6 2"; do
 done
 pass "knomial in radix 2, 3 and 4 on 5-9 ranks equals the library's"
 
+# The sweep can fail: one rank folding the exchanged buffers in the other order gets floating-point
+# sums that differ from the other ranks' in the last bits, which the sweep must report.
+for shape in "direct 0 4" "knomial 3 3"; do
+  read -r algorithm radix ranks <<<"$shape"
+  out=$(COMMTAP_DIR=trace-reversed COMMTAP_ALLREDUCE=$algorithm COMMTAP_KNOMIAL_RADIX=$radix \
+    COMMTAP_TEST_REVERSED_FOLD=1 COMMTAP_YIELD=1 \
+    run_preloaded "$ranks" "$PROGRAMS/allreduce_sweep" 60 7 2>&1) &&
+    fail "$algorithm: rank 1 folding in the other order went unnoticed: $out"
+  [[ "$out" =~ mismatches\ ([1-9][0-9]*) ]] ||
+    fail "$algorithm: rank 1 folding in the other order: no mismatch counted: $out"
+done
+pass "a rank that folds in the other order fails the sweep (direct, knomial radix 3)"
+
 # The messages of commtap's own algorithms are in the transfers table (tag -1) for the recorded
 # instances (every 4th here): both sides of each, numbered alike, so that every send joins its
 # receive with the same size, and every one has ended.
