@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -60,6 +61,70 @@ struct LinkObservation {
   bool later_half = false;  // sent in the second half of the recent window
 };
 
+// A message between two hosts, its times on rank 0's clock.
+struct JoinedMessage {
+  int from_host, to_host;
+  std::int64_t start, posted, done, bytes;
+};
+
+// Per host, what to add to its ranks' aligned times so that the job's messages read the same
+// one-way time both ways on healthy links. The clock offsets are Cristian estimates against
+// rank 0, which assume the way there and back take equally long: a link slow in one direction
+// only (0 -> 1 3 ms late) puts host 1's clock off by half that, and every message into host 1
+// then reads 1.5 ms short and every message out of it 1.5 ms long, so that all of host 1's links
+// look slow and the fault looks like host 1's. Per host pair, half the difference of the fastest
+// message each way (the least queueing) is the offset between the two as their messages see it;
+// a host's correction is the median over the ways to reach it from rank 0's host, directly and
+// through each third host, so that one asymmetric link is outvoted. That needs three ways at
+// least (four hosts): with three hosts, which of the three links is the asymmetric one cannot be
+// told, and the Cristian estimate stands. A host whose every outgoing link is slow is the same
+// as a clock offset to any such reckoning; it stays as it was (a slow host, half the delay each
+// way).
+std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages, int hosts,
+                                      int reference) {
+  std::vector<double> correction(static_cast<std::size_t>(hosts), 0.0);
+  if (hosts < 4 || reference < 0 || reference >= hosts) return correction;
+  // The fastest one-way reading per directed pair and size class: any message, whether or not
+  // it was in flight, took at most its completion minus its send.
+  constexpr std::size_t kMinMessages = 3;
+  std::map<std::tuple<int, int, int>, std::pair<double, std::size_t>> fastest;
+  for (const JoinedMessage& m : messages) {
+    auto [it, fresh] = fastest.try_emplace({m.from_host, m.to_host, size_class(m.bytes)},
+                                           static_cast<double>(m.done - m.start), 0);
+    it->second.first = std::min(it->second.first, static_cast<double>(m.done - m.start));
+    ++it->second.second;
+  }
+  // skew[a][b]: how far b's clock reads ahead of a's, by the class measured most both ways.
+  std::vector<std::vector<std::optional<double>>> skew(static_cast<std::size_t>(hosts),
+                                                       std::vector<std::optional<double>>(hosts));
+  std::map<std::pair<int, int>, std::size_t> best_count;
+  for (const auto& [key, forth] : fastest) {
+    const auto [a, b, size] = key;
+    if (a >= b) continue;
+    auto back = fastest.find({b, a, size});
+    if (back == fastest.end()) continue;
+    const std::size_t n = std::min(forth.second, back->second.second);
+    if (n < kMinMessages || n <= best_count[{a, b}]) continue;
+    best_count[{a, b}] = n;
+    const double half = (forth.first - back->second.first) / 2;
+    skew[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] = half;
+    skew[static_cast<std::size_t>(b)][static_cast<std::size_t>(a)] = -half;
+  }
+  auto at = [&](int a, int b) -> const std::optional<double>& {
+    return skew[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
+  };
+  for (int h = 0; h < hosts; ++h) {
+    if (h == reference) continue;
+    std::vector<double> ways;
+    if (at(reference, h)) ways.push_back(*at(reference, h));
+    for (int m = 0; m < hosts; ++m)
+      if (m != reference && m != h && at(reference, m) && at(m, h))
+        ways.push_back(*at(reference, m) + *at(m, h));
+    if (ways.size() >= 3) correction[static_cast<std::size_t>(h)] = -median_of(ways);
+  }
+  return correction;
+}
+
 }  // namespace
 
 bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
@@ -99,6 +164,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   std::map<CellKey, std::vector<LinkObservation>> recent;
   std::mt19937_64 random(12345);
   std::uint64_t joined = 0;
+  std::vector<JoinedMessage> between_hosts;
   if (!each_row(
           job,
           "SELECT rank, peer, comm_id, tag, msg, start_ns, end_ns FROM transfers "
@@ -118,22 +184,42 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
             if (done > until_aligned) return;
             ++joined;
             if (r->second.host == p->second.host) return;  // shared memory: not a link
-            // In flight (the receive was posted before the send, or the data came in well
-            // after the post): completion minus send is the one-way time. Otherwise the data
-            // was there when the receive was posted: the one-way time was at most that, and a
-            // receiver that posts late says nothing more about the link.
-            const std::int64_t start = found->second.start;
-            constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
-            const bool in_flight = posted <= start || done - posted >= kCopyNs;
-            const CellKey key{p->second.host, r->second.host, size_class(found->second.bytes)};
-            const double one_way = std::max(0.0, static_cast<double>(done - start));
-            if (in_flight) cells[key].add(one_way, random);
-            if (start >= recent_aligned)
-              recent[key].push_back({one_way, !in_flight, start >= recent_middle});
+            between_hosts.push_back({p->second.host, r->second.host, found->second.start, posted,
+                                     done, found->second.bytes});
           },
           error))
     return false;
   health.messages = joined;
+  sends.clear();
+  const auto reference = job.ranks.find(0);
+  const std::vector<double> correction =
+      clock_corrections(between_hosts, static_cast<int>(job.hosts.size()),
+                        reference == job.ranks.end() ? -1 : reference->second.host);
+  json corrections = json::object();
+  for (std::size_t h = 0; h < correction.size(); ++h)
+    if (correction[h] != 0) corrections[job.hosts[h]] = correction[h] / 1e3;
+  if (!corrections.empty()) health.details["clock_corrections_us"] = corrections;
+  for (JoinedMessage& m : between_hosts) {
+    const auto sender =
+        static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
+    const auto receiver =
+        static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.to_host)]);
+    const std::int64_t start = m.start + sender, posted = m.posted + receiver,
+                       done = m.done + receiver;
+    // In flight (the receive was posted before the send, or the data came in well after the
+    // post): completion minus send is the one-way time. Otherwise the data was there when the
+    // receive was posted: the one-way time was at most that, and a receiver that posts late
+    // says nothing more about the link.
+    constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
+    const bool in_flight = posted <= start || done - posted >= kCopyNs;
+    const CellKey key{m.from_host, m.to_host, size_class(m.bytes)};
+    const double one_way = std::max(0.0, static_cast<double>(done - start));
+    if (in_flight) cells[key].add(one_way, random);
+    if (start >= recent_aligned)
+      recent[key].push_back({one_way, !in_flight, start >= recent_middle});
+  }
+  between_hosts.clear();
+  between_hosts.shrink_to_fit();
   if (cells.empty()) return true;
   // Baseline per size class: the lower quartile of the cells' medians (robust to a slow host,
   // whose cells can be most of a small cluster's).

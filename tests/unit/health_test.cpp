@@ -74,6 +74,10 @@ struct SyntheticJob {
   std::function<double(int from_host, int to_host, double t)> probe_latency_us =
       [](int, int, double) { return 30.0; };
 
+  // How far each host's clock offset estimate is off (us): a Cristian estimate over a link that
+  // is slower one way than the other is off by half the difference.
+  std::function<double(int host)> clock_error_us = [](int) { return 0.0; };
+
   int host_of(int rank) const { return rank / (ranks / hosts); }
 
   void write(const fs::path& directory) const {
@@ -180,7 +184,8 @@ struct SyntheticJob {
         s.wall_minus_monotonic_ns = static_cast<std::int64_t>(kStartWall - kMono0);
         s.function_names = {"MPI_Allreduce", "MPI_Isend", "MPI_Irecv"};
         if (w == 0) {
-          s.clock_estimates = {{kMono0, {0, 0}}};
+          s.clock_estimates = {
+              {kMono0, {static_cast<std::int64_t>(clock_error_us(host_of(r)) * 1e3), 0}}};
           monitor::CommunicatorRow world;
           world.id = 1;
           world.created_by = "MPI_COMM_WORLD";
@@ -410,6 +415,27 @@ TEST(Health, AHostThatBecameSlowLateInTheJobIsNamedAlone) {
   job.receive_wait_ms = [](int rank) { return rank / 2 == 1 ? 0.0 : 60.0; };
   job.call_us = [](double t) { return t < 40 ? 100.0 : 3100.0; };
   expect_exactly(analyze(job), {{"slow_host", "host h1"}});
+}
+
+// A link slow one way only (h0 -> h1, 3 ms) also puts h1's clock estimate off by half that (its
+// exchanges with rank 0 on h0 took 3 ms longer one way): every message into h1 then reads 1.5 ms
+// short and every one out of it 1.5 ms long, as if all of h1's links were slow. The messages'
+// fastest readings both ways, through the other hosts, put h1's clock back: one link is named.
+TEST(Health, ALinkSlowOneWayIsNotTheHostWhoseClockItSkewed) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double) { return from == 0 && to == 1 ? 3000.0 : 0.0; };
+  job.clock_error_us = [](int host) { return host == 1 ? -1500.0 : 0.0; };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_link", "link h0 -> h1"}});
+  ASSERT_TRUE(health.details.contains("clock_corrections_us"));
+  EXPECT_NEAR(health.details["clock_corrections_us"]["h1"].get<double>(), 1500, 100);
+  // A host whose clock estimate is merely off, with every link healthy: no finding, and the
+  // correction undoes the error.
+  job.link_us = [](int, int, double) { return 0.0; };
+  job.clock_error_us = [](int host) { return host == 2 ? 800.0 : 0.0; };
+  const JobHealth skewed = analyze(job);
+  expect_exactly(skewed, {});
+  EXPECT_NEAR(skewed.details["clock_corrections_us"]["h2"].get<double>(), -800, 100);
 }
 
 TEST(Health, AHostWithSlowLinksBothWaysIsTheHostsNetwork) {
