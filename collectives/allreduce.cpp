@@ -890,8 +890,14 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
   if (algorithm == Algorithm::automatic || algorithm == Algorithm::knomial) {
     MPI_Count size = 0;
     PMPI_Type_size_c(type, &size);
-    int radix = 2;
-    const Algorithm chosen = choose(context.cost_model, *topology, count * size, &radix);
+    auto cached = topology->chosen.find(count * size);
+    if (cached == topology->chosen.end()) {
+      if (topology->chosen.size() >= 4096) topology->chosen.clear();
+      int radix = 2;
+      const Algorithm best = choose(context.cost_model, *topology, count * size, &radix);
+      cached = topology->chosen.emplace(count * size, std::make_pair(best, radix)).first;
+    }
+    const auto [chosen, radix] = cached->second;
     topology->radix = context.knomial_radix > 0 ? context.knomial_radix : radix;
     if (algorithm == Algorithm::automatic) algorithm = chosen;
     if (algorithm == Algorithm::native) return std::nullopt;

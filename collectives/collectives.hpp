@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,7 +78,10 @@ struct Topology {
   // byte (s/B), and whether one was named without figures (a list in the setting). 0: none.
   double flagged_alpha = 0, flagged_beta = 0;
   bool flagged_unmeasured = false;
-  int radix = 2;              // the knomial all-reduce's k for the call about to run (set per call)
+  int radix = 2;  // the knomial all-reduce's k for the call about to run (set per call)
+  // choose()'s answers (algorithm, knomial k) by call size in bytes, which depend on nothing
+  // else that changes after MPI_Init; cleared when it grows past a few thousand sizes.
+  std::unordered_map<MPI_Count, std::pair<Algorithm, int>> chosen;
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
   // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for
