@@ -189,8 +189,10 @@ const char* patient_vfs() {
 
 }  // namespace
 
-std::string reader_uri(const std::string& path) {
-  // A URI's path must not contain '?' or '#' unescaped, and '%' starts an escape.
+namespace {
+
+// A URI's path must not contain '?' or '#' unescaped, and '%' starts an escape.
+std::string file_uri(const std::string& path) {
   std::string uri = "file:";
   for (const char c : path) {
     if (c == '?' || c == '#' || c == '%') {
@@ -201,6 +203,13 @@ std::string reader_uri(const std::string& path) {
       uri += c;
     }
   }
+  return uri;
+}
+
+}  // namespace
+
+std::string reader_uri(const std::string& path) {
+  const std::string uri = file_uri(path);
   // The file format's header: at 18 and 19 the write and read versions, 1 for a rollback
   // journal and 2 for WAL.
   unsigned char header[20] = {};
@@ -215,12 +224,41 @@ std::string reader_uri(const std::string& path) {
   return uri + "?mode=ro";
 }
 
+RecoveredCopy::RecoveredCopy(const std::string& path) {
+  std::error_code ec;
+  const auto journal = fs::file_size(path + "-journal", ec);
+  if (ec || journal == 0) return;
+  std::string directory = (fs::temp_directory_path(ec) / "commtap-recover-XXXXXX").string();
+  failed_ = true;
+  if (ec || ::mkdtemp(directory.data()) == nullptr) return;
+  directory_ = directory;
+  const std::string into = (fs::path(directory) / fs::path(path).filename()).string();
+  for (const char* suffix : {"", "-journal", "-wal"}) {
+    if (*suffix != '\0' && !fs::exists(path + suffix, ec)) continue;
+    if (!fs::copy_file(path + suffix, into + suffix, ec)) return;
+  }
+  failed_ = false;
+  uri_ = file_uri(into);
+}
+
+RecoveredCopy::~RecoveredCopy() {
+  std::error_code ec;
+  if (!directory_.empty()) fs::remove_all(directory_, ec);
+}
+
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::string& error) {
   auto reader = std::unique_ptr<TraceReader>(new TraceReader());
   reader->path_ = path;
-  const std::string uri = reader_uri(path);
-  if (sqlite3_open_v2(uri.c_str(), &reader->db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
-      SQLITE_OK) {
+  reader->recovered_ = std::make_unique<RecoveredCopy>(path);
+  if (reader->recovered_->failed()) {
+    error = path + ": a hot journal beside it, and no private copy to roll it back in";
+    return nullptr;
+  }
+  const bool recovered = !reader->recovered_->uri().empty();
+  const std::string uri = recovered ? reader->recovered_->uri() : reader_uri(path);
+  if (sqlite3_open_v2(uri.c_str(), &reader->db_,
+                      (recovered ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_URI,
+                      nullptr) != SQLITE_OK) {
     error = path + ": " + (reader->db_ ? sqlite3_errmsg(reader->db_) : "cannot open");
     return nullptr;
   }

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <random>
 
 #include "analyzer/analyzer.hpp"
+#include "analyzer/trace_files.hpp"
 #include "monitor/monitor.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -296,6 +299,60 @@ TEST(JobDatabase, CorruptFileIsNamedInTheError) {
   std::string error;
   EXPECT_FALSE(analyzer::JobDatabase::open(dir.path().string(), error));
   EXPECT_NE(error.find("rank-1.db"), std::string::npos) << error;
+}
+
+// A rank killed inside a rollback-journal transaction leaves a hot journal, which a read-only
+// reader may not roll back and immutable=1 would ignore (reading the half-written pages): the
+// reader and `commtap query` read a privately rolled-back copy, and leave the files alone.
+TEST(JobDatabase, AHotJournalOfAKilledRankIsRolledBackInACopy) {
+  TempDir dir;
+  write_job(dir.path(), 2);
+  const fs::path file = dir.path() / "rank-1.db";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the writer, killed in the middle of a transaction larger than its cache
+    sqlite3* db = nullptr;
+    sqlite3_open(file.c_str(), &db);
+    sqlite3_exec(db,
+                 "PRAGMA journal_mode = DELETE; PRAGMA cache_size = 2; BEGIN;"
+                 "CREATE TABLE uncommitted(x);"
+                 "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)"
+                 "INSERT INTO uncommitted SELECT randomblob(1000) FROM n;"
+                 "UPDATE ranks SET host = 'torn';",
+                 nullptr, nullptr, nullptr);
+    _exit(0);  // no COMMIT, no close
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_GT(fs::file_size(file.string() + "-journal"), 0u);
+  const auto size = fs::file_size(file);
+
+  std::string error;
+  auto reader = analyzer::TraceReader::open(file.string(), error);
+  ASSERT_TRUE(reader) << error;
+  std::string hosts;
+  int tables = -1;
+  ASSERT_TRUE(reader->each(
+      "SELECT group_concat(host) FROM ranks", {},
+      [&](sqlite3_stmt* s) { hosts = analyzer::column_text(s, 0); }, error))
+      << error;
+  ASSERT_TRUE(reader->each(
+      "SELECT count(*) FROM sqlite_master WHERE name = 'uncommitted'", {},
+      [&](sqlite3_stmt* s) { tables = sqlite3_column_int(s, 0); }, error))
+      << error;
+  EXPECT_EQ(hosts, "h1");
+  EXPECT_EQ(tables, 0);
+  reader.reset();
+
+  auto job = analyzer::JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(job) << error;
+  auto result = job->query("SELECT rank, host FROM ranks ORDER BY rank", error);
+  ASSERT_TRUE(result) << error;
+  ASSERT_EQ(result->rows.size(), 2u);
+  EXPECT_EQ(cell(*result, 1, 1), "h1");
+  // The job's own files as they were: the rank may still be running.
+  EXPECT_GT(fs::file_size(file.string() + "-journal"), 0u);
+  EXPECT_EQ(fs::file_size(file), size);
 }
 
 TEST(JobDatabase, ForeignSchemaVersionIsRefused) {
