@@ -81,7 +81,8 @@ struct Session {
   monitor::RankFacts facts;
   std::string database_path;
   std::unique_ptr<monitor::TraceWriter> writer;
-  std::size_t sites_written = 0;  // touched by the writer thread only
+  std::size_t sites_written = 0;          // touched by the writer thread only
+  std::size_t communicators_written = 0;  // likewise
   std::atomic<bool> final_window{false};
   // Link probes (nullptr: off); run under `lifecycle_mutex` at agreed world collectives.
   std::unique_ptr<probes::LinkProber> prober;
@@ -216,7 +217,7 @@ monitor::Snapshot collect_snapshot() {
     if (totals[i].calls == 0 && totals[i].completions == 0) continue;
     snapshot.functions.push_back({kFunctionName[i], family_name(kFamily[i]), totals[i]});
   }
-  snapshot.communicators = runtime().communicators.rows();
+  snapshot.communicators = runtime().communicators.rows_since(session.communicators_written);
   snapshot.instances_dropped = runtime().counters->drain(snapshot.instances);
   // After the instances: every site they name is written in the same window or before.
   snapshot.new_sites = runtime().call_sites.since(session.sites_written);

@@ -215,9 +215,12 @@ std::vector<monitor::CommProgress> CommunicatorRegistry::progress() const {
   return out;
 }
 
-std::vector<monitor::CommunicatorRow> CommunicatorRegistry::rows() const {
+std::vector<monitor::CommunicatorRow> CommunicatorRegistry::rows_since(std::size_t& cursor) const {
   std::lock_guard lock(mutex_);
-  return rows_;
+  std::vector<monitor::CommunicatorRow> out(
+      rows_.begin() + static_cast<std::ptrdiff_t>(std::min(cursor, rows_.size())), rows_.end());
+  cursor = rows_.size();
+  return out;
 }
 
 }  // namespace commtap::world

@@ -93,8 +93,10 @@ class CommunicatorRegistry {
   void freed(MPI_Comm comm);
   // The id of a live communicator, or 0 if commtap has not seen it being made.
   std::int64_t id_of(MPI_Comm comm) const;
-  // Every communicator this rank belonged to since MPI_Init, live or freed.
-  std::vector<monitor::CommunicatorRow> rows() const;
+  // The communicators this rank joined since `cursor` (a count the caller keeps; rows never
+  // change once added), live or freed: the writer writes each row once, so a job that makes
+  // and frees communicators by the hundred thousand costs each window only its new ones.
+  std::vector<monitor::CommunicatorRow> rows_since(std::size_t& cursor) const;
   // Collectives entered and completed on each of them.
   std::vector<monitor::CommProgress> progress() const;
 
