@@ -89,10 +89,11 @@ std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages
   constexpr std::size_t kMinMessages = 3;
   std::map<std::tuple<int, int, int>, std::pair<double, std::size_t>> fastest;
   for (const JoinedMessage& m : messages) {
-    auto [it, fresh] = fastest.try_emplace({m.from_host, m.to_host, size_class(m.bytes)},
-                                           static_cast<double>(m.done - m.start), 0);
-    it->second.first = std::min(it->second.first, static_cast<double>(m.done - m.start));
-    ++it->second.second;
+    auto& [least, count] =
+        fastest.try_emplace({m.from_host, m.to_host, size_class(m.bytes)}, HUGE_VAL, 0)
+            .first->second;
+    least = std::min(least, static_cast<double>(m.done - m.start));
+    ++count;
   }
   // skew[a][b]: how far b's clock reads ahead of a's, by the class measured most both ways.
   std::vector<std::vector<std::optional<double>>> skew(static_cast<std::size_t>(hosts),
@@ -199,7 +200,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   for (std::size_t h = 0; h < correction.size(); ++h)
     if (correction[h] != 0) corrections[job.hosts[h]] = correction[h] / 1e3;
   if (!corrections.empty()) health.details["clock_corrections_us"] = corrections;
-  for (JoinedMessage& m : between_hosts) {
+  for (const JoinedMessage& m : between_hosts) {
     const auto sender =
         static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
     const auto receiver =

@@ -65,16 +65,12 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
   // any size load within SQLite's attachment limit. Files are opened read-only (reader_uri): a
   // live job's writers are never blocked.
   auto copy_file = [&](const std::string& where, std::string& reason) {
-    const RecoveredCopy recovered(where);  // a killed rank's hot journal, rolled back privately
-    if (recovered.failed()) {
-      reason = "a hot journal beside it, and no private copy to roll it back in";
+    const ReaderFile file(where);  // a killed rank's hot journal: a rolled-back copy
+    if (!file.problem().empty()) {
+      reason = file.problem();
       return false;
     }
-    bool ok =
-        exec(job->db_,
-             "ATTACH " + quoted(recovered.uri().empty() ? reader_uri(where) : recovered.uri()) +
-                 " AS src",
-             reason);
+    bool ok = exec(job->db_, "ATTACH " + quoted(file.uri()) + " AS src", reason);
     if (ok) {
       ok = exec(job->db_, "SELECT count(*) FROM src.sqlite_master", reason);
     }

@@ -224,12 +224,15 @@ std::string reader_uri(const std::string& path) {
   return uri + "?mode=ro";
 }
 
-RecoveredCopy::RecoveredCopy(const std::string& path) {
+ReaderFile::ReaderFile(const std::string& path) {
   std::error_code ec;
   const auto journal = fs::file_size(path + "-journal", ec);
-  if (ec || journal == 0) return;
+  if (ec || journal == 0) {
+    uri_ = reader_uri(path);
+    return;
+  }
+  problem_ = "a hot journal beside it, and no private copy to roll it back in";
   std::string directory = (fs::temp_directory_path(ec) / "commtap-recover-XXXXXX").string();
-  failed_ = true;
   if (ec || ::mkdtemp(directory.data()) == nullptr) return;
   directory_ = directory;
   const std::string into = (fs::path(directory) / fs::path(path).filename()).string();
@@ -237,27 +240,28 @@ RecoveredCopy::RecoveredCopy(const std::string& path) {
     if (*suffix != '\0' && !fs::exists(path + suffix, ec)) continue;
     if (!fs::copy_file(path + suffix, into + suffix, ec)) return;
   }
-  failed_ = false;
+  problem_.clear();
   uri_ = file_uri(into);
 }
 
-RecoveredCopy::~RecoveredCopy() {
+ReaderFile::~ReaderFile() {
   std::error_code ec;
   if (!directory_.empty()) fs::remove_all(directory_, ec);
+}
+
+int ReaderFile::open_flags() const {
+  return (directory_.empty() ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_URI;
 }
 
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::string& error) {
   auto reader = std::unique_ptr<TraceReader>(new TraceReader());
   reader->path_ = path;
-  reader->recovered_ = std::make_unique<RecoveredCopy>(path);
-  if (reader->recovered_->failed()) {
-    error = path + ": a hot journal beside it, and no private copy to roll it back in";
+  reader->file_ = std::make_unique<ReaderFile>(path);
+  if (!reader->file_->problem().empty()) {
+    error = path + ": " + reader->file_->problem();
     return nullptr;
   }
-  const bool recovered = !reader->recovered_->uri().empty();
-  const std::string uri = recovered ? reader->recovered_->uri() : reader_uri(path);
-  if (sqlite3_open_v2(uri.c_str(), &reader->db_,
-                      (recovered ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_URI,
+  if (sqlite3_open_v2(reader->file_->uri().c_str(), &reader->db_, reader->file_->open_flags(),
                       nullptr) != SQLITE_OK) {
     error = path + ": " + (reader->db_ ? sqlite3_errmsg(reader->db_) : "cannot open");
     return nullptr;

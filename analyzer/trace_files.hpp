@@ -32,27 +32,29 @@ std::string schema_version_problem(int version);
 // writing in place on a local filesystem) is opened mode=ro, through the writer's -shm.
 std::string reader_uri(const std::string& path);
 
-// A rank killed while its file was in a rollback-journal transaction (at MPI_Finalize the writer
-// leaves WAL mode for a rollback journal) leaves a hot journal beside it, which only a writer
-// may roll back: read-only, SQLite refuses the file ("attempt to write a readonly database"),
-// and immutable=1 would read the half-written pages. Where `path`-journal exists and is not
-// empty, the file and its journals are copied into a private temporary directory, where the
-// copy is rolled back on first read: readers see the last committed state and the job's own
-// files stay as they are. Removed with this object.
-class RecoveredCopy {
+// What a reader opens for `path`: reader_uri(path), or, where a rank was killed inside a
+// rollback-journal transaction (at MPI_Finalize the writer leaves WAL mode for a rollback
+// journal) and left a hot journal beside its file, a private copy. Only a writer may roll a hot
+// journal back: read-only, SQLite refuses the file ("attempt to write a readonly database"), and
+// immutable=1 would read the half-written pages. So where `path`-journal exists and is not empty,
+// the file and its journals are copied into a temporary directory, where the copy (opened
+// read-write) is rolled back on first read: readers see the last committed state and the job's
+// own files stay as they are. The copy goes with this object.
+class ReaderFile {
  public:
-  explicit RecoveredCopy(const std::string& path);
-  ~RecoveredCopy();
-  RecoveredCopy(const RecoveredCopy&) = delete;
-  RecoveredCopy& operator=(const RecoveredCopy&) = delete;
-  // The URI to open instead of reader_uri(path) (read-write: a private copy); empty when the
-  // file needs no recovery. `failed`: it needed one and the copy could not be made.
+  explicit ReaderFile(const std::string& path);
+  ~ReaderFile();
+  ReaderFile(const ReaderFile&) = delete;
+  ReaderFile& operator=(const ReaderFile&) = delete;
   const std::string& uri() const { return uri_; }
-  bool failed() const { return failed_; }
+  // sqlite3_open_v2's flags for uri().
+  int open_flags() const;
+  // Why the file cannot be read, when it needed a copy and none could be made (then uri() is
+  // empty); else empty.
+  const std::string& problem() const { return problem_; }
 
  private:
-  std::string directory_, uri_;
-  bool failed_ = false;
+  std::string directory_, uri_, problem_;
 };
 
 // One database file, opened read-only (a live job's writers are never blocked).
@@ -71,7 +73,7 @@ class TraceReader {
   TraceReader() = default;
   sqlite3* db_ = nullptr;
   std::string path_;
-  std::unique_ptr<RecoveredCopy> recovered_;
+  std::unique_ptr<ReaderFile> file_;  // kept open with the database (a copy lives as long)
 };
 
 inline std::int64_t column_i64(sqlite3_stmt* s, int i) {
