@@ -323,15 +323,10 @@ bool reversed_fold_for_tests = false;
 // bits; floating-point sums in another association differ in the last ones.
 template <typename Slot>
 int fold(const Call& c, Slot slot, int n, void* buffer, MPI_Count count) {
-  const auto bytes = static_cast<std::size_t>(count * c.extent);
-  if (reversed_fold_for_tests) {  // the wrong order, for the test that must catch it
-    std::memcpy(buffer, slot(0), bytes);
-    for (int i = 1; i < n; ++i)
-      if (const int rc = reduce(c, slot(i), buffer, count); rc != MPI_SUCCESS) return rc;
-    return MPI_SUCCESS;
-  }
-  std::memcpy(buffer, slot(n - 1), bytes);
-  for (int i = n - 2; i >= 0; --i)
+  // The test's wrong order starts from slot(0) instead.
+  const int first = reversed_fold_for_tests ? 0 : n - 1, step = reversed_fold_for_tests ? 1 : -1;
+  std::memcpy(buffer, slot(first), static_cast<std::size_t>(count * c.extent));
+  for (int i = first + step; i >= 0 && i < n; i += step)
     if (const int rc = reduce(c, slot(i), buffer, count); rc != MPI_SUCCESS) return rc;
   return MPI_SUCCESS;
 }
