@@ -56,7 +56,7 @@ struct Reservoir {
 // (it was in flight when the receive was posted) or only an upper bound on it (it had arrived
 // before the receive was posted: it took at most that long).
 struct LinkObservation {
-  double ns = 0;
+  double ns = 0;  // negative where the two clocks' alignment is off by more than the latency
   bool upper_bound = false;
   bool later_half = false;  // sent in the second half of the recent window
 };
@@ -214,8 +214,8 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
     const bool in_flight = posted <= start || done - posted >= kCopyNs;
     const CellKey key{m.from_host, m.to_host, size_class(m.bytes)};
-    const double one_way = std::max(0.0, static_cast<double>(done - start));
-    if (in_flight) cells[key].add(one_way, random);
+    const auto one_way = static_cast<double>(done - start);
+    if (in_flight) cells[key].add(std::max(0.0, one_way), random);
     if (start >= recent_aligned)
       recent[key].push_back({one_way, !in_flight, start >= recent_middle});
   }
@@ -246,7 +246,11 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     double ratio = 0, median = 0, base = 0;
     std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
     std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
+    // Each recent message's time over its size class's baseline, and the excess a slow one
+    // has at least (threshold less baseline), for the round-trip check.
+    std::vector<double> recent_excess, slow_excess;
     bool slow = false;
+    bool clock_only = false;  // read slow, but the round trip is not: a clock error
     // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
     bool suspect = false;
   };
@@ -268,6 +272,8 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     const double threshold =
         std::max(base * options.link_factor, base + options.min_link_delay_us * 1e3);
     for (const LinkObservation& o : observations) {
+      cell.recent_excess.push_back(o.ns - base);
+      cell.slow_excess.push_back(threshold - base);
       if (o.ns < threshold) {
         ++cell.recent_fast;
         ++cell.half_fast[o.later_half];
@@ -277,7 +283,6 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
       }
     }
   }
-  json matrix = json::array();
   for (auto& [pair, cell] : pairs) {
     const double n = static_cast<double>(std::max<std::uint64_t>(1, cell.messages));
     cell.ratio /= n;
@@ -288,6 +293,32 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     };
     cell.slow = cell.recent_slow >= kMinSlow && half_slow(0) && half_slow(1);
     cell.suspect = !cell.slow && cell.recent_slow > 0 && cell.recent_slow >= cell.recent_fast;
+  }
+  // A one-way time is a difference of two hosts' clocks, aligned by estimates that can be off
+  // by milliseconds (a round trip slowed by a busy node, or by the asymmetric link itself), and
+  // with fewer than four hosts nothing above corrects them. A clock error adds to one
+  // direction what it takes from the other; a slow link adds to the round trip. So where the
+  // reverse direction was measured too, a slow or suspect direction counts only when its
+  // median excess and the reverse's (negative where it reads early) together still reach the
+  // threshold's excess: the round trip is slow. Messages that only bound their time from above
+  // count as measured in the reverse, which can only keep a finding.
+  json clock_not_link = json::array();
+  for (auto& [pair, cell] : pairs) {
+    if (!cell.slow && !cell.suspect) continue;
+    auto back = pairs.find({pair.second, pair.first});
+    if (back == pairs.end() || back->second.recent_excess.size() < kMinSlow) continue;
+    const double round_trip_excess =
+        median_of(cell.recent_excess) + median_of(back->second.recent_excess);
+    if (round_trip_excess >= median_of(cell.slow_excess)) continue;
+    cell.slow = cell.suspect = false;
+    cell.clock_only = true;
+    clock_not_link.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
+                              {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
+                              {"round_trip_excess_us", round_trip_excess / 1e3}});
+  }
+  if (!clock_not_link.empty()) health.details["slow_one_way_by_clock_only"] = clock_not_link;
+  json matrix = json::array();
+  for (auto& [pair, cell] : pairs) {
     matrix.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
                       {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
                       {"median_us", cell.median / 1e3},
@@ -372,13 +403,15 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   // A slow link is named only once its hosts' other links are known to be fine (at least
   // kMinKnown fast messages in the window, none suspect or slow): until then the slow link may
   // be the first sign of a slow host (behind a slow host the receivers are late, so evidence
-  // about its outgoing links comes in slowly) or an echo of one next to it.
+  // about its outgoing links comes in slowly) or an echo of one next to it. A link shown healthy
+  // by its round trip is known too.
   constexpr std::uint64_t kMinKnown = 3;
   auto undecided_around = [&](const std::pair<int, int>& link) {
     for (const auto& [other, cell] : pairs) {
       if (other == link || other == std::make_pair(link.second, link.first)) continue;
       if (!involves(other, link.first) && !involves(other, link.second)) continue;
-      if (cell.slow || cell.suspect || cell.recent_fast < kMinKnown) return true;
+      if (cell.slow || cell.suspect) return true;
+      if (cell.recent_fast < kMinKnown && !cell.clock_only) return true;
     }
     return false;
   };

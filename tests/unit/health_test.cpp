@@ -438,6 +438,33 @@ TEST(Health, ALinkSlowOneWayIsNotTheHostWhoseClockItSkewed) {
   EXPECT_NEAR(skewed.details["clock_corrections_us"]["h2"].get<double>(), -800, 100);
 }
 
+// With two or three hosts no third way corrects a clock estimate, and one taken on a busy node
+// can be milliseconds off (a 5 ms round trip, NetPIPE under load): every message one way then
+// reads slow and every one back reads early. The round trip, which no clock error touches, is
+// what a slow link must slow too.
+TEST(Health, AClockErrorIsNotASlowLinkWithoutASlowRoundTrip) {
+  for (int hosts : {2, 3}) {
+    SyntheticJob job;
+    job.hosts = hosts;
+    job.ranks = 2 * hosts;
+    job.clock_error_us = [](int host) { return host == 1 ? 2500.0 : 0.0; };
+    expect_exactly(analyze(job), {});
+    // A real one-way delay with the clock right is still one way ...
+    job.clock_error_us = [](int) { return 0.0; };
+    job.link_us = [](int from, int to, double) { return from == 0 && to == 1 ? 3000.0 : 0.0; };
+    expect_exactly(analyze(job), {{"slow_link", "link h0 -> h1"}});
+    // ... and one that skewed the estimate (half of it, the Cristian error) reads slow both
+    // ways, and host h1's other link slow one way: the round trips say it is this pair's (not
+    // which way), and that the other is h1's clock.
+    job.clock_error_us = [](int host) { return host == 1 ? -1500.0 : 0.0; };
+    if (hosts == 3) {  // with two, both ways read slow and nothing is the baseline
+      const JobHealth health = analyze(job);
+      expect_exactly(health, {{"slow_link", "link h0 <-> h1"}});
+      EXPECT_TRUE(health.details.contains("slow_one_way_by_clock_only"));
+    }
+  }
+}
+
 TEST(Health, AHostWithSlowLinksBothWaysIsTheHostsNetwork) {
   SyntheticJob job;
   job.link_us = [](int from, int to, double) { return from == 3 || to == 3 ? 2000.0 : 0.0; };
