@@ -135,6 +135,7 @@ Subcommand add_analyze_command(CLI::App& app) {
         }
         for (const std::string& error : errors)
           std::fprintf(stderr, "commtap: %s\n", error.c_str());
+        if (!store.empty()) weigh_against_other_jobs(store, results);
         std::cout << (analyze_json ? health_json(results).dump(2) + "\n" : health_text(results));
         if (!store.empty()) {
           std::string error;

@@ -26,6 +26,9 @@ constexpr std::size_t kRecentRounds = 5;
 // runs on 2 oversubscribed cores): a fault slows the same measure round after round.
 constexpr int kHostRounds = 2;  // a host is judged on several pairs at once
 constexpr int kLinkRounds = 3;  // a link on one pair (two directions)
+// Fast messages in the recent window for the job's messages to show a directed pair fine (as
+// detect_slow_links counts them).
+constexpr int kMessagesKnownFine = 3;
 
 struct PairProbes {
   std::string from, to;
@@ -276,6 +279,57 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
                            (slow >= 2 && slow >= options.host_cell_fraction * (out + in));
     if (host_wide && fine_elsewhere) slow_hosts.insert(node);
   }
+  // What the job's own messages say about each directed pair (detect_slow_links' matrix): a
+  // message's one-way time has a direction, which a probe's half round trip has not, and there
+  // are hundreds of them in a window against a few probe rounds.
+  struct MessageVerdict {
+    bool slow = false, fine = false;  // neither: too few messages, or some slow
+  };
+  std::map<std::pair<std::string, std::string>, MessageVerdict> by_messages;
+  for (const json& l : health.details.value("links", json::array()))
+    by_messages[{l.value("from", ""), l.value("to", "")}] = {
+        l.value("slow", false), !l.value("slow", false) && !l.value("suspect", false) &&
+                                    l.value("recent_fast", 0) >= kMessagesKnownFine};
+  // A link slow one way slows both directions' probe round trips, and on a busy node one more
+  // of its host's pairs crossing the line in two rounds makes the host look slow. Where the
+  // messages measured at least two of the host's directed pairs and found exactly one slow and
+  // the others fine, the fault is that link, not the host.
+  json host_is_link = json::array();
+  for (auto it = slow_hosts.begin(); it != slow_hosts.end();) {
+    const int node = *it;
+    int slow = 0, fine = 0;
+    std::string link;
+    for (const auto& [key, p] : pairs) {
+      if (!involves(key, node)) continue;
+      auto m = by_messages.find({p.from, p.to});
+      if (m == by_messages.end()) continue;
+      slow += m->second.slow;
+      fine += m->second.fine;
+      if (m->second.slow) link = p.from + " -> " + p.to;
+    }
+    if (slow == 1 && fine >= 1) {
+      host_is_link.push_back({{"host", name_of[node]}, {"link", link}});
+      it = slow_hosts.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!host_is_link.empty()) health.details["probed_host_is_a_link"] = host_is_link;
+  // Each direction's one-way time from the probes' round trips on the aligned and corrected
+  // clocks (detect_slow_links), and their baseline: the lower quartile.
+  std::map<std::pair<std::string, std::string>, double> one_way;
+  std::vector<double> one_way_values;
+  for (const json& l : health.details.value("probed_one_way", json::array())) {
+    const double ns = l.value("one_way_us", 0.0) * 1e3;
+    one_way[{l.value("from", ""), l.value("to", "")}] = ns;
+    one_way_values.push_back(ns);
+  }
+  const double base_one_way = quantile(one_way_values, 0.25);
+  // How far from the baseline, to put the clearest of several findings of a kind first.
+  auto strength = [&](double latency_ns, double mb_per_s) {
+    return std::max(latency_ns / std::max(1.0, base_latency),
+                    base_throughput / std::max(1e-9, mb_per_s));
+  };
   auto describe = [&](const PairVerdict& v) {
     return ms_text(v.latency_ns) + " latency, " + mb_text(v.mb_per_s);
   };
@@ -295,6 +349,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     Finding f;
     f.kind = finding_kind::slow_host_network;
     f.subject = "host " + host;
+    f.strength = strength(median_of(lat), median_of(tput));
     // Several of its pairs, each slow in most of at least two rounds: no noise.
     f.severity = Severity::error;
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
@@ -319,9 +374,9 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     // slows all of its repeats. Hosts are judged on several pairs at once, links need rounds.
     if (!v.slow || slow_hosts.count(key.first) || slow_hosts.count(key.second)) continue;
     auto back = verdicts.find({key.second, key.first});
-    const bool both = back != verdicts.end() && back->second.slow;
+    bool both = back != verdicts.end() && back->second.slow;
     if (both && key.first > key.second) continue;  // reported once, with the other direction
-    const PairProbes& p = pairs[key];
+    PairProbes p = pairs[key];
     // The job's own messages may have named this link already, with its direction (a probe's
     // latency is half a round trip, so it cannot tell which way is slow): one finding.
     auto named =
@@ -339,9 +394,34 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
       named->summary += "; link probes also measure " + describe(v) + " vs " + baseline;
       continue;
     }
+    // Both ways by the probes, one way by the messages (the other way fine, or not sent): the
+    // messages' direction. Else the probes' own one-way times, where one direction has the
+    // round trip's excess and the other next to none: a clock error would add to one what it
+    // takes from the other, and a slow host network delays both.
+    if (both) {
+      auto there = by_messages.find({p.from, p.to}), back_there = by_messages.find({p.to, p.from});
+      const bool forth = there != by_messages.end() && there->second.slow;
+      const bool back_slow = back_there != by_messages.end() && back_there->second.slow;
+      auto f = one_way.find({p.from, p.to}), b = one_way.find({p.to, p.from});
+      if (forth != back_slow) {
+        both = false;
+        if (back_slow) std::swap(p.from, p.to);
+      } else if (f != one_way.end() && b != one_way.end()) {
+        const double excess_forth = f->second - base_one_way, excess_back = b->second - base_one_way;
+        const double needed = latency_limit - base_latency;
+        auto alone = [&](double slow, double other) {
+          return slow >= needed && std::abs(other) <= 0.25 * slow;
+        };
+        if (alone(excess_forth, excess_back) || alone(excess_back, excess_forth)) {
+          both = false;
+          if (excess_back > excess_forth) std::swap(p.from, p.to);
+        }
+      }
+    }
     Finding f;
     f.kind = finding_kind::slow_link;
     f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
+    f.strength = strength(v.latency_ns, v.mb_per_s);
     f.severity = Severity::error;
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + baseline +

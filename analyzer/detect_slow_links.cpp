@@ -80,8 +80,14 @@ struct JoinedMessage {
 // told, and the Cristian estimate stands. A host whose every outgoing link is slow is the same
 // as a clock offset to any such reckoning; it stays as it was (a slow host, half the delay each
 // way).
-std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages, int hosts,
-                                      int reference) {
+//
+// Link probes measure every pair both ways whatever the job sends (a ring that sends one way
+// only, a job of collectives only): their round trips' four times give the same half
+// difference, and where they have it for a pair it is used (their newest rounds: the
+// estimates that align the clocks change when a fault begins).
+std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages,
+                                      const std::map<std::pair<int, int>, double>& probe_skews,
+                                      int hosts, int reference) {
   std::vector<double> correction(static_cast<std::size_t>(hosts), 0.0);
   if (hosts < 4 || reference < 0 || reference >= hosts) return correction;
   // The fastest one-way reading per directed pair and size class: any message, whether or not
@@ -99,9 +105,13 @@ std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages
   std::vector<std::vector<std::optional<double>>> skew(static_cast<std::size_t>(hosts),
                                                        std::vector<std::optional<double>>(hosts));
   std::map<std::pair<int, int>, std::size_t> best_count;
+  for (const auto& [pair, half] : probe_skews) {
+    skew[static_cast<std::size_t>(pair.first)][static_cast<std::size_t>(pair.second)] = half;
+    skew[static_cast<std::size_t>(pair.second)][static_cast<std::size_t>(pair.first)] = -half;
+  }
   for (const auto& [key, forth] : fastest) {
     const auto [a, b, size] = key;
-    if (a >= b) continue;
+    if (a >= b || probe_skews.count({a, b})) continue;
     auto back = fastest.find({b, a, size});
     if (back == fastest.end()) continue;
     const std::size_t n = std::min(forth.second, back->second.second);
@@ -124,6 +134,65 @@ std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages
     if (ways.size() >= 3) correction[static_cast<std::size_t>(h)] = -median_of(ways);
   }
   return correction;
+}
+
+// A probe's fastest round trip between two leaders, aligned to rank 0's clock: the one-way time
+// each way (forth: from the measuring host).
+struct ProbeTrip {
+  int from_host, to_host;
+  double forth, back;
+};
+
+// The probe round trips in the --since range, oldest first.
+bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
+                 std::vector<ProbeTrip>& trips, std::string& error) {
+  std::map<int, int> leader_of_host;  // the lowest rank on each host (its local rank 0)
+  for (const auto& [number, r] : job.ranks) leader_of_host.try_emplace(r.host, number);
+  auto host_index = [&](const std::string& name) {
+    auto found = std::lower_bound(job.hosts.begin(), job.hosts.end(), name);
+    return found != job.hosts.end() && *found == name ? static_cast<int>(found - job.hosts.begin())
+                                                       : -1;
+  };
+  return each_row(
+      job,
+      "SELECT rank, at_ns, from_host, to_host, sent_ns, peer_received_ns, peer_replied_ns, "
+      "received_ns FROM probes WHERE bytes = 1 AND sent_ns IS NOT NULL ORDER BY at_ns",
+      [&](sqlite3_stmt* s) {
+        auto me = job.ranks.find(static_cast<int>(column_i64(s, 0)));
+        const int from = host_index(column_text(s, 2)), to = host_index(column_text(s, 3));
+        if (me == job.ranks.end() || from < 0 || to < 0 || from == to) return;
+        auto peer = job.ranks.find(leader_of_host[to]);
+        if (peer == job.ranks.end()) return;
+        const std::int64_t at = me->second.aligned(static_cast<std::uint64_t>(column_i64(s, 1)));
+        if (at < since || at > until) return;
+        auto mine = [&](int column) {
+          return me->second.aligned(static_cast<std::uint64_t>(column_i64(s, column)));
+        };
+        auto theirs = [&](int column) {
+          return peer->second.aligned(static_cast<std::uint64_t>(column_i64(s, column)));
+        };
+        trips.push_back({from, to, static_cast<double>(theirs(5) - mine(4)),
+                         static_cast<double>(mine(7) - theirs(6))});
+      },
+      error);
+}
+
+// Per host pair (lower index first), how far the second's aligned clock reads ahead of the
+// first's by the probes: half the difference of the one-way times, the median over the pair's
+// newest round trips measured from either end.
+std::map<std::pair<int, int>, double> probe_skews(const std::vector<ProbeTrip>& trips) {
+  constexpr std::size_t kNewest = 6;  // 3 rounds, measured from both ends
+  std::map<std::pair<int, int>, std::vector<double>> halves;
+  for (auto t = trips.rbegin(); t != trips.rend(); ++t) {
+    const bool ordered = t->from_host < t->to_host;
+    auto& list = halves[ordered ? std::make_pair(t->from_host, t->to_host)
+                                : std::make_pair(t->to_host, t->from_host)];
+    const double half = (t->forth - t->back) / 2;
+    if (list.size() < kNewest) list.push_back(ordered ? half : -half);
+  }
+  std::map<std::pair<int, int>, double> skews;
+  for (const auto& [pair, list] : halves) skews[pair] = median_of(list);
+  return skews;
 }
 
 }  // namespace
@@ -192,10 +261,32 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     return false;
   health.messages = joined;
   sends.clear();
+  std::vector<ProbeTrip> trips;
+  if (!probe_trips(job, since_aligned, until_aligned, trips, error)) return false;
   const auto reference = job.ranks.find(0);
   const std::vector<double> correction =
-      clock_corrections(between_hosts, static_cast<int>(job.hosts.size()),
+      clock_corrections(between_hosts, probe_skews(trips), static_cast<int>(job.hosts.size()),
                         reference == job.ranks.end() ? -1 : reference->second.host);
+  // Each direction's one-way time by the probes' newest rounds, on the corrected clocks: the
+  // direction of a link whose probes' round trips are slow (detect_probed_links).
+  {
+    constexpr std::size_t kNewest = 3;
+    std::map<std::pair<int, int>, std::vector<double>> one_way;
+    for (auto t = trips.rbegin(); t != trips.rend(); ++t) {
+      const double skew = correction[static_cast<std::size_t>(t->to_host)] -
+                          correction[static_cast<std::size_t>(t->from_host)];
+      auto& forth = one_way[{t->from_host, t->to_host}];
+      if (forth.size() < kNewest) forth.push_back(t->forth + skew);
+      auto& back = one_way[{t->to_host, t->from_host}];
+      if (back.size() < kNewest) back.push_back(t->back - skew);
+    }
+    json probed = json::array();
+    for (const auto& [pair, values] : one_way)
+      probed.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
+                        {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
+                        {"one_way_us", median_of(values) / 1e3}});
+    if (!probed.empty()) health.details["probed_one_way"] = probed;
+  }
   json corrections = json::object();
   for (std::size_t h = 0; h < correction.size(); ++h)
     if (correction[h] != 0) corrections[job.hosts[h]] = correction[h] / 1e3;
@@ -326,7 +417,8 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                       {"messages", cell.messages},
                       {"recent_slow", cell.recent_slow},
                       {"recent_fast", cell.recent_fast},
-                      {"slow", cell.slow}});
+                      {"slow", cell.slow},
+                      {"suspect", cell.suspect}});
   }
   health.details["links"] = matrix;
   json delayed = json::array();  // hosts that receive slow (or suspect) messages
@@ -388,6 +480,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     Finding f;
     f.kind = finding_kind::slow_host_network;
     f.subject = "host " + job.hosts[static_cast<std::size_t>(h)];
+    f.strength = median_of(mine) / std::max(1.0, median_of(others));
     f.severity = Severity::error;
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
@@ -426,6 +519,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     Finding f;
     f.kind = finding_kind::slow_link;
     f.subject = "link " + from + (both ? " <-> " : " -> ") + to;
+    f.strength = cell.ratio;
     f.severity = Severity::error;
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;

@@ -307,6 +307,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
                   " of the time vs " + percent_text(others_mpi) +
                   " for the others (compute side: it arrives late)";
       f.evidence = {{"host", host_name},
+                    {"program", job.program},
                     {"mpi_time_share", own_mpi},
                     {"others_mpi_time_share", others_mpi},
                     {"ranks", whole_host ? ranks : std::vector<int>{subject_rank}},

@@ -1,9 +1,93 @@
 // The findings store of `commtap analyze --store`: one row per (job, kind, subject).
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <set>
+
 #include "analyzer/health.hpp"
 
 namespace commtap::analyzer {
+
+namespace {
+
+// A slow_rank or slow_host finding's `ranks` (none where the evidence has no such list).
+std::vector<int> ranks_of(const nlohmann::json& evidence) {
+  std::vector<int> ranks;
+  auto found = evidence.find("ranks");
+  if (found != evidence.end() && found->is_array())
+    for (const auto& r : *found)
+      if (r.is_number_integer()) ranks.push_back(r.get<int>());
+  return ranks;
+}
+
+}  // namespace
+
+void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& jobs) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(store.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);  // a new store: no other jobs yet (a bad one is reported when stored)
+    return;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  struct Past {
+    std::string job_id, host, program;
+    std::vector<int> ranks;
+  };
+  std::vector<Past> past;
+  sqlite3_stmt* select = nullptr;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT job_id, evidence FROM findings WHERE kind IN ('slow_rank', "
+                         "'slow_host')",
+                         -1, &select, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(select) == SQLITE_ROW) {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(select, 1));
+      const nlohmann::json evidence = nlohmann::json::parse(text ? text : "", nullptr, false);
+      if (!evidence.is_object()) continue;
+      Past p;
+      p.job_id = reinterpret_cast<const char*>(sqlite3_column_text(select, 0));
+      p.host = evidence.value("host", "");
+      p.program = evidence.value("program", "");
+      p.ranks = ranks_of(evidence);
+      if (!p.program.empty()) past.push_back(std::move(p));
+    }
+  }
+  sqlite3_finalize(select);
+  sqlite3_close(db);
+  for (JobHealth& job : jobs)
+    for (Finding& f : job.findings) {
+      if (f.kind != finding_kind::slow_rank && f.kind != finding_kind::slow_host) continue;
+      const std::string host = f.evidence.value("host", ""), program = f.evidence.value("program", "");
+      const std::vector<int> ranks = ranks_of(f.evidence);
+      if (program.empty() || ranks.empty()) continue;
+      // Other jobs (each counted once) where the same rank was late elsewhere, or the same host
+      // late with other ranks.
+      std::set<std::string> rank_elsewhere, host_with_others;
+      for (const Past& p : past) {
+        if (p.job_id == job.job_id || p.program != program) continue;
+        const bool same_rank = std::any_of(ranks.begin(), ranks.end(), [&](int r) {
+          return std::find(p.ranks.begin(), p.ranks.end(), r) != p.ranks.end();
+        });
+        if (same_rank && p.host != host) rank_elsewhere.insert(p.job_id);
+        if (!same_rank && p.host == host) host_with_others.insert(p.job_id);
+      }
+      if (rank_elsewhere.empty() && host_with_others.empty()) continue;
+      f.evidence["across_jobs"] = {{"same_rank_late_on_other_hosts", rank_elsewhere.size()},
+                                   {"same_host_late_with_other_ranks", host_with_others.size()}};
+      if (rank_elsewhere.size() > host_with_others.size()) {
+        f.severity = std::min(f.severity, Severity::warning);
+        f.summary += "; in " + std::to_string(rank_elsewhere.size()) + " other run(s) of " +
+                     program +
+                     " the same rank was late on other hosts: the program's own imbalance, "
+                     "not this machine";
+      } else if (!host_with_others.empty()) {
+        f.summary += "; in " + std::to_string(host_with_others.size()) + " other run(s) of " +
+                     program + " this host was late with other ranks: the machine";
+      }
+    }
+  for (JobHealth& job : jobs)  // most severe first again
+    std::stable_sort(job.findings.begin(), job.findings.end(),
+                     [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
+}
 
 bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs,
                     std::string& error) {

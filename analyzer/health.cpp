@@ -138,7 +138,8 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   std::stable_sort(health.findings.begin(), health.findings.end(),
                    [](const Finding& a, const Finding& b) {
                      if (a.severity != b.severity) return a.severity > b.severity;
-                     return kind_order(a.kind) < kind_order(b.kind);
+                     if (a.kind != b.kind) return kind_order(a.kind) < kind_order(b.kind);
+                     return a.strength > b.strength;
                    });
   json hosts = json::array();
   for (const std::string& h : job.hosts) hosts.push_back(h);

@@ -70,6 +70,9 @@ struct Finding {
   nlohmann::json evidence = nlohmann::json::object();
   std::uint64_t first_seen_ns = 0;  // wall clock, from the data
   std::uint64_t last_seen_ns = 0;
+  // How far from healthy (a ratio to the baseline): of several findings of one kind and
+  // severity, the clearest comes first. Not stored or printed.
+  double strength = 0;
 };
 
 struct JobHealth {
@@ -117,5 +120,12 @@ std::string health_html(const JobHealth& job, const ReportInputs& inputs);
 // seen again updates last_seen; the job's findings not seen in this run become inactive.
 bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs,
                     std::string& error);
+
+// Weighs the jobs' slow_rank and slow_host findings against the other jobs of the same program
+// in `store` (a missing or unreadable store changes nothing): lateness that follows the rank
+// number onto other hosts is the program's own imbalance (rank 0 reads the input), and its
+// ERROR becomes a warning; lateness that stays with the host as the ranks change is the machine.
+// The evidence says which (`across_jobs`).
+void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& jobs);
 
 }  // namespace commtap::analyzer

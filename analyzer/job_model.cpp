@@ -7,6 +7,12 @@
 
 namespace commtap::analyzer {
 
+std::string program_of(const std::string& command_line) {
+  const std::string first = command_line.substr(0, command_line.find(' '));
+  const std::size_t slash = first.rfind('/');
+  return slash == std::string::npos ? first : first.substr(slash + 1);
+}
+
 std::vector<int> parse_members(const std::string& text) {
   std::vector<int> out;
   std::size_t start = 0;
@@ -47,7 +53,8 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
             [&](sqlite3_stmt* s) { job.job_id = column_text(s, 0); }, error) &&
         reader->each(
             "SELECT rank, host, CASE WHEN end_ns > ?1 THEN 'running' ELSE ended_by END, "
-            "start_ns, coalesce(clock_offset_ns, 0) FROM ranks WHERE start_ns <= ?1",
+            "start_ns, coalesce(clock_offset_ns, 0), coalesce(command_line, '') FROM ranks "
+            "WHERE start_ns <= ?1",
             {job.until_wall},
             [&](sqlite3_stmt* s) {
               Rank& r = job.ranks[static_cast<int>(column_i64(s, 0))];
@@ -57,6 +64,7 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
               r.ended_by = column_text(s, 2);
               r.start_ns = static_cast<std::uint64_t>(column_i64(s, 3));
               r.init_offset_ns = column_i64(s, 4);
+              if (r.rank == 0) job.program = program_of(column_text(s, 5));
               r.seen = true;
             },
             error) &&

@@ -67,6 +67,7 @@ struct Job {
   std::string job_id;
   std::vector<std::string> files;  // each holds one or more ranks
   std::vector<std::string> hosts;
+  std::string program;  // rank 0's executable, without its directory ("" if unknown)
   std::map<int, Rank> ranks;
   std::map<std::int64_t, Communicator> comms;
   double interval_s = 1.0;
@@ -94,6 +95,9 @@ struct Job {
     return "rank " + std::to_string(rank) + " (" + host + ")";
   }
 };
+
+// "/opt/app/train --steps 9" -> "train": a ranks.command_line's executable.
+std::string program_of(const std::string& command_line);
 
 // "1,3,?" -> {1, 3, -1}: a communicators.members value.
 std::vector<int> parse_members(const std::string& text);

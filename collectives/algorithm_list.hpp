@@ -27,7 +27,10 @@
                                 "broadcast")                                                      \
   X(knomial, "knomial", "recursive multiplying: log_k(p) rounds, each an exchange among k ranks " \
                         "that all fold the k buffers in the same order (k: "                      \
-                        "COMMTAP_KNOMIAL_RADIX, or the cost model's)")
+                        "COMMTAP_KNOMIAL_RADIX, or the cost model's)")                            \
+  X(hier_knomial, "hier-knomial", "node reduce, knomial among the node leaders (k: "              \
+                                  "COMMTAP_KNOMIAL_RADIX, or the cost model's for the leaders), " \
+                                  "node broadcast")
 // clang-format on
 
 // "name (what it does); " for each, as one string literal.

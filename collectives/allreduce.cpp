@@ -708,7 +708,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
     case Algorithm::direct:
     case Algorithm::knomial:
       return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root, t.ring_order,
-                  t.radix);
+                  t.radices.flat);
     case Algorithm::hier_pipe:
       // Rank-independent facts only: a rank alone on its node takes part all the same.
       if (t.nodes > 1 && t.max_local_size > 1) return pipelined_hierarchical(c, t, recvbuf, count);
@@ -743,6 +743,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
     case Algorithm::hier:
     case Algorithm::hier_star:
     case Algorithm::hier_direct:
+    case Algorithm::hier_knomial:
     default: {
       // The node stages use the library's (shared-memory) collectives, nonblocking so that
       // yield mode can wait without spinning.
@@ -754,11 +755,12 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
         COMMTAP_TRY(wait_all(c, 1, &request));
       }
       if (t.leaders != MPI_COMM_NULL && t.nodes > 1) {
-        const Algorithm leaders = algorithm == Algorithm::hier_star     ? Algorithm::star
-                                  : algorithm == Algorithm::hier_direct ? Algorithm::direct
-                                                                        : inter_algorithm(bytes);
+        const Algorithm leaders = algorithm == Algorithm::hier_star      ? Algorithm::star
+                                  : algorithm == Algorithm::hier_direct  ? Algorithm::direct
+                                  : algorithm == Algorithm::hier_knomial ? Algorithm::knomial
+                                                                         : inter_algorithm(bytes);
         COMMTAP_TRY(flat(leaders, c, t.leaders, recvbuf, count, t.scratch, t.leaders_star_root,
-                         t.leaders_ring_order));
+                         t.leaders_ring_order, t.radices.leaders));
       }
       if (t.local_size > 1) {
         COMMTAP_TRY(PMPI_Ibcast_c(recvbuf, count, type, 0, t.node, &request));
@@ -769,7 +771,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
   }
 }
 
-Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, int* radix) {
+Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Radices* radices) {
   // Measured choices knew nothing of a link flagged since: the formulas route around it.
   const bool flagged = t.flagged_alpha > 0 || t.flagged_beta > 0 || t.flagged_unmeasured;
   if (!flagged && !m.choices.empty() && bytes <= m.choices.back().up_to_bytes &&
@@ -806,25 +808,26 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, int* ra
                       unless(t.star_clear);
   // Direct exchange: one latency, but every rank sends and reduces p-1 copies.
   const double direct = inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + detour;
-  // k-nomial: log_k(p') rounds of k-1 copies each, plus the fold of the ranks past p' (a send
-  // in and one back); its best k for this size.
-  double knomial = 1e300;
-  int best_radix = 2;
-  for (int k = 2; k <= std::max(2, std::min(t.size, 64)); ++k) {
-    int participants = 1, rounds = 0;
-    while (participants <= t.size / k) {
-      participants *= k;
-      ++rounds;
+  // k-nomial among `ranks`: log_k(p') rounds of k-1 copies each, plus the fold of the ranks past
+  // p' (a send in and one back); its cost at the best k for this size, and that k.
+  auto knomial_of = [&](int ranks) {
+    std::pair<double, int> best{1e300, 2};
+    for (int k = 2; k <= std::max(2, std::min(ranks, 64)); ++k) {
+      int participants = 1, rounds = 0;
+      while (participants <= ranks / k) {
+        participants *= k;
+        ++rounds;
+      }
+      const double cost =
+          rounds * (inter_alpha + (k - 1) * n * (inter_beta + m.gamma)) +
+          (participants < ranks ? 2 * (inter_alpha + n * inter_beta) + n * m.gamma : 0) + detour;
+      if (cost < best.first) best = {cost, k};
     }
-    const double cost =
-        rounds * (inter_alpha + (k - 1) * n * (inter_beta + m.gamma)) +
-        (participants < t.size ? 2 * (inter_alpha + n * inter_beta) + n * m.gamma : 0) + detour;
-    if (cost < knomial) {
-      knomial = cost;
-      best_radix = k;
-    }
-  }
-  if (radix != nullptr) *radix = best_radix;
+    return best;
+  };
+  const auto [knomial, flat_radix] = knomial_of(t.size);
+  const auto [leaders_knomial, leaders_radix] = knomial_of(std::max(1, t.nodes));
+  if (radices != nullptr) *radices = {flat_radix, leaders_radix};
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra = local > 1 ? 2 * log2_of(local) * (m.intra_alpha + n * m.intra_beta) +
                                        log2_of(local) * n * m.gamma
@@ -837,6 +840,7 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, int* ra
   const double hier = intra + (nodes > 1 ? leaders : 0);
   const double hier_direct =
       intra + (nodes > 1 ? inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) + detour : 0);
+  const double hier_knomial = intra + (nodes > 1 ? leaders_knomial : 0);
   const double hier_star =
       intra + (nodes > 1 ? 2 * inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) +
                                n * inter_beta + unless(t.leaders_star_clear)
@@ -860,7 +864,8 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, int* ra
   if (t.nodes <= 1) return Algorithm::native;
   const std::pair<double, Algorithm> forms[] = {
       {hier_direct, Algorithm::hier_direct}, {direct, Algorithm::direct},
-      {knomial, Algorithm::knomial},         {hier, Algorithm::hier},
+      {knomial, Algorithm::knomial},         {hier_knomial, Algorithm::hier_knomial},
+      {hier, Algorithm::hier},
       {pipe, Algorithm::hier_pipe},          {star, Algorithm::star},
       {hier_star, Algorithm::hier_star},     {ring, Algorithm::ring}};
   const auto best = std::min_element(std::begin(forms), std::end(forms), [](auto& a, auto& b) {
@@ -882,18 +887,20 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
     return std::nullopt;
   Topology* topology = topology_of(comm, context.test_nodes, context.avoid);
   Algorithm algorithm = context.allreduce;
-  if (algorithm == Algorithm::automatic || algorithm == Algorithm::knomial) {
+  if (algorithm == Algorithm::automatic || algorithm == Algorithm::knomial ||
+      algorithm == Algorithm::hier_knomial) {
     MPI_Count size = 0;
     PMPI_Type_size_c(type, &size);
     auto cached = topology->chosen.find(count * size);
     if (cached == topology->chosen.end()) {
       if (topology->chosen.size() >= 4096) topology->chosen.clear();
-      int radix = 2;
-      const Algorithm best = choose(context.cost_model, *topology, count * size, &radix);
-      cached = topology->chosen.emplace(count * size, std::make_pair(best, radix)).first;
+      Radices radices;
+      const Algorithm best = choose(context.cost_model, *topology, count * size, &radices);
+      cached = topology->chosen.emplace(count * size, std::make_pair(best, radices)).first;
     }
-    const auto [chosen, radix] = cached->second;
-    topology->radix = context.knomial_radix > 0 ? context.knomial_radix : radix;
+    const auto [chosen, radices] = cached->second;
+    topology->radices = radices;
+    if (context.knomial_radix > 0) topology->radices = {context.knomial_radix, context.knomial_radix};
     if (algorithm == Algorithm::automatic) algorithm = chosen;
     if (algorithm == Algorithm::native) return std::nullopt;
   }

@@ -54,6 +54,12 @@ std::string algorithm_names();
 // Accepts the names of algorithm_names().
 bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept;
 
+// The k of the two k-nomial forms.
+struct Radices {
+  int flat = 2;     // knomial: among all ranks
+  int leaders = 2;  // hier-knomial: among the node leaders
+};
+
 // Where a communicator's ranks live, and commtap's private communicators for it: made by the
 // first commtap all-reduce on the communicator (a collective call on all its ranks) and cached
 // on it as an attribute, freed with it.
@@ -78,10 +84,12 @@ struct Topology {
   // byte (s/B), and whether one was named without figures (a list in the setting). 0: none.
   double flagged_alpha = 0, flagged_beta = 0;
   bool flagged_unmeasured = false;
-  int radix = 2;  // the knomial all-reduce's k for the call about to run (set per call)
+  // The knomial forms' k for the call about to run (set per call): among all ranks (knomial),
+  // among the node leaders (hier-knomial).
+  Radices radices;
   // choose()'s answers (algorithm, knomial k) by call size in bytes, which depend on nothing
   // else that changes after MPI_Init; cleared when it grows past a few thousand sizes.
-  std::unordered_map<MPI_Count, std::pair<Algorithm, int>> chosen;
+  std::unordered_map<MPI_Count, std::pair<Algorithm, Radices>> chosen;
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
   // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for
@@ -160,10 +168,10 @@ struct CostModel {
   int measured_ranks = 0, measured_nodes = 0, measured_largest_node = 0;  // the choices' shape
   std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };
-// `radix`, when given, receives the knomial form's best k for this size (whether or not that
-// form is chosen).
+// `radices`, when given, receive the knomial forms' best k for this size (whether or not one of
+// them is chosen).
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes,
-                 int* radix = nullptr);
+                 Radices* radices = nullptr);
 
 // For commtap's own tests (COMMTAP_TEST_REVERSED_FOLD): this rank folds the direct and knomial
 // exchanges' buffers in the other order, so that its floating-point results differ from the

@@ -159,6 +159,12 @@ CREATE TABLE IF NOT EXISTS probes (
   to_host   TEXT    NOT NULL,
   bytes     INTEGER NOT NULL,
   ns        INTEGER NOT NULL,
+  -- latency rows: the fastest round trip's times, sent and received on the measuring leader's
+  -- monotonic clock, the peer leader's receipt and reply on the peer's (NULL otherwise)
+  sent_ns          INTEGER,
+  peer_received_ns INTEGER,
+  peer_replied_ns  INTEGER,
+  received_ns      INTEGER,
   PRIMARY KEY (rank, at_ns, to_node, bytes)
 ) WITHOUT ROWID;
 

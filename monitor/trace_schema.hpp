@@ -10,7 +10,7 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 extern const char* const kCommtapVersion;
 
 // reference time = local now_ns() + offset_ns, within +-error_ns (error_ns < 0: no estimate).
@@ -41,6 +41,10 @@ struct ProbeRow {
   std::string from_host, to_host;
   std::uint64_t bytes = 0;
   std::uint64_t ns = 0;
+  // Latency rows: the fastest round trip's four times (NTP's): sent and received on the
+  // measuring leader's monotonic clock, the peer leader's receipt and reply on its own. The
+  // analyzer aligns the two clocks and gets each direction's one-way time. 0: not recorded.
+  std::uint64_t sent_ns = 0, peer_received_ns = 0, peer_replied_ns = 0, received_ns = 0;
 };
 
 // The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,

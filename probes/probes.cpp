@@ -42,6 +42,11 @@ constexpr int kTransfers = 3;
 constexpr std::uint64_t kSlowTransferNs = 50'000'000;
 constexpr int kTag = 11;
 
+// A ping's reply: when the peer leader received the ping and sent the reply, on its clock.
+struct PeerTimes {
+  std::uint64_t received_ns, replied_ns;
+};
+
 }  // namespace
 
 LinkProber::LinkProber(MPI_Comm comm, const Settings& settings) {
@@ -136,10 +141,19 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
       const bool measuring = (turn == 0) == first;
       if (measuring) {
         std::uint64_t best_rtt = UINT64_MAX;
+        monitor::ProbeRow times;  // the fastest round trip's four times
         for (int i = 0; i < kPings; ++i) {
+          PeerTimes far{};
           const std::uint64_t t0 = monitor::now_ns();
-          exchange(&byte, 1, &byte, 1, peer);
-          best_rtt = std::min(best_rtt, monitor::elapsed_ns(t0, monitor::now_ns()));
+          exchange(&byte, 1, &far, sizeof far, peer);
+          const std::uint64_t t3 = monitor::now_ns();
+          if (monitor::elapsed_ns(t0, t3) < best_rtt) {
+            best_rtt = monitor::elapsed_ns(t0, t3);
+            times.sent_ns = t0;
+            times.peer_received_ns = far.received_ns;
+            times.peer_replied_ns = far.replied_ns;
+            times.received_ns = t3;
+          }
         }
         std::uint64_t transfer = UINT64_MAX;
         for (int i = 0; i < kTransfers; ++i) {
@@ -154,13 +168,16 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
         }
         const std::string& from = host_names_[static_cast<std::size_t>(host_index_)];
         const std::string& to = host_names_[static_cast<std::size_t>(peer)];
-        rows.push_back({began, host_index_, peer, from, to, 1, best_rtt / 2});
+        rows.push_back({began, host_index_, peer, from, to, 1, best_rtt / 2, times.sent_ns,
+                        times.peer_received_ns, times.peer_replied_ns, times.received_ns});
         rows.push_back({began, host_index_, peer, from, to, buffer_.size(),
                         transfer > best_rtt / 2 ? transfer - best_rtt / 2 : transfer});
       } else {
         for (int i = 0; i < kPings; ++i) {
-          exchange(nullptr, 0, &byte, 1, peer);  // the ping, then its reply
-          exchange(&byte, 1, nullptr, 0, peer);
+          exchange(nullptr, 0, &byte, 1, peer);  // the ping, then its reply with the times
+          PeerTimes far{monitor::now_ns(), 0};
+          far.replied_ns = monitor::now_ns();
+          exchange(&far, sizeof far, nullptr, 0, peer);
         }
         // Posts the large receive before saying ready, so the transfer is not held up by it.
         for (int i = 0; i < kTransfers; ++i) {

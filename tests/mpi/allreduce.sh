@@ -34,17 +34,18 @@ for algorithm in $forms; do
 done
 
 # knomial with the radix forced, on more ranks: several rounds (7 ranks in radix 2, 9 in radix 3),
-# ranks past the largest power of k folded in and sent the result (7, 5 and 6 ranks).
-for shape in "2 7 0" "3 9 3" "3 5 2" "4 6 2"; do
-  read -r radix ranks nodes <<<"$shape"
+# ranks past the largest power of k folded in and sent the result (7, 5 and 6 ranks); and
+# hier-knomial's leaders (4 nodes of 2 ranks in radix 3: one leader past the power of k).
+for shape in "knomial 2 7 0" "knomial 3 9 3" "knomial 3 5 2" "knomial 4 6 2" "hier-knomial 3 8 4"; do
+  read -r algorithm radix ranks nodes <<<"$shape"
   # A trace folder of its own: later checks read `trace`, which holds 4 ranks' files.
-  out=$(COMMTAP_DIR=trace-knomial COMMTAP_SAMPLE=1 COMMTAP_ALLREDUCE=knomial \
+  out=$(COMMTAP_DIR=trace-knomial COMMTAP_SAMPLE=1 COMMTAP_ALLREDUCE=$algorithm \
     COMMTAP_KNOMIAL_RADIX=$radix COMMTAP_TEST_NODES=$nodes COMMTAP_YIELD=1 \
     run_preloaded "$ranks" "$PROGRAMS/allreduce_sweep" 60 $((radix * 100 + ranks))) ||
-    fail "knomial radix $radix on $ranks ranks: $out"
-  expect_equal "cases 60 mismatches 0" "$out" "knomial radix $radix on $ranks ranks, $nodes nodes"
+    fail "$algorithm radix $radix on $ranks ranks: $out"
+  expect_equal "cases 60 mismatches 0" "$out" "$algorithm radix $radix on $ranks ranks, $nodes nodes"
 done
-pass "knomial in radix 2, 3 and 4 on 5-9 ranks equals the library's"
+pass "knomial in radix 2, 3 and 4 on 5-9 ranks and hier-knomial in radix 3 on 4 nodes equal the library's"
 
 # The sweep can fail: one rank folding the exchanged buffers in the other order gets floating-point
 # sums that differ from the other ranks' in the last bits, which the sweep must report.

@@ -22,6 +22,7 @@ using commtap::analyzer::analyze_job;
 using commtap::analyzer::Finding;
 using commtap::analyzer::HealthOptions;
 using commtap::analyzer::JobHealth;
+using commtap::analyzer::Severity;
 
 namespace {
 
@@ -66,6 +67,10 @@ struct SyntheticJob {
 
   // The job's own messages between hosts (every 4th step); false: a collective-only job.
   bool messages = true;
+  // Which directed host pairs exchange them at time t.
+  std::function<bool(int from_host, int to_host, double t)> sends = [](int, int, double) {
+    return true;
+  };
   // Link probes every `probe_every_s` (0: none), by each host's first rank: latency and
   // throughput of every directed host pair at time t.
   double probe_every_s = 0;
@@ -73,10 +78,17 @@ struct SyntheticJob {
       [](int, int, double) { return 1000.0; };
   std::function<double(int from_host, int to_host, double t)> probe_latency_us =
       [](int, int, double) { return 30.0; };
+  // Where set, each direction's one-way time instead (the latency is then half their sum).
+  std::function<double(int from_host, int to_host, double t)> probe_one_way_us;
 
   // How far each host's clock offset estimate is off (us): a Cristian estimate over a link that
   // is slower one way than the other is off by half the difference.
   std::function<double(int host)> clock_error_us = [](int) { return 0.0; };
+
+  // Which job and machines: host h is named host_prefix + h.
+  std::string job_id = "synthetic";
+  std::string host_prefix = "h";
+  std::string command_line = "/opt/app/train --steps 600";
 
   int host_of(int rank) const { return rank / (ranks / hosts); }
 
@@ -118,7 +130,7 @@ struct SyntheticJob {
       if (step % 4 != 0 || !everyone || !messages) continue;
       for (int from = 0; from < ranks; ++from)
         for (int to = 0; to < ranks; ++to) {
-          if (host_of(from) == host_of(to)) continue;
+          if (host_of(from) == host_of(to) || !sends(host_of(from), host_of(to), t)) continue;
           const double send = latest + 30e3 + jitter(random) * 1e3;
           const double posted = latest + 25e3;
           const double latency =
@@ -151,24 +163,34 @@ struct SyntheticJob {
         for (int to = 0; to < hosts; ++to) {
           if (from == to) continue;
           const auto at = kMono0 + static_cast<std::uint64_t>(t * 1e9);
-          const std::string from_host = "h" + std::to_string(from),
-                            to_host = "h" + std::to_string(to);
+          const std::string from_host = host_prefix + std::to_string(from),
+                            to_host = host_prefix + std::to_string(to);
           const double noise = 1 + jitter(random) / std::max(1e-9, jitter_us) * 0.1;
           auto& rows = per_rank[static_cast<std::size_t>(from * (ranks / hosts))]
                                [static_cast<std::size_t>(window_of(t))]
                                    .probes;
+          // The fastest round trip's four times, on each host's own (true) clock.
+          const double forth =
+              (probe_one_way_us ? probe_one_way_us(from, to, t) : probe_latency_us(from, to, t)) *
+              noise * 1e3;
+          const double back =
+              (probe_one_way_us ? probe_one_way_us(to, from, t) : probe_latency_us(from, to, t)) *
+              noise * 1e3;
+          const auto received = at + static_cast<std::uint64_t>(forth);
           rows.push_back({at, from, to, from_host, to_host, 1,
-                          static_cast<std::uint64_t>(probe_latency_us(from, to, t) * noise * 1e3)});
+                          static_cast<std::uint64_t>((forth + back) / 2), at, received,
+                          received + 1000, received + 1000 + static_cast<std::uint64_t>(back)});
           rows.push_back(
               {at, from, to, from_host, to_host, 262144,
                static_cast<std::uint64_t>(262144 / (probe_mb_per_s(from, to, t) / noise) * 1e3)});
         }
     for (int r = 0; r < ranks; ++r) {
       monitor::RankFacts facts;
-      facts.job_id = "synthetic";
+      facts.job_id = job_id;
+      facts.command_line = command_line;
       facts.rank = r;
       facts.world_size = ranks;
-      facts.host = "h" + std::to_string(host_of(r));
+      facts.host = host_prefix + std::to_string(host_of(r));
       facts.node = host_of(r);
       facts.start_ns = kStartWall;
       const bool crashed = r == crash_rank && crash_at >= 0;
@@ -564,6 +586,58 @@ TEST(Health, ALinkNamedByMessagesAndProbesIsOneFindingWithItsDirection) {
   EXPECT_EQ(health.findings[0].evidence["also"].value("source", ""), "probes");
 }
 
+// A link slow one way slows both directions' probe round trips; on a busy node a third pair of
+// the host crossing the line in two rounds then makes the host look slow to the probes. The
+// messages, which measured the host's other pairs fine, say it is the link.
+TEST(Health, ProbesOfAHostWhoseMessagesShowOneSlowLinkNameTheLink) {
+  SyntheticJob job;
+  job.seconds = 20;  // probe rounds at 5, 10 and 15 s
+  job.probe_every_s = 5;
+  job.link_us = [](int from, int to, double) { return from == 0 && to == 1 ? 3000.0 : 0.0; };
+  job.probe_latency_us = [](int from, int to, double t) {
+    const bool link = (from == 0 && to == 1) || (from == 1 && to == 0);
+    const bool noise = ((from == 1 && to == 2) || (from == 2 && to == 1)) && t >= 10;
+    return link || noise ? 1530.0 : 30.0;
+  };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_link", "link h0 -> h1"}});
+  ASSERT_TRUE(health.details.contains("probed_host_is_a_link"));
+}
+
+// Both ways by the probes, one way by the job's messages (whose own finding waits for the
+// hosts' other links, unmeasured lately): the messages' direction.
+TEST(Health, ALinkTheProbesFindBothWaysTakesTheMessagesDirection) {
+  SyntheticJob job;
+  job.probe_every_s = 5;
+  job.link_us = [](int from, int to, double) { return from == 1 && to == 0 ? 3000.0 : 0.0; };
+  job.sends = [](int from, int to, double t) { return t < 20 || (from != 2 && to != 2); };
+  job.probe_latency_us = [](int from, int to, double) {
+    return (from == 0 && to == 1) || (from == 1 && to == 0) ? 1530.0 : 30.0;
+  };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_link", "link h1 -> h0"}});
+}
+
+// A job of collectives only, a link slow one way: the probes' round trips cannot say which
+// way, and the link put the far host's clock estimate off by half the delay. With four hosts
+// the probes' four times through the third hosts put the clock back, and the one-way times name
+// the direction; with three the round trip names the pair only.
+TEST(Health, ProbesTellTheDirectionOfALinkSlowOneWay) {
+  SyntheticJob job = probed_job();
+  job.probe_one_way_us = [](int from, int to, double) {
+    return from == 0 && to == 1 ? 3030.0 : 30.0;
+  };
+  job.clock_error_us = [](int host) { return host == 1 ? -1500.0 : 0.0; };
+  const JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_link", "link h0 -> h1"}});
+  EXPECT_NEAR(health.details["clock_corrections_us"]["h1"].get<double>(), 1500, 100);
+  job.hosts = 3;
+  job.ranks = 6;
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 <-> h1"}});
+  job.clock_error_us = [](int) { return 0.0; };  // an estimate made before the fault began
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+}
+
 TEST(Health, AProbedLinkThatRecoveredIsNotFlagged) {
   // Slow in the first of 5 rounds only: the recent rounds decide.
   SyntheticJob job = probed_job();
@@ -692,4 +766,46 @@ TEST(Health, StoredFindingsAreNotDuplicatedAndGoInactive) {
   healed.findings.clear();
   ASSERT_TRUE(commtap::analyzer::store_findings(store, {healed}, error)) << error;
   EXPECT_EQ(rows("SELECT count(*), active FROM findings"), "1 0 ");
+}
+
+// Rank 0 reading the input is late in every run of the program, on whatever host it lands; a
+// faulty machine is late in every job placed on it, whichever rank it runs. With other jobs in
+// the store the analyzer tells the two apart.
+TEST(Health, LatenessThatFollowsTheRankAcrossJobsIsTheProgramsOwn) {
+  TempDir dir;
+  const std::string store = (dir.path() / "findings.db").string();
+  auto run = [&](const std::string& job_id, const std::string& hosts, int late_rank) {
+    SyntheticJob job;
+    job.job_id = job_id;
+    job.host_prefix = hosts;
+    job.late_us = [=](int rank, double) { return rank == late_rank ? 3000.0 : 0.0; };
+    job.receive_wait_ms = [=](int rank) { return rank == late_rank ? 0.0 : 60.0; };
+    std::vector<JobHealth> jobs = {analyze(job)};
+    commtap::analyzer::weigh_against_other_jobs(store, jobs);
+    std::string error;
+    EXPECT_TRUE(commtap::analyzer::store_findings(store, jobs, error)) << error;
+    EXPECT_EQ(jobs[0].findings.size(), 1u) << describe(jobs[0]);
+    return jobs[0].findings.empty() ? Finding{} : jobs[0].findings[0];
+  };
+  const Finding first = run("job-1", "a", 5);  // rank 5 on a2: nothing known yet
+  EXPECT_EQ(first.severity, Severity::error);
+  EXPECT_FALSE(first.evidence.contains("across_jobs"));
+  const Finding moved = run("job-2", "b", 5);  // rank 5 again, on b2
+  EXPECT_EQ(moved.kind, "slow_rank");
+  EXPECT_EQ(moved.severity, Severity::warning) << moved.summary;
+  EXPECT_EQ(moved.evidence["across_jobs"].value("same_rank_late_on_other_hosts", 0), 1);
+  const Finding host = run("job-3", "a", 4);  // rank 4, on a2 where rank 5 was late
+  EXPECT_EQ(host.severity, Severity::error) << host.summary;
+  EXPECT_EQ(host.evidence["across_jobs"].value("same_host_late_with_other_ranks", 0), 1);
+  // Another program's rank 5 says nothing about this one's.
+  SyntheticJob other;
+  other.job_id = "job-4";
+  other.host_prefix = "c";
+  other.command_line = "/usr/bin/solver";
+  other.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  other.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 60.0; };
+  std::vector<JobHealth> jobs = {analyze(other)};
+  commtap::analyzer::weigh_against_other_jobs(store, jobs);
+  ASSERT_EQ(jobs[0].findings.size(), 1u);
+  EXPECT_EQ(jobs[0].findings[0].severity, Severity::error);
 }
