@@ -398,6 +398,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     // messages' direction. Else the probes' own one-way times, where one direction has the
     // round trip's excess and the other next to none: a clock error would add to one what it
     // takes from the other, and a slow host network delays both.
+    std::string direction;  // how the probes told the direction, for the summary
     if (both) {
       auto there = by_messages.find({p.from, p.to}), back_there = by_messages.find({p.to, p.from});
       const bool forth = there != by_messages.end() && there->second.slow;
@@ -414,7 +415,10 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
         };
         if (alone(excess_forth, excess_back) || alone(excess_back, excess_forth)) {
           both = false;
-          if (excess_back > excess_forth) std::swap(p.from, p.to);
+          const bool reversed = excess_back > excess_forth;
+          if (reversed) std::swap(p.from, p.to);
+          direction = " (one way " + ms_text(reversed ? b->second : f->second) + ", back " +
+                      ms_text(reversed ? f->second : b->second) + ")";
         }
       }
     }
@@ -427,7 +431,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + baseline +
                 " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
                 count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
-                (both ? ", both directions" : ", this direction only");
+                (both ? ", both directions" : ", this direction only" + direction);
     f.evidence = {{"from", p.from},
                   {"to", p.to},
                   {"source", "probes"},
