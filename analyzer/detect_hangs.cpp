@@ -54,6 +54,8 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
     if (job.now_wall < h.since_ns + hang_ns) continue;
     stuck[{h.comm_id, h.seq}].push_back(number);
   }
+  std::set<int> stuck_somewhere;
+  for (const auto& [instance, ranks] : stuck) stuck_somewhere.insert(ranks.begin(), ranks.end());
   for (const auto& [instance, ranks] : stuck) {
     const auto [comm_id, seq] = instance;
     std::vector<int> members;
@@ -70,6 +72,14 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
         if (auto p = r->second.progress.find(comm_id); p != r->second.progress.end())
           entered = p->second.entered;
       if (entered < seq) culprits.push_back(m);
+    }
+    // A rank that never arrived because it is itself stuck in another collective (an earlier
+    // instance that some ranks left and it did not: they went on to the next one) is waiting,
+    // not the cause; the finding about the instance it is stuck in names the cause. When every
+    // rank this instance waits for is such a one, this instance says nothing more.
+    if (!culprits.empty()) {
+      std::erase_if(culprits, [&](int m) { return stuck_somewhere.count(m) > 0; });
+      if (culprits.empty()) continue;
     }
     const Rank& first = job.ranks.at(ranks.front());
     std::uint64_t since = first.last.since_ns;

@@ -408,7 +408,8 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
         both = false;
         if (back_slow) std::swap(p.from, p.to);
       } else if (f != one_way.end() && b != one_way.end()) {
-        const double excess_forth = f->second - base_one_way, excess_back = b->second - base_one_way;
+        const double excess_forth = f->second - base_one_way,
+                     excess_back = b->second - base_one_way;
         const double needed = latency_limit - base_latency;
         auto alone = [&](double slow, double other) {
           return slow >= needed && std::abs(other) <= 0.25 * slow;

@@ -151,7 +151,7 @@ bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
   auto host_index = [&](const std::string& name) {
     auto found = std::lower_bound(job.hosts.begin(), job.hosts.end(), name);
     return found != job.hosts.end() && *found == name ? static_cast<int>(found - job.hosts.begin())
-                                                       : -1;
+                                                      : -1;
   };
   return each_row(
       job,
@@ -340,6 +340,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     // Each recent message's time over its size class's baseline, and the excess a slow one
     // has at least (threshold less baseline), for the round-trip check.
     std::vector<double> recent_excess, slow_excess;
+    std::vector<double> recent_ns;  // the recent window's measured one-way times
     bool slow = false;
     bool clock_only = false;  // read slow, but the round trip is not: a clock error
     // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
@@ -364,6 +365,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
         std::max(base * options.link_factor, base + options.min_link_delay_us * 1e3);
     for (const LinkObservation& o : observations) {
       cell.recent_excess.push_back(o.ns - base);
+      if (!o.upper_bound) cell.recent_ns.push_back(o.ns);
       cell.slow_excess.push_back(threshold - base);
       if (o.ns < threshold) {
         ++cell.recent_fast;
@@ -467,16 +469,20 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     if (involved >= 2 && slow >= options.host_cell_fraction * involved) slow_hosts.insert(h);
   }
   for (int h : slow_hosts) {
+    // The evidence is the recent window's, where the pairs were judged: the medians over the
+    // --since range can still be mostly from before the fault.
     std::vector<double> mine, others;
     std::uint64_t n = 0;
     for (const auto& [pair, cell] : pairs) {
-      if (pair.first == h || pair.second == h) {
-        mine.push_back(cell.median);
-        n += cell.messages;
-      } else {
-        others.push_back(cell.median);
-      }
+      auto& into = pair.first == h || pair.second == h ? mine : others;
+      into.insert(into.end(), cell.recent_ns.begin(), cell.recent_ns.end());
+      if (&into == &mine) n += cell.recent_ns.size();
     }
+    // Its slow pairs' messages were slow, yet the host's as a whole must be too: a host whose
+    // recent messages are not clearly slower than the others' is not named by them.
+    if (mine.empty() || others.empty() ||
+        median_of(mine) < median_of(others) + options.min_link_delay_us * 1e3)
+      continue;
     Finding f;
     f.kind = finding_kind::slow_host_network;
     f.subject = "host " + job.hosts[static_cast<std::size_t>(h)];
@@ -485,8 +491,9 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": its links are slow in both directions: median message latency " +
-                ms_text(median_of(mine)) + " over " + with_commas(n) + " messages vs " +
-                ms_text(median_of(others)) + " between other hosts (network side: NIC or link)";
+                ms_text(median_of(mine)) + " over " + with_commas(n) + " messages of the last " +
+                ms_text(options.window_s * 1e9) + " vs " + ms_text(median_of(others)) +
+                " between other hosts (network side: NIC or link)";
     f.evidence = {{"host", job.hosts[static_cast<std::size_t>(h)]},
                   {"median_latency_ns", median_of(mine)},
                   {"others_latency_ns", median_of(others)},

@@ -56,7 +56,8 @@ void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& 
   for (JobHealth& job : jobs)
     for (Finding& f : job.findings) {
       if (f.kind != finding_kind::slow_rank && f.kind != finding_kind::slow_host) continue;
-      const std::string host = f.evidence.value("host", ""), program = f.evidence.value("program", "");
+      const std::string host = f.evidence.value("host", ""),
+                        program = f.evidence.value("program", "");
       const std::vector<int> ranks = ranks_of(f.evidence);
       if (program.empty() || ranks.empty()) continue;
       // Other jobs (each counted once) where the same rank was late elsewhere, or the same host

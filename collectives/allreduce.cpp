@@ -862,12 +862,15 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Radices
   const double native = std::min(rd, ring_rounds + detour);
   // On one host the library's shared-memory algorithms are what commtap's would be built on.
   if (t.nodes <= 1) return Algorithm::native;
-  const std::pair<double, Algorithm> forms[] = {
-      {hier_direct, Algorithm::hier_direct}, {direct, Algorithm::direct},
-      {knomial, Algorithm::knomial},         {hier_knomial, Algorithm::hier_knomial},
-      {hier, Algorithm::hier},
-      {pipe, Algorithm::hier_pipe},          {star, Algorithm::star},
-      {hier_star, Algorithm::hier_star},     {ring, Algorithm::ring}};
+  const std::pair<double, Algorithm> forms[] = {{hier_direct, Algorithm::hier_direct},
+                                                {direct, Algorithm::direct},
+                                                {knomial, Algorithm::knomial},
+                                                {hier_knomial, Algorithm::hier_knomial},
+                                                {hier, Algorithm::hier},
+                                                {pipe, Algorithm::hier_pipe},
+                                                {star, Algorithm::star},
+                                                {hier_star, Algorithm::hier_star},
+                                                {ring, Algorithm::ring}};
   const auto best = std::min_element(std::begin(forms), std::end(forms), [](auto& a, auto& b) {
     return a.first < b.first;  // the first of equals: the list's order of preference
   });
@@ -900,7 +903,8 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
     }
     const auto [chosen, radices] = cached->second;
     topology->radices = radices;
-    if (context.knomial_radix > 0) topology->radices = {context.knomial_radix, context.knomial_radix};
+    if (context.knomial_radix > 0)
+      topology->radices = {context.knomial_radix, context.knomial_radix};
     if (algorithm == Algorithm::automatic) algorithm = chosen;
     if (algorithm == Algorithm::native) return std::nullopt;
   }

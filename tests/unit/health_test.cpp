@@ -55,6 +55,9 @@ struct SyntheticJob {
   // Hang: from `hang_at` s on, every rank but `hang_culprit` waits in the next all-reduce.
   double hang_at = -1;
   int hang_culprit = -1;
+  // ... except `hang_ahead`, which left that all-reduce (the culprit's part was in before it
+  // stopped) and waits in the one after it.
+  int hang_ahead = -1;
   // Crash: `crash_rank` writes nothing after `crash_at` s; the others compute on.
   double crash_at = -1;
   int crash_rank = -1;
@@ -239,18 +242,20 @@ struct SyntheticJob {
                                   static_cast<std::uint64_t>(part * wait_ms * 1e6),
                                   static_cast<std::uint64_t>(wait_ms * 1e6 / calls),
                                   static_cast<std::uint64_t>(wait_ms * 1e6 / calls)});
-        std::uint64_t entered = last_seq;
+        std::uint64_t entered = last_seq, completed = last_seq;
         const bool hanging = hang_at >= 0 && w + 1 > hang_at;
         if (hanging && r != hang_culprit) {
-          entered = last_seq + 1;
+          const std::uint64_t ahead = r == hang_ahead ? 1 : 0;
+          entered = last_seq + 1 + ahead;
+          completed = last_seq + ahead;
           monitor::ActivitySnapshot busy;
           busy.function = kAllreduce + 1;
           busy.comm_id = 1;
-          busy.seq = last_seq + 1;
+          busy.seq = last_seq + 1 + ahead;
           busy.since_ns = kMono0 + static_cast<std::uint64_t>(hang_at * 1e9);
           s.busy = {busy};
         }
-        s.progress = {{1, entered, last_seq}};
+        s.progress = {{1, entered, completed}};
       }
       const std::string error =
           monitor::write_rank_database((directory / ("rank-" + std::to_string(r) + ".db")).string(),
@@ -658,6 +663,10 @@ TEST(Health, AHangNamesTheRankThatNeverArrived) {
   HealthOptions patient = test_options();
   patient.hang_after_s = 60;
   expect_exactly(analyze(job, patient), {});
+  // One rank got through and waits in the next all-reduce, for all the others: they are stuck
+  // themselves, and only the one that never came is named.
+  job.hang_ahead = 2;
+  expect_exactly(analyze(job), {{"hang", "rank 6 (h3)"}});
 }
 
 TEST(Health, ACrashedRankIsLost) {
