@@ -27,6 +27,15 @@ for mode in 0 1; do
   rounds=$(db_query trace-$mode "SELECT min(n) FROM (SELECT count(DISTINCT at_ns) AS n FROM probes
              GROUP BY from_node, to_node, bytes)")
   [ "$rounds" -ge 2 ] || fail "expected at least 2 probe rounds per pair, got $rounds (yield $mode)"
+  # Each latency row's four times (NTP's): on one machine the pretend hosts' clocks are one, so
+  # ping sent <= received by the peer <= reply sent <= reply received (1 ms of slack for two
+  # processes' counter calibrations), and the round trip is twice the latency.
+  disordered=$(db_query trace-$mode "SELECT count(*) FROM probes WHERE bytes = 1 AND (
+                 sent_ns IS NULL OR peer_received_ns IS NULL OR peer_replied_ns IS NULL OR
+                 received_ns IS NULL OR sent_ns > peer_received_ns + 1000000 OR
+                 peer_received_ns > peer_replied_ns OR peer_replied_ns > received_ns + 1000000 OR
+                 received_ns - sent_ns NOT BETWEEN 2 * ns AND 2 * ns + 1)")
+  expect_equal 0 "$disordered" "latency rows whose four times are missing or out of order (yield $mode)"
   pass "4 pretend hosts, yield $mode: 12 directed pairs x 2 sizes in each of $rounds rounds"
 done
 
