@@ -149,6 +149,25 @@ TEST(CostModel, MeasuredOnThisTopologyAndEqualOnAllRanks) {
   EXPECT_EQ(extremes[0], -extremes[1]);
 }
 
+// Many nodes: between one latency with 15 copies (the leaders' direct exchange) and four
+// latencies of one copy (their recursive doubling), the k-nomial among the leaders takes two of
+// three copies each at 1 KiB with the built-in model; for 8 bytes one latency among all ranks
+// (31 copies of 8 bytes cost less than the node stages).
+TEST(CostModel, ManyNodesTakeTheLeadersKnomialAtItsBestRadix) {
+  using collectives::Algorithm;
+  collectives::Topology t;
+  t.size = 32;
+  t.nodes = 16;
+  t.max_local_size = t.local_size = 2;
+  t.regular = true;
+  const collectives::CostModel m;  // built-in: 5 us and 1 ns/B between nodes, 0.2 ns/B reduced
+  collectives::Radices radices;
+  EXPECT_EQ(collectives::choose(m, t, 1024, &radices), Algorithm::hier_knomial);
+  EXPECT_EQ(radices.leaders, 4);
+  EXPECT_EQ(collectives::choose(m, t, 8, &radices), Algorithm::direct);
+  EXPECT_EQ(radices.leaders, 16);
+}
+
 TEST(CostModel, FilesRoundTripAndBadOnesAreRefused) {
   collectives::CostModel m;
   m.intra_alpha = 3e-7;
