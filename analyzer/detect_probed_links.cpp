@@ -316,15 +316,11 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
   }
   if (!host_is_link.empty()) health.details["probed_host_is_a_link"] = host_is_link;
   // Each direction's one-way time from the probes' round trips on the aligned and corrected
-  // clocks (detect_slow_links), and their baseline: the lower quartile.
+  // clocks (detect_slow_links). Their baseline is the latencies' (half a healthy round trip),
+  // which no clock error moves.
   std::map<std::pair<std::string, std::string>, double> one_way;
-  std::vector<double> one_way_values;
-  for (const json& l : health.details.value("probed_one_way", json::array())) {
-    const double ns = l.value("one_way_us", 0.0) * 1e3;
-    one_way[{l.value("from", ""), l.value("to", "")}] = ns;
-    one_way_values.push_back(ns);
-  }
-  const double base_one_way = quantile(one_way_values, 0.25);
+  for (const json& l : health.details.value("probed_one_way", json::array()))
+    one_way[{l.value("from", ""), l.value("to", "")}] = l.value("one_way_us", 0.0) * 1e3;
   // How far from the baseline, to put the clearest of several findings of a kind first.
   auto strength = [&](double latency_ns, double mb_per_s) {
     return std::max(latency_ns / std::max(1.0, base_latency),
@@ -408,8 +404,8 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
         both = false;
         if (back_slow) std::swap(p.from, p.to);
       } else if (f != one_way.end() && b != one_way.end()) {
-        const double excess_forth = f->second - base_one_way,
-                     excess_back = b->second - base_one_way;
+        const double excess_forth = f->second - base_latency,
+                     excess_back = b->second - base_latency;
         const double needed = latency_limit - base_latency;
         auto alone = [&](double slow, double other) {
           return slow >= needed && std::abs(other) <= 0.25 * slow;
