@@ -464,9 +464,24 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   // Written before the library's MPI_Finalize: finalize can hang (UCX across hosts), and what
   // was recorded must survive that.
   finish_recording(ended_by);
-  if (runtime().settings.verbose >= 1 && should_print(runtime().settings, session.facts.rank))
+  if (runtime().settings.verbose >= 1 && should_print(runtime().settings, session.facts.rank)) {
     std::fprintf(stderr, "commtap: rank %d wrote %s\n", session.facts.rank,
                  session.writer ? session.database_path.c_str() : "nothing");
+    if (session.prober && session.prober->cost().since_ns != 0) {
+      // What the link probes cost this rank, against the time since they could first run.
+      const probes::LinkProber::Cost c = session.prober->cost();
+      const double total_s =
+          static_cast<double>(monitor::elapsed_ns(c.since_ns, monitor::now_ns())) / 1e9;
+      const double spent_s = static_cast<double>(c.probing_ns + c.deciding_ns) / 1e9;
+      std::fprintf(stderr,
+                   "commtap: rank %d: link probes: %llu rounds, %.1f ms probing and %.1f ms "
+                   "deciding in %.1f s (%.3f%%)\n",
+                   session.facts.rank, static_cast<unsigned long long>(c.rounds),
+                   static_cast<double>(c.probing_ns) / 1e6,
+                   static_cast<double>(c.deciding_ns) / 1e6, total_s,
+                   total_s > 0 ? 100 * spent_s / total_s : 0.0);
+    }
+  }
   if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0) {
     session.prober.reset();  // frees its communicators
     PMPI_Comm_free(&session.comm);

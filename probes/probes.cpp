@@ -71,6 +71,7 @@ LinkProber::LinkProber(MPI_Comm comm, const Settings& settings) {
   }
   if (hosts_ < 2) return;  // nothing to probe: next_decision_seq_ stays 0
   next_decision_seq_.store(kFirstDecision, std::memory_order_relaxed);
+  cost_.since_ns = monitor::now_ns();
   // The first decision probes (a baseline early, also for short jobs); then the interval.
   last_decision_ns_ = monitor::now_ns();
   last_probe_end_ns_ = 0;
@@ -84,6 +85,7 @@ LinkProber::~LinkProber() {
 
 std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t seq) {
   if (seq != next_decision_seq()) return {};
+  const std::uint64_t entered = monitor::now_ns();
   // Rank 0 decides: probe when the interval has passed (grown so that the last round's time is
   // at most kMaxShare of it), and asks again when that many seconds of world collectives at
   // their recent rate have gone by. One broadcast carries both, so every rank agrees.
@@ -108,6 +110,8 @@ std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t 
   PMPI_Ibcast(decision, 2, MPI_UINT64_T, 0, comm_, &told);
   world::wait_all(1, &told, true);
   next_decision_seq_.store(decision[1], std::memory_order_relaxed);
+  const std::uint64_t decided = monitor::now_ns();
+  cost_.deciding_ns += monitor::elapsed_ns(entered, decided);
   if (decision[0] == 0) return {};
   std::vector<monitor::ProbeRow> rows;
   if (leaders_ != MPI_COMM_NULL) rows = probe_round();
@@ -117,6 +121,8 @@ std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t 
   PMPI_Ibarrier(comm_, &all_done);
   world::wait_all(1, &all_done, true);
   if (rank_ == 0) last_probe_end_ns_ = monitor::now_ns();
+  ++cost_.rounds;
+  cost_.probing_ns += monitor::elapsed_ns(decided, monitor::now_ns());
   return rows;
 }
 

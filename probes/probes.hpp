@@ -33,6 +33,12 @@ class LinkProber {
   // when to ask again (one small broadcast per decision, about one per interval); when it says
   // so the leaders probe. Returns the rows this rank measured (leaders only).
   std::vector<monitor::ProbeRow> after_world_collective(std::uint64_t seq);
+  // What probing has cost this rank so far: rounds run, and the time spent in them (from the
+  // decision to leave together) and in the decisions themselves (COMMTAP_VERBOSE reports it).
+  struct Cost {
+    std::uint64_t rounds = 0, probing_ns = 0, deciding_ns = 0, since_ns = 0;
+  };
+  Cost cost() const { return cost_; }
   // The seq of the next decision (0: never), for a check without a lock on the hot path.
   std::uint64_t next_decision_seq() const {
     return next_decision_seq_.load(std::memory_order_relaxed);
@@ -56,6 +62,7 @@ class LinkProber {
   static constexpr std::size_t kRoundsKept = 3;
   std::array<double, kRoundsKept> recent_rounds_s_{};
   std::size_t rounds_done_ = 0;
+  Cost cost_;
   std::vector<char> buffer_;
 };
 
