@@ -35,6 +35,18 @@ std::string quoted(const std::string& text) {
   return out + "'";
 }
 
+// The columns `table` has both in main and in the attached src, comma-separated (empty if src
+// has no such table).
+std::string shared_columns(sqlite3* db, const std::string& table) {
+  const std::vector<std::string> in_file = table_columns(db, "src", table);
+  std::string shared;
+  for (const std::string& name : table_columns(db, "main", table)) {
+    if (std::find(in_file.begin(), in_file.end(), name) == in_file.end()) continue;
+    shared += (shared.empty() ? "\"" : ", \"") + name + "\"";
+  }
+  return shared;
+}
+
 }  // namespace
 
 std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::string& error,
@@ -88,10 +100,14 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
       }
     }
     if (ok) {
-      // Every table of the schema, copied row for row (each row carries its rank).
+      // Every table of the schema, copied row for row (each row carries its rank), by the columns
+      // the file has: an older version's file lacks newer tables and columns, left empty.
       std::string copy = "BEGIN;";
       for (const std::string& table : tables) {
-        copy += "INSERT OR REPLACE INTO main." + table + " SELECT * FROM src." + table + ";";
+        const std::string columns = shared_columns(job->db_, table);
+        if (columns.empty()) continue;
+        copy += "INSERT OR REPLACE INTO main." + table + " (" + columns + ") SELECT " + columns +
+                " FROM src." + table + ";";
       }
       ok = exec(job->db_, copy + "COMMIT;", reason);
     }

@@ -54,12 +54,75 @@ bool job_files(const std::string& path, bool prefer_merged, std::vector<std::str
 }
 
 std::string schema_version_problem(int version) {
-  if (version == monitor::kSchemaVersion) return "";
+  if (version >= monitor::kOldestReadableSchemaVersion && version <= monitor::kSchemaVersion)
+    return "";
   return "not a commtap trace database of this version (schema version " + std::to_string(version) +
-         "; this commtap reads version " + std::to_string(monitor::kSchemaVersion) + ")";
+         "; this commtap reads versions " + std::to_string(monitor::kOldestReadableSchemaVersion) +
+         " to " + std::to_string(monitor::kSchemaVersion) + ")";
+}
+
+std::vector<std::string> table_columns(sqlite3* db, const std::string& schema,
+                                       const std::string& table) {
+  std::vector<std::string> names;
+  sqlite3_stmt* stmt = nullptr;
+  const std::string sql = "PRAGMA \"" + schema + "\".table_info(\"" + table + "\")";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(stmt) == SQLITE_ROW)
+      names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1)));
+  }
+  sqlite3_finalize(stmt);
+  return names;
+}
+
+const std::vector<std::pair<std::string, std::vector<std::string>>>& current_tables() {
+  static const auto tables = [] {
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    sqlite3* db = nullptr;
+    if (sqlite3_open(":memory:", &db) == SQLITE_OK &&
+        sqlite3_exec(db, monitor::schema_sql(), nullptr, nullptr, nullptr) == SQLITE_OK) {
+      sqlite3_stmt* stmt = nullptr;
+      sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+                         -1, &stmt, nullptr);
+      while (sqlite3_step(stmt) == SQLITE_ROW)
+        out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+                         std::vector<std::string>{});
+      sqlite3_finalize(stmt);
+      for (auto& [table, columns] : out) columns = table_columns(db, "main", table);
+    }
+    sqlite3_close(db);
+    return out;
+  }();
+  return tables;
 }
 
 namespace {
+
+// An older version's file, read as the current schema: each table it lacks, or lacks columns of,
+// is shadowed by a temporary view (the temp schema comes first in name lookup) with the current
+// columns, NULL where the file has none. Nothing is written to the file.
+bool shadow_older_schema(sqlite3* db, std::string& error) {
+  std::string sql;
+  for (const auto& [table, columns] : current_tables()) {
+    const std::vector<std::string> in_file = table_columns(db, "main", table);
+    std::string select;
+    bool complete = true;
+    for (const std::string& column : columns) {
+      const bool has = std::find(in_file.begin(), in_file.end(), column) != in_file.end();
+      complete = complete && has;
+      select +=
+          std::string(select.empty() ? "" : ", ") + (has ? "" : "NULL AS ") + "\"" + column + "\"";
+    }
+    if (complete) continue;
+    sql += "CREATE TEMP VIEW \"" + table + "\" AS SELECT " + select +
+           (in_file.empty() ? " WHERE 0;" : " FROM main.\"" + table + "\";");
+  }
+  char* message = nullptr;
+  if (sql.empty() || sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) == SQLITE_OK)
+    return true;
+  error = message ? message : sqlite3_errmsg(db);
+  sqlite3_free(message);
+  return false;
+}
 
 // A VFS for immutable readers that waits for a file's size to catch up with its header. A client
 // that caches attributes (FUSE for a second by default) can report a snapshot that replaced a
@@ -274,6 +337,10 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
     return nullptr;
   if (const std::string problem = schema_version_problem(version); !problem.empty()) {
     error = path + ": " + problem;
+    return nullptr;
+  }
+  if (version < monitor::kSchemaVersion && !shadow_older_schema(reader->db_, error)) {
+    error = path + ": cannot read schema version " + std::to_string(version) + ": " + error;
     return nullptr;
   }
   return reader;

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace commtap::analyzer {
@@ -20,9 +21,17 @@ namespace commtap::analyzer {
 bool job_files(const std::string& path, bool prefer_merged, std::vector<std::string>& files,
                std::string& error);
 
-// Empty if `version` (a file's PRAGMA user_version) is the schema this commtap reads, else why
-// not.
+// Empty if `version` (a file's PRAGMA user_version) is a schema this commtap reads (the current
+// one or an older one it can still read), else why not.
 std::string schema_version_problem(int version);
+
+// The columns of `table` in the database `schema` ("main", or an attached one's name) of `db`, in
+// order; empty if it has no such table.
+std::vector<std::string> table_columns(sqlite3* db, const std::string& schema,
+                                       const std::string& table);
+
+// The tables of the current schema and their columns, in order.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& current_tables();
 
 // The SQLite URI a reader opens `path` with. A file in rollback-journal mode (a finished rank's
 // file, a merged job.db, or a snapshot published on a shared filesystem) is opened immutable=1:

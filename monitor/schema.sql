@@ -1,4 +1,4 @@
--- commtap trace database, schema version 5 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 6 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 

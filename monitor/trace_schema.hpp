@@ -11,6 +11,10 @@ namespace commtap::monitor {
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
 constexpr int kSchemaVersion = 6;
+// The oldest version the readers still accept. Each version since has only added tables and
+// nullable columns (5: probes; 6: probes' four times), so an older file is read with those
+// empty: its findings are what that version's data supports.
+constexpr int kOldestReadableSchemaVersion = 4;
 extern const char* const kCommtapVersion;
 
 // reference time = local now_ns() + offset_ns, within +-error_ns (error_ns < 0: no estimate).

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/analyzer.hpp"
 #include "analyzer/health.hpp"
 #include "monitor/monitor.hpp"
 #include "tests/unit/temp_dir.hpp"
@@ -641,6 +642,52 @@ TEST(Health, ProbesTellTheDirectionOfALinkSlowOneWay) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 <-> h1"}});
   job.clock_error_us = [](int) { return 0.0; };  // an estimate made before the fault began
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+}
+
+// Files of older schema versions are read, with what they lack empty: version 5 had probes
+// without their four times (no clock correction or direction from them), version 4 no probes.
+TEST(Health, OlderTraceVersionsAreReadWithWhatTheyHold) {
+  SyntheticJob job = probed_job();
+  job.probe_one_way_us = [](int from, int to, double) {
+    return from == 0 && to == 1 ? 3030.0 : 30.0;
+  };
+  job.clock_error_us = [](int host) { return host == 1 ? -1500.0 : 0.0; };
+  auto analyze_as = [&](const std::string& downgrade) {
+    TempDir dir;
+    job.write(dir.path());
+    for (const auto& entry : fs::directory_iterator(dir.path())) {
+      sqlite3* db = nullptr;
+      EXPECT_EQ(sqlite3_open(entry.path().c_str(), &db), SQLITE_OK);
+      char* message = nullptr;
+      EXPECT_EQ(sqlite3_exec(db, downgrade.c_str(), nullptr, nullptr, &message), SQLITE_OK)
+          << (message ? message : "");
+      sqlite3_free(message);
+      sqlite3_close(db);
+    }
+    JobHealth health;
+    std::string error;
+    const bool read = analyze_job(dir.path().string(), HealthOptions{}, health, error);
+    // The merged job database (commtap query, merge) reads it too, with the columns it has.
+    std::string merge_error;
+    auto merged = commtap::analyzer::JobDatabase::open(dir.path().string(), merge_error);
+    EXPECT_EQ(static_cast<bool>(merged), read) << merge_error;
+    if (merged) {
+      auto rows = merged->query("SELECT count(*), count(sent_ns) FROM probes", merge_error);
+      EXPECT_TRUE(rows) << merge_error;
+    }
+    return std::make_pair(read ? health : JobHealth{}, error);
+  };
+  const auto [v5, error5] = analyze_as(
+      "ALTER TABLE probes DROP COLUMN sent_ns; ALTER TABLE probes DROP COLUMN peer_received_ns;"
+      "ALTER TABLE probes DROP COLUMN peer_replied_ns; ALTER TABLE probes DROP COLUMN "
+      "received_ns; PRAGMA user_version = 5");
+  EXPECT_EQ(error5, "");
+  expect_exactly(v5, {{"slow_link", "link h0 <-> h1"}});  // half a round trip: no direction
+  const auto [v4, error4] = analyze_as("DROP TABLE probes; PRAGMA user_version = 4");
+  EXPECT_EQ(error4, "");
+  expect_exactly(v4, {});  // a collective-only job without probes: nothing to see links by
+  const auto [v3, error3] = analyze_as("PRAGMA user_version = 3");
+  EXPECT_NE(error3.find("schema version 3"), std::string::npos) << error3;
 }
 
 TEST(Health, AProbedLinkThatRecoveredIsNotFlagged) {
