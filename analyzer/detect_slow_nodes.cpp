@@ -38,7 +38,99 @@ struct RankWindow {
 
 constexpr int kWindowsKept = 30;  // persistence looks at the latest windows only
 
+// A host is stalled in a window when its ranks' writer ticks were held off the CPU (heartbeats'
+// stalled_ns) at least this share of the time, and that many times the other hosts' median plus
+// the margin: on a busy machine every rank waits its turn now and then, and only a host that
+// waits clearly more has lost CPU. The tick sees a lower bound (a CPU throttled to a third
+// reads 10-20%), hence the low floor.
+constexpr double kStalledShare = 0.05, kStalledFactor = 3.0, kStalledMargin = 0.02;
+
+// Each rank's cumulative stalled_ns by wall time, to take shares of time spans.
+class StallCounters {
+ public:
+  bool load(const Job& job, std::string& error) {
+    if (!each_row(
+            job,
+            "SELECT rank, wall_ns, stalled_ns FROM heartbeats WHERE stalled_ns IS NOT NULL "
+            "ORDER BY wall_ns",
+            [&](sqlite3_stmt* s) {
+              const std::int64_t wall = column_i64(s, 1);
+              if (wall <= job.until_wall)
+                rows_[static_cast<int>(column_i64(s, 0))].emplace_back(wall, column_i64(s, 2));
+            },
+            error))
+      return false;
+    return true;
+  }
+  // The rank's stalled share of wall time between its rows nearest `from` and `to` (-1: unknown,
+  // or under half a second of rows).
+  double share(int rank, std::int64_t from, std::int64_t to) const {
+    auto found = rows_.find(rank);
+    if (found == rows_.end() || found->second.empty()) return -1;
+    const auto& rows = found->second;
+    auto at = [&](std::int64_t wall) {  // the last row at or before `wall`, else the first
+      auto it = std::upper_bound(rows.begin(), rows.end(), std::make_pair(wall, INT64_MAX));
+      return it == rows.begin() ? rows.front() : *(it - 1);
+    };
+    const auto [wall0, stalled0] = at(from);
+    const auto [wall1, stalled1] = at(to);
+    if (wall1 - wall0 < 500'000'000) return -1;
+    return static_cast<double>(stalled1 - stalled0) / static_cast<double>(wall1 - wall0);
+  }
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> rows_;
+};
+
+// Per host: its largest rank share (hosts without a known share are absent).
+std::map<int, double> host_stall_shares(const Job& job, const StallCounters& stalls,
+                                        std::int64_t from, std::int64_t to) {
+  std::map<int, double> shares;
+  for (const auto& [number, r] : job.ranks) {
+    const double share = stalls.share(number, from, to);
+    if (share < 0) continue;
+    auto [it, added] = shares.try_emplace(r.host, share);
+    if (!added) it->second = std::max(it->second, share);
+  }
+  return shares;
+}
+
+// The hosts of `shares` that stand out as stalled, against the others' median.
+std::set<int> stalled_hosts_of(const std::map<int, double>& shares) {
+  std::set<int> stalled;
+  if (shares.size() < 2) return stalled;
+  for (const auto& [host, share] : shares) {
+    std::vector<double> others;
+    for (const auto& [other, s] : shares)
+      if (other != host) others.push_back(s);
+    if (share >= kStalledShare && share >= kStalledFactor * median_of(others) + kStalledMargin)
+      stalled.insert(host);
+  }
+  return stalled;
+}
+
 }  // namespace
+
+bool find_stalled_hosts(const Job& job, const HealthOptions& options, JobHealth& health,
+                        std::string& error) {
+  StallCounters stalls;
+  if (!stalls.load(job, error)) return false;
+  if (stalls.empty()) return true;
+  // The latest window (the job's end, or now): a stall that ended before explains nothing now.
+  const auto end = static_cast<std::int64_t>(
+      std::min<std::uint64_t>(job.now_wall, static_cast<std::uint64_t>(job.until_wall)));
+  const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  const std::map<int, double> shares = host_stall_shares(job, stalls, end - window_ns, end);
+  json shares_json = json::object(), stalled_json = json::object();
+  for (const auto& [host, share] : shares)
+    shares_json[job.hosts[static_cast<std::size_t>(host)]] = share;
+  for (int host : stalled_hosts_of(shares))
+    stalled_json[job.hosts[static_cast<std::size_t>(host)]] = shares.at(host);
+  health.details["stall_shares"] = shares_json;
+  if (!stalled_json.empty()) health.details["stalled_hosts"] = stalled_json;
+  return true;
+}
 
 bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& health,
                        std::string& error) {
@@ -119,9 +211,25 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
           error))
     return false;
 
+  // Per window: which hosts were held off the CPU (the stall counters, where the files have them).
+  StallCounters stalls;
+  if (!stalls.load(job, error)) return false;
+  std::vector<std::set<int>> stalled_in(static_cast<std::size_t>(windows));
+  std::vector<std::map<int, double>> stall_in(static_cast<std::size_t>(windows));
+  if (!stalls.empty()) {
+    for (int w = 0; w < windows; ++w) {
+      const std::int64_t from =
+          first + job.wall_minus_aligned + static_cast<std::int64_t>(first_kept + w) * window_ns;
+      stall_in[static_cast<std::size_t>(w)] =
+          host_stall_shares(job, stalls, from, from + window_ns);
+      stalled_in[static_cast<std::size_t>(w)] =
+          stalled_hosts_of(stall_in[static_cast<std::size_t>(w)]);
+    }
+  }
+
   // Per window: which ranks stand out.
   const double min_lateness = options.min_lateness_ms * 1e6;
-  std::map<int, int> flagged_windows, eligible_windows;
+  std::map<int, int> flagged_windows, eligible_windows, stalled_windows;
   std::map<int, std::vector<std::pair<int, bool>>> flags;  // per rank: (window, late), in order
   std::map<int, std::vector<double>> rank_lateness, other_lateness, host_last_fraction;
   // For `commtap report`: every rank's median lateness in every kept window (null where it had
@@ -163,8 +271,13 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       rank_lateness[rank].push_back(m);
       other_lateness[rank].push_back(baseline);
       host_last_fraction[rank].push_back(fraction);
+      // Late and last to arrive often; or late and its host held off the CPU: in a pipeline the
+      // stage that waits for a stalled one arrives as late as it does and takes turns being
+      // last, and only the stall tells them apart.
+      const bool stalled = stalled_in[static_cast<std::size_t>(w)].count(host) > 0;
       const bool late = m >= min_lateness && m >= options.lateness_factor * baseline &&
-                        fraction >= options.last_fraction;
+                        (fraction >= options.last_fraction || stalled);
+      if (late && stalled) ++stalled_windows[rank];
       flags[rank].emplace_back(w, late);
       if (late) ++flagged_windows[rank];
     }
@@ -266,6 +379,15 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   for (int rank : slow) slow_by_host[job.ranks.at(rank).host].push_back(rank);
   const std::uint64_t first_wall = static_cast<std::uint64_t>(
       first + job.wall_minus_aligned + static_cast<std::int64_t>(first_kept) * window_ns);
+  // A late rank whose host was held off the CPU in most of its late windows: stalled.
+  auto stalled_rank = [&](int rank) { return stalled_windows[rank] * 2 > flagged_windows[rank]; };
+  // The largest time share inside MPI of the stalled late ranks: a late rank that is not stalled
+  // and spends more time inside MPI than they do is waiting for them (the other stage of a
+  // pipeline), not slow itself.
+  double stalled_mpi = -1;
+  for (int rank : slow)
+    if (stalled_rank(rank) && mpi_share.count(rank))
+      stalled_mpi = std::max(stalled_mpi, mpi_share.at(rank));
   for (const auto& [host, ranks] : slow_by_host) {
     const bool whole_host = ranks.size() == ranks_by_host[host].size();
     std::vector<int> subjects = whole_host ? std::vector<int>{ranks.front()} : ranks;
@@ -285,8 +407,12 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
             .push_back(share);
       const double own_mpi = own_share.empty() ? 0.0 : median_of(own_share);
       const double others_mpi = others_share.empty() ? 1.0 : median_of(others_share);
-      // Clearly less (a fifth): with equal shares nobody is waiting for this rank.
-      if (!own_share.empty() && !others_share.empty() && own_mpi > 0.8 * others_mpi) continue;
+      // Clearly less (a fifth): with equal shares nobody is waiting for this rank. A rank whose
+      // host was held off the CPU in most of its late windows needs no such sign.
+      const bool stalled = stalled_rank(subject_rank);
+      if (!stalled && !own_share.empty() && !others_share.empty() && own_mpi > 0.8 * others_mpi)
+        continue;
+      if (!stalled && stalled_mpi >= 0 && !own_share.empty() && own_mpi > stalled_mpi) continue;
       // Too little to tell a faulty machine from the program's own imbalance.
       const std::uint64_t compared = n / (whole_host ? ranks.size() : 1);
       if (compared < static_cast<std::uint64_t>(std::max(0, options.min_evidence_instances)))
@@ -316,6 +442,19 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
                     {"others_lateness_ns", median_of(others)},
                     {"windows_flagged", flagged},
                     {"windows", eligible}};
+      // The stall share over the late windows, against the other hosts'.
+      std::vector<double> own_stall, others_stall;
+      for (int w = onset_window; w < windows; ++w)
+        for (const auto& [h, share] : stall_in[static_cast<std::size_t>(w)])
+          (h == host ? own_stall : others_stall).push_back(share);
+      if (!own_stall.empty() && !others_stall.empty()) {
+        f.evidence["stall_share"] = median_of(own_stall);
+        f.evidence["others_stall_share"] = median_of(others_stall);
+        if (stalled)
+          f.summary += "; its process was held off the CPU " + percent_text(median_of(own_stall)) +
+                       " of the time vs " + percent_text(median_of(others_stall)) +
+                       " for the other hosts";
+      }
       health.findings.push_back(f);
     }
   }

@@ -12,6 +12,11 @@ namespace commtap::analyzer {
 
 // hang, communication_hang, rank_lost: from the latest heartbeats and communicator progress.
 void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out);
+// details.stall_shares and stalled_hosts: each host's share of the latest window its process
+// was held off the CPU (heartbeats.stalled_ns), and those that stand out. Run first: a stalled
+// host's messages and probes arrive late, and the stall, not its network, is the cause.
+bool find_stalled_hosts(const Job& job, const HealthOptions& options, JobHealth& health,
+                        std::string& error);
 // slow_rank, slow_host: arrival lateness at aligned collective instances, in persistence windows.
 bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& health,
                        std::string& error);

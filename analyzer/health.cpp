@@ -111,12 +111,38 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   health.now_ns = job.now_wall;
   for (const auto& [number, r] : job.ranks) health.running |= r.ended_by == "running";
   detect_hangs(job, options, health.findings);
-  if (!detect_slow_nodes(job, options, health, error) ||
+  if (!find_stalled_hosts(job, options, health, error) ||
+      !detect_slow_nodes(job, options, health, error) ||
       !detect_slow_links(job, options, health, error) ||
       !detect_probed_links(job, options, health, error) ||
       !detect_degradation(job, options, health, error))
     return false;
   merge_same_subject(health.findings);
+  // A host whose process was held off the CPU in the latest window receives late (its receives
+  // complete when it runs again), answers probes late and sends late: its links and its network
+  // read slow, and the stall is the cause. Those findings are left out (listed in details), and
+  // it counts as no delayed host below.
+  if (health.details.contains("stalled_hosts")) {
+    const json stalled = health.details["stalled_hosts"];
+    json explained = json::array();
+    std::erase_if(health.findings, [&](const Finding& f) {
+      const bool network =
+          f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network;
+      const bool touches = stalled.contains(f.evidence.value("host", "")) ||
+                           stalled.contains(f.evidence.value("from", "")) ||
+                           stalled.contains(f.evidence.value("to", ""));
+      if (network && touches) explained.push_back({{"kind", f.kind}, {"subject", f.subject}});
+      return network && touches;
+    });
+    if (!explained.empty()) health.details["explained_by_stalls"] = explained;
+    if (health.details.contains("delayed_hosts")) {
+      json& delayed = health.details["delayed_hosts"];
+      json kept = json::array();
+      for (const json& host : delayed)
+        if (!stalled.contains(host.get<std::string>())) kept.push_back(host);
+      delayed = kept;
+    }
+  }
   // A host that receives slow messages arrives late at the next collective because it waits for
   // them: the network finding explains it, so no compute-side finding is made for it.
   if (health.details.contains("delayed_hosts")) {

@@ -1,4 +1,4 @@
--- commtap trace database, schema version 6 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 7 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -84,6 +84,10 @@ CREATE TABLE IF NOT EXISTS heartbeats (
   aggregates_dropped INTEGER NOT NULL, -- calls left out of `aggregates` (a thread's table was
                                        -- full), since start
   writer_cpu_ns INTEGER NOT NULL,      -- CPU time of commtap's writer thread, since start
+  stalled_ns INTEGER,                  -- since start: how late the writer thread's 10 ms ticks
+                                       -- woke, counting wakeups at least 2 ms late (the process
+                                       -- held off the CPU: stopped, throttled, or queued); a
+                                       -- lower bound. NULL: written by schema 6 or older
   PRIMARY KEY (rank, wall_ns)
 );
 

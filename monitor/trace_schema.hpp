@@ -10,10 +10,10 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 // The oldest version the readers still accept. Each version since has only added tables and
-// nullable columns (5: probes; 6: probes' four times), so an older file is read with those
-// empty: its findings are what that version's data supports.
+// nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns), so an older file
+// is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 extern const char* const kCommtapVersion;
 

@@ -69,7 +69,11 @@ struct Snapshot {
   std::vector<std::string> algorithm_names;    // to name InstanceRecord::algorithm; empty: all
                                                // 'native'
   std::uint64_t writer_ns = 0;                 // the writer thread's CPU time so far
-  std::vector<std::string> gpus;               // GPUs in use so far (empty: none, or unchanged)
+  // How late the writer's 10 ms ticks woke, so far, counting wakeups at least 2 ms late: time
+  // the process was held off the CPU (stopped, throttled, or queued behind other work). A lower
+  // bound: a stall between two ticks' deadlines is not seen.
+  std::uint64_t stalled_ns = 0;
+  std::vector<std::string> gpus;  // GPUs in use so far (empty: none, or unchanged)
   // For synthetic databases: the window's CLOCK_REALTIME stamp and how this rank's now_ns()
   // maps to it. 0: now, and the writer's own mapping.
   std::uint64_t wall_ns = 0;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +89,9 @@ struct SyntheticJob {
   // How far each host's clock offset estimate is off (us): a Cristian estimate over a link that
   // is slower one way than the other is off by half the difference.
   std::function<double(int host)> clock_error_us = [](int) { return 0.0; };
+
+  // Share of each second a host's process was held off the CPU (heartbeats' stalled_ns).
+  std::function<double(int host, double t)> stall_share = [](int, double) { return 0.004; };
 
   // Which job and machines: host h is named host_prefix + h.
   std::string job_id = "synthetic";
@@ -202,8 +206,11 @@ struct SyntheticJob {
       auto& windows_of_rank = per_rank[static_cast<std::size_t>(r)];
       const int last_window = crashed ? static_cast<int>(crash_at) : windows - 1;
       windows_of_rank.resize(static_cast<std::size_t>(last_window + 1));
+      double stalled_ns = 0;
       for (int w = 0; w <= last_window; ++w) {
         monitor::Snapshot& s = windows_of_rank[static_cast<std::size_t>(w)];
+        stalled_ns += std::max(0.0, stall_share(host_of(r), w)) * 1e9;
+        s.stalled_ns = static_cast<std::uint64_t>(stalled_ns);
         // The part of a second this window covers: its calls and waits scale with it.
         const double part = w == windows - 1 ? last_window_s : 1.0;
         s.wall_ns = kStartWall + static_cast<std::uint64_t>((w + part) * 1e9);
@@ -490,6 +497,49 @@ TEST(Health, AClockErrorIsNotASlowLinkWithoutASlowRoundTrip) {
       expect_exactly(health, {{"slow_link", "link h0 <-> h1"}});
       EXPECT_TRUE(health.details.contains("slow_one_way_by_clock_only"));
     }
+  }
+}
+
+// A pipeline whose second stage's host lost CPU (a throttled cgroup): the first stage waits for
+// it and arrives at the collectives as late, taking turns being last; the messages into the
+// stalled host complete late, like a slow link's. The stall counters name the host, and its
+// links are not blamed.
+TEST(Health, AHostHeldOffTheCpuIsTheSlowHostNotItsLinks) {
+  SyntheticJob job;
+  job.late_us = [](int rank, double t) { return t >= 10 && rank >= 4 ? 4000.0 : 0.0; };
+  job.link_us = [](int, int to, double t) { return t >= 10 && to == 3 ? 3000.0 : 0.0; };
+  job.sends = [](int from, int to, double) { return from / 2 == to / 2; };  // within a pipeline
+  // Time inside MPI: the other pipeline waits for both stages, the first stage for the second
+  // (clearly less than the others, as a slow rank's), the stalled stage least.
+  job.receive_wait_ms = [](int rank) { return rank < 4 ? 950.0 : rank < 6 ? 700.0 : 300.0; };
+  job.stall_share = [](int host, double t) {
+    return t >= 10 && host == 3 ? 0.15 : 0.003 + 0.002 * host;
+  };
+  const JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_host", "host h3"}});
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_NEAR(health.findings[0].evidence.value("stall_share", 0.0), 0.15, 0.01);
+  EXPECT_TRUE(health.details.contains("explained_by_stalls")) << health.details.dump();
+  // Without the counters (every host alike) the same job reads as a slow link.
+  job.stall_share = [](int, double) { return 0.004; };
+  const JobHealth without = analyze(job, HealthOptions{});
+  EXPECT_TRUE(std::any_of(without.findings.begin(), without.findings.end(), [](const Finding& f) {
+    return f.kind == "slow_link";
+  })) << describe(without);
+}
+
+// Every host waits its turn for the CPU now and then on a busy machine: stalls alike on all hosts,
+// or small ones on one, are nobody's fault.
+TEST(Health, StallsAlikeOnEveryHostAreNoFinding) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SyntheticJob job;
+    job.seed = seed;
+    job.stall_share = [seed](int host, double t) {
+      return 0.08 + 0.04 * std::sin(host * 1.7 + t * 0.3 + static_cast<double>(seed));
+    };
+    expect_exactly(analyze(job, HealthOptions{}), {});
+    job.stall_share = [](int host, double) { return host == 2 ? 0.03 : 0.01; };
+    expect_exactly(analyze(job, HealthOptions{}), {});
   }
 }
 
