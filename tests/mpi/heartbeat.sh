@@ -2,6 +2,7 @@
 # The trace database is written while the job runs and can be read meanwhile: with one rank held
 # outside MPI and the other waiting in MPI_Barrier, the heartbeats say exactly that, window after
 # window; once released, the last rows say how each rank ended. Files are private to the user.
+# A rank's process stopped for a while shows in its stall counter.
 source "$(dirname "$0")/common.sh"
 
 mkfifo gate
@@ -27,6 +28,23 @@ expect_equal 1 "$since" "the barrier's entry time, the same in every window"
 running=$(db_query trace "SELECT group_concat(ended_by) FROM ranks")
 expect_equal "running,running" "$running" "ranks while the job runs"
 pass "live heartbeats: rank 1 waits in MPI_Barrier on MPI_COMM_WORLD, rank 0 computes"
+
+# Stall counters: rank 1's process stopped for 0.5 s (a fault, as a throttled cgroup or a
+# SIGSTOP duty cycle would inflict) shows in its stalled_ns, and not in rank 0's.
+stalled() { db_query trace "SELECT coalesce(max(stalled_ns), 0) FROM heartbeats WHERE rank = $1"; }
+before0=$(stalled 0) before1=$(stalled 1)
+pid=$(db_query trace "SELECT pid FROM ranks WHERE rank = 1")
+kill -STOP "$pid"
+sleep 0.5
+kill -CONT "$pid"
+for ((i = 0; i < 200; i++)); do
+  [ $(($(stalled 1) - before1)) -ge 400000000 ] && break
+  sleep 0.05
+done
+grown1=$(($(stalled 1) - before1)) grown0=$(($(stalled 0) - before0))
+[ "$grown1" -ge 400000000 ] || fail "rank 1 stopped 0.5 s: its stalled_ns grew by $grown1 ns only"
+[ "$grown0" -lt 200000000 ] || fail "rank 0 was not stopped: its stalled_ns grew by $grown0 ns"
+pass "stall counters: rank 1 stopped 0.5 s counted $((grown1 / 1000000)) ms, rank 0 $((grown0 / 1000000)) ms"
 
 release
 wait $job
