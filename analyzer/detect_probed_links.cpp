@@ -131,7 +131,9 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
         known += verdict.has_value();
         fine += verdict.value_or(false);
       }
-      contradicted = known >= 2 && fine == known;
+      // The probes find most of its pairs fine (more than a host finding leaves): it is not
+      // the host's network (the messages may have seen only its pairs with a slow peer).
+      contradicted = known >= 2 && fine > (1 - options.host_cell_fraction) * known;
       if (contradicted)
         delayed.erase(std::remove(delayed.begin(), delayed.end(), host), delayed.end());
     }
@@ -361,6 +363,22 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
                   {"baseline_latency_ns", base_latency},
                   {"baseline_mb_per_s", base_throughput},
                   {"rounds", rounds}};
+    // The job's messages on its links, named as slow links (a host whose messages go to one
+    // peer only is not judged by them), are this finding's.
+    json links = json::array();
+    std::erase_if(health.findings, [&](const Finding& m) {
+      const bool absorbed =
+          m.kind == finding_kind::slow_link && m.evidence.value("source", "") != "probes" &&
+          (m.evidence.value("from", "") == host || m.evidence.value("to", "") == host);
+      if (absorbed) links.push_back(m.subject);
+      return absorbed;
+    });
+    if (!links.empty()) {
+      f.evidence["message_links"] = links;
+      f.summary += "; the job's messages on " + links[0].get<std::string>() +
+                   (links.size() > 1 ? " and " + std::to_string(links.size() - 1) + " more" : "") +
+                   " are slow too";
+    }
     health.findings.push_back(f);
     if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
   }

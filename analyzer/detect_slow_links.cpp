@@ -423,10 +423,19 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                       {"suspect", cell.suspect}});
   }
   health.details["links"] = matrix;
-  json delayed = json::array();  // hosts that receive slow (or suspect) messages
-  for (const auto& [pair, cell] : pairs)
-    if (cell.slow || cell.suspect)
-      delayed.push_back(job.hosts[static_cast<std::size_t>(pair.second)]);
+  // Hosts that receive slow (or suspect) messages, and those that send slow ones: a sender that
+  // waits for the answer (a pipeline stage for its partner's gradients) arrives at the next
+  // collective as late as the receiver. (A host that lost CPU is told apart by its stall
+  // counters, see health.cpp.)
+  json delayed = json::array();
+  auto add_delayed = [&](int host) {
+    const std::string& name = job.hosts[static_cast<std::size_t>(host)];
+    if (std::find(delayed.begin(), delayed.end(), name) == delayed.end()) delayed.push_back(name);
+  };
+  for (const auto& [pair, cell] : pairs) {
+    if (cell.slow || cell.suspect) add_delayed(pair.second);
+    if (cell.slow) add_delayed(pair.first);
+  }
   health.details["delayed_hosts"] = delayed;
   // A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
   // network; the remaining slow cells are links. Candidates are taken strongest first (by the
@@ -437,20 +446,29 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   auto involves = [](const std::pair<int, int>& pair, int h) {
     return pair.first == h || pair.second == h;
   };
+  // A host is judged on its pairs with two other hosts at least: when its messages go to one
+  // peer only (a pipeline stage and its partner), slow pairs both ways say as much about the
+  // peer, or the link between them, as about the host; they are named as a link, and the link
+  // probes, which measure every pair, can name the host.
   std::vector<std::pair<std::uint64_t, int>> candidates;  // strength, host
   for (int h = 0; h < static_cast<int>(job.hosts.size()); ++h) {
     int involved = 0, slow = 0, healthy_elsewhere = 0;
+    std::set<int> slow_peers;
     std::uint64_t weakest = ~0ull;
     for (const auto& [pair, cell] : pairs) {
       if (involves(pair, h)) {
         ++involved;
         slow += cell.slow;
-        if (cell.slow) weakest = std::min(weakest, cell.recent_slow);
+        if (cell.slow) {
+          weakest = std::min(weakest, cell.recent_slow);
+          slow_peers.insert(pair.first == h ? pair.second : pair.first);
+        }
       } else if (!cell.slow) {
         ++healthy_elsewhere;
       }
     }
-    if (involved >= 2 && healthy_elsewhere > 0 && slow >= options.host_cell_fraction * involved)
+    if (involved >= 2 && slow_peers.size() >= 2 && healthy_elsewhere > 0 &&
+        slow >= options.host_cell_fraction * involved)
       candidates.emplace_back(weakest, h);
   }
   std::sort(candidates.rbegin(), candidates.rend());

@@ -528,6 +528,43 @@ TEST(Health, AHostHeldOffTheCpuIsTheSlowHostNotItsLinks) {
   })) << describe(without);
 }
 
+// A pipeline's messages go between the two stages of a replica only: a slow host network on h2
+// slows its pair with h3 both ways, which says as much about h3. The probes, which measure every
+// pair, name h2, and the messages' slow pair is part of that finding.
+TEST(Health, AHostWhoseMessagesGoToOnePeerIsJudgedByTheProbes) {
+  SyntheticJob job;
+  job.probe_every_s = 5;
+  job.sends = [](int from, int to, double) { return from / 2 == to / 2; };
+  job.link_us = [](int from, int to, double t) {
+    return t >= 8 && (from == 2 || to == 2) ? 4000.0 : 0.0;
+  };
+  job.probe_latency_us = [](int from, int to, double t) {
+    return t >= 8 && (from == 2 || to == 2) ? 4030.0 : 30.0;
+  };
+  const JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_host_network", "host h2"}});
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_TRUE(health.findings[0].evidence.contains("message_links")) << describe(health);
+  // Without probes the messages alone cannot tell h2 from h3: the pair is named.
+  job.probe_every_s = 0;
+  const JobHealth unprobed = analyze(job, HealthOptions{});
+  for (const Finding& f : unprobed.findings) EXPECT_EQ(f.kind, "slow_link") << describe(unprobed);
+}
+
+// A slow link inside a pipeline replica: the second stage waits for the late activations and
+// the first stage for the second's answer, so both arrive late at the collectives; the link
+// explains both, and neither host is a slow host.
+TEST(Health, BothStagesBehindASlowLinkAreExplainedByIt) {
+  SyntheticJob job;
+  job.sends = [](int from, int to, double) { return from / 2 == to / 2; };
+  job.link_us = [](int from, int to, double t) {
+    return t >= 8 && from == 0 && to == 1 ? 3000.0 : 0.0;
+  };
+  job.late_us = [](int rank, double t) { return t >= 8 && rank < 4 ? 3000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank < 4 ? 500.0 : 950.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+}
+
 // Every host waits its turn for the CPU now and then on a busy machine: stalls alike on all hosts,
 // or small ones on one, are nobody's fault.
 TEST(Health, StallsAlikeOnEveryHostAreNoFinding) {
