@@ -350,6 +350,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   ::gethostname(host, sizeof host - 1);
   facts.host = host;
   facts.group_readable = settings.group_read;
+  facts.stall_tick_ns = static_cast<std::uint64_t>(settings.stall_tick) * 1'000'000;
   // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement).
   world::NodeLayout layout = world::node_layout(session.comm, 0);
   facts.local_rank = layout.local_rank;

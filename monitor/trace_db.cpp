@@ -490,7 +490,7 @@ class RankDatabase {
           bind_u64(stmt, 9, snapshot.instances_dropped);
           bind_u64(stmt, 10, snapshot.aggregates_dropped);
           bind_u64(stmt, 11, snapshot.writer_ns);
-          bind_u64(stmt, 12, snapshot.stalled_ns);
+          if (snapshot.stalls_measured) bind_u64(stmt, 12, snapshot.stalled_ns);
           done = true;
           return true;
         });
@@ -571,7 +571,8 @@ struct TraceWriter::State {
   bool failed = false;  // the error was reported: stop() returns no error for it again
   std::atomic<std::uint64_t> writer_cpu_ns{0};
   std::uint64_t stalled_ns = 0;  // the writer thread's own: see Snapshot::stalled_ns
-  static constexpr std::uint64_t kTickNs = 10'000'000, kStallGraceNs = 2'000'000;
+  std::uint64_t tick_ns;         // RankFacts::stall_tick_ns (0: no ticks)
+  static constexpr std::uint64_t kStallGraceNs = 2'000'000;
   std::string path;  // the file readers open
   int rank = 0;
   std::string final_ended_by;  // set by stop() before it wakes the thread
@@ -594,6 +595,7 @@ struct TraceWriter::State {
       : database(local.empty() ? p : local, facts),
         collect(std::move(c)),
         interval_ns(interval),
+        tick_ns(facts.stall_tick_ns),
         path(p),
         rank(facts.rank),
         local_path(local),
@@ -665,6 +667,7 @@ struct TraceWriter::State {
     Snapshot snapshot = collect();
     snapshot.writer_ns = writer_cpu_ns.load(std::memory_order_relaxed);
     if (snapshot.stalled_ns == 0) snapshot.stalled_ns = stalled_ns;
+    if (tick_ns == 0) snapshot.stalls_measured = false;
     if (database.write_window(snapshot, ended_by)) {
       if (may_publish) publish(false);
     } else {
@@ -680,18 +683,19 @@ struct TraceWriter::State {
     }
   }
 
-  // Between windows the thread wakes every kTickNs and adds how late each wakeup came, when it
+  // Between windows the thread wakes every tick_ns and adds how late each wakeup came, when it
   // is at least kStallGraceNs late, to `stalled_ns`. A process stopped, throttled by its cgroup
   // or queued behind other work on its cores wakes late; the analyzer compares ranks' shares, so
   // a host whose CPU is taken away is told from one whose network is slow (its messages arrive
-  // late either way). 100 wakeups a second cost about 0.05% of a core.
+  // late either way). At the default 20 ms, 50 wakeups a second cost about 0.15% of a core on
+  // this project's VMs (docs/benchmarks.md).
   void run() {
     std::uint64_t next_window = steady_ns() + interval_ns;
     for (;;) {
       pollfd readable{wake[0], POLLIN, 0};
       const std::uint64_t before = steady_ns();
-      const std::uint64_t wait_ns =
-          next_window > before ? std::min(kTickNs, next_window - before) : 0;
+      const std::uint64_t until_window = next_window > before ? next_window - before : 0;
+      const std::uint64_t wait_ns = tick_ns > 0 ? std::min(tick_ns, until_window) : until_window;
       const timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000u),
                              static_cast<long>(wait_ns % 1'000'000'000u)};
       const int ready = ::ppoll(&readable, 1, &timeout, nullptr);

@@ -24,6 +24,9 @@ struct RankFacts {
   int node = 0;                 // index of the rank's node (shared-memory domain), 0..nodes-1
   int local_rank = 0;           // rank within the node
   bool group_readable = false;  // create the file 0640 instead of 0600
+  // COMMTAP_STALL_TICK: the writer's wakeups between windows that measure stalls (0: none, and
+  // Snapshot::stalled_ns is not written).
+  std::uint64_t stall_tick_ns = 20'000'000;
   long pid = 0;
   std::string mpi_library;
   std::string command_line;
@@ -69,10 +72,12 @@ struct Snapshot {
   std::vector<std::string> algorithm_names;    // to name InstanceRecord::algorithm; empty: all
                                                // 'native'
   std::uint64_t writer_ns = 0;                 // the writer thread's CPU time so far
-  // How late the writer's 10 ms ticks woke, so far, counting wakeups at least 2 ms late: time
-  // the process was held off the CPU (stopped, throttled, or queued behind other work). A lower
-  // bound: a stall between two ticks' deadlines is not seen.
+  // How late the writer's ticks (COMMTAP_STALL_TICK) woke, so far, counting wakeups at least
+  // 2 ms late: time the process was held off the CPU (stopped, throttled, or queued behind other
+  // work). A lower bound: a stall between two ticks' deadlines is not seen. Not written when
+  // !stalls_measured (ticks off).
   std::uint64_t stalled_ns = 0;
+  bool stalls_measured = true;
   std::vector<std::string> gpus;  // GPUs in use so far (empty: none, or unchanged)
   // For synthetic databases: the window's CLOCK_REALTIME stamp and how this rank's now_ns()
   // maps to it. 0: now, and the writer's own mapping.

@@ -64,3 +64,8 @@ COMMTAP_DIR=shared COMMTAP_GROUP_READ=1 run_preloaded 2 "$PROGRAMS/toy_train" 2 
 got=$(db_query shared "SELECT group_concat(node || ':' || local_rank) FROM ranks")
 expect_equal "0:0,0:1" "$got" "node index and local rank on one machine"
 pass "COMMTAP_GROUP_READ and node facts"
+
+COMMTAP_DIR=noticks COMMTAP_STALL_TICK=0 run_preloaded 2 "$PROGRAMS/toy_train" 2 64 >/dev/null
+got=$(db_query noticks "SELECT count(*), count(stalled_ns) FROM heartbeats")
+[[ "$got" == *"|0" && "$got" != "0|0" ]] || fail "COMMTAP_STALL_TICK=0: heartbeats, stalled_ns: $got"
+pass "COMMTAP_STALL_TICK=0: no stall counters ($got)"
