@@ -81,6 +81,24 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
       std::erase_if(culprits, [&](int m) { return stuck_somewhere.count(m) > 0; });
       if (culprits.empty()) continue;
     }
+    // Of several that never arrived, one that stopped writing heartbeats (it missed one at
+    // least: stopped, crashed) or computes outside MPI is the cause, and one blocked inside an
+    // MPI call all that time (a pipeline stage in MPI_Recv from the stopped one) waits for it.
+    // Only when all are blocked inside calls (a point-to-point deadlock) are all named.
+    std::vector<int> waiting;
+    if (culprits.size() > 1) {
+      const auto missed_ns = static_cast<std::uint64_t>((1.5 * job.interval_s + 0.5) * 1e9);
+      auto cause = [&](int m) {
+        auto r = job.ranks.find(m);
+        if (r == job.ranks.end()) return true;  // no trace at all
+        return job.now_wall > heard(r->second) + missed_ns || r->second.last.state != "in_call";
+      };
+      if (std::any_of(culprits.begin(), culprits.end(), cause)) {
+        for (int m : culprits)
+          if (!cause(m)) waiting.push_back(m);
+        std::erase_if(culprits, [&](int m) { return !cause(m); });
+      }
+    }
     const Rank& first = job.ranks.at(ranks.front());
     std::uint64_t since = first.last.since_ns;
     for (int number : ranks) since = std::min(since, job.ranks.at(number).last.since_ns);
@@ -124,11 +142,17 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
       f.summary = std::to_string(ranks.size()) + " of " + std::to_string(members.size()) +
                   " ranks stuck in " + where + " for " +
                   ms_text(static_cast<double>(job.now_wall - since)) + "; never arrived: " + doing;
+      if (!waiting.empty()) {
+        std::string names;
+        for (int w : waiting) names += (names.empty() ? "" : ", ") + job.rank_name(w);
+        f.summary += "; also not there, blocked in MPI calls (waiting for it): " + names;
+      }
       f.evidence = {{"comm_id", comm_id},
                     {"seq", seq},
                     {"function", first.last.function},
                     {"stuck_ranks", stuck_ranks},
                     {"culprits", culprits},
+                    {"waiting_in_calls", waiting},
                     {"members", members.size()},
                     {"stuck_ns", job.now_wall - since}};
     } else if (ranks.size() == members.size()) {

@@ -60,6 +60,9 @@ struct SyntheticJob {
   // ... except `hang_ahead`, which left that all-reduce (the culprit's part was in before it
   // stopped) and waits in the one after it.
   int hang_ahead = -1;
+  // ... except `hang_waiting`, which never arrived either: it is blocked in MPI_Irecv since
+  // `hang_at` (a pipeline stage waiting for the culprit).
+  int hang_waiting = -1;
   // Crash: `crash_rank` writes nothing after `crash_at` s; the others compute on.
   double crash_at = -1;
   int crash_rank = -1;
@@ -252,7 +255,13 @@ struct SyntheticJob {
                                   static_cast<std::uint64_t>(wait_ms * 1e6 / calls)});
         std::uint64_t entered = last_seq, completed = last_seq;
         const bool hanging = hang_at >= 0 && w + 1 > hang_at;
-        if (hanging && r != hang_culprit) {
+        if (hanging && r == hang_waiting) {
+          monitor::ActivitySnapshot busy;
+          busy.function = kIrecv + 1;
+          busy.comm_id = 1;
+          busy.since_ns = kMono0 + static_cast<std::uint64_t>(hang_at * 1e9);
+          s.busy = {busy};
+        } else if (hanging && r != hang_culprit) {
           const std::uint64_t ahead = r == hang_ahead ? 1 : 0;
           entered = last_seq + 1 + ahead;
           completed = last_seq + ahead;
@@ -801,6 +810,14 @@ TEST(Health, AHangNamesTheRankThatNeverArrived) {
   // themselves, and only the one that never came is named.
   job.hang_ahead = 2;
   expect_exactly(analyze(job), {{"hang", "rank 6 (h3)"}});
+  // Another rank never arrived either, blocked in a receive from the culprit all that time
+  // (its pipeline partner): it waits, and the culprit, outside MPI, is named.
+  job.hang_ahead = -1;
+  job.hang_waiting = 2;
+  const JobHealth waiting = analyze(job);
+  expect_exactly(waiting, {{"hang", "rank 6 (h3)"}});
+  ASSERT_FALSE(waiting.findings.empty());
+  EXPECT_EQ(waiting.findings[0].evidence["waiting_in_calls"], nlohmann::json::array({2}));
 }
 
 TEST(Health, ACrashedRankIsLost) {
