@@ -41,8 +41,7 @@ constexpr int kWindowsKept = 30;  // persistence looks at the latest windows onl
 // A host is stalled in a window when its ranks' writer ticks were held off the CPU (heartbeats'
 // stalled_ns) at least this share of the time, and that many times the other hosts' median plus
 // the margin: on a busy machine every rank waits its turn now and then, and only a host that
-// waits clearly more has lost CPU. The ticks see a lower bound (a stall shorter than a tick
-// may fall between two deadlines), hence the low floor.
+// waits clearly more has lost CPU.
 constexpr double kStalledShare = 0.05, kStalledFactor = 3.0, kStalledMargin = 0.02;
 
 // Each rank's cumulative stalled_ns by wall time, to take shares of time spans.

@@ -84,11 +84,11 @@ CREATE TABLE IF NOT EXISTS heartbeats (
   aggregates_dropped INTEGER NOT NULL, -- calls left out of `aggregates` (a thread's table was
                                        -- full), since start
   writer_cpu_ns INTEGER NOT NULL,      -- CPU time of commtap's writer thread, since start
-  stalled_ns INTEGER,                  -- since start: how late the writer thread's ticks
-                                       -- (COMMTAP_STALL_TICK) woke, counting wakeups at least
-                                       -- 2 ms late (the process held off the CPU: stopped,
-                                       -- throttled, or queued); a lower bound. NULL: ticks off,
-                                       -- or written by schema 6 or older
+  stalled_ns INTEGER,                  -- since start: time the process was held off the CPU
+                                       -- (stopped, throttled, or queued), estimated by the
+                                       -- writer's ticks (COMMTAP_STALL_TICK): each that woke at
+                                       -- least 2 ms late counts the larger of its lateness and
+                                       -- its wait. NULL: ticks off, or schema 6 or older
   PRIMARY KEY (rank, wall_ns)
 );
 

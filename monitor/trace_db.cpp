@@ -683,12 +683,15 @@ struct TraceWriter::State {
     }
   }
 
-  // Between windows the thread wakes every tick_ns and adds how late each wakeup came, when it
-  // is at least kStallGraceNs late, to `stalled_ns`. A process stopped, throttled by its cgroup
-  // or queued behind other work on its cores wakes late; the analyzer compares ranks' shares, so
-  // a host whose CPU is taken away is told from one whose network is slow (its messages arrive
-  // late either way). At the default 20 ms, 50 wakeups a second cost about 0.15% of a core on
-  // this project's VMs (docs/benchmarks.md).
+  // Between windows the thread wakes every tick_ns; a wakeup at least kStallGraceNs late adds
+  // the larger of its lateness and its wait to `stalled_ns`. A process stopped, throttled by its
+  // cgroup or queued behind other work on its cores wakes late; the analyzer compares ranks'
+  // shares, so a host whose CPU is taken away is told from one whose network is slow (its
+  // messages arrive late either way). Counting a late tick's whole wait makes the share an
+  // estimate of the time held off whatever the tick: stalls shorter than a tick catch a share of
+  // the deadlines equal to the share of time they cover, and a long one counts its lateness.
+  // Wakeups cost CPU (about 50 us each on this project's VMs, docs/benchmarks.md), hence the
+  // default of 50 ms.
   void run() {
     std::uint64_t next_window = steady_ns() + interval_ns;
     for (;;) {
@@ -703,7 +706,7 @@ struct TraceWriter::State {
       if (ready == 0) {
         const std::uint64_t late = steady_ns() - before - wait_ns;
         if (static_cast<std::int64_t>(late) >= static_cast<std::int64_t>(kStallGraceNs))
-          stalled_ns += late;
+          stalled_ns += std::max(late, wait_ns);
         if (steady_ns() < next_window) continue;
         refine_fast_clock(interval_ns);
         window("running");

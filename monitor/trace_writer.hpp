@@ -26,7 +26,7 @@ struct RankFacts {
   bool group_readable = false;  // create the file 0640 instead of 0600
   // COMMTAP_STALL_TICK: the writer's wakeups between windows that measure stalls (0: none, and
   // Snapshot::stalled_ns is not written).
-  std::uint64_t stall_tick_ns = 20'000'000;
+  std::uint64_t stall_tick_ns = 50'000'000;
   long pid = 0;
   std::string mpi_library;
   std::string command_line;
@@ -72,10 +72,10 @@ struct Snapshot {
   std::vector<std::string> algorithm_names;    // to name InstanceRecord::algorithm; empty: all
                                                // 'native'
   std::uint64_t writer_ns = 0;                 // the writer thread's CPU time so far
-  // How late the writer's ticks (COMMTAP_STALL_TICK) woke, so far, counting wakeups at least
-  // 2 ms late: time the process was held off the CPU (stopped, throttled, or queued behind other
-  // work). A lower bound: a stall between two ticks' deadlines is not seen. Not written when
-  // !stalls_measured (ticks off).
+  // Time the process was held off the CPU so far (stopped, throttled, or queued behind other
+  // work), estimated by the writer's ticks (COMMTAP_STALL_TICK): each that woke at least 2 ms
+  // late counts the larger of its lateness and its wait. Not written when !stalls_measured
+  // (ticks off).
   std::uint64_t stalled_ns = 0;
   bool stalls_measured = true;
   std::vector<std::string> gpus;  // GPUs in use so far (empty: none, or unchanged)
