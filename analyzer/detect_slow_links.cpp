@@ -310,6 +310,25 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     if (start >= recent_aligned)
       recent[key].push_back({one_way, !in_flight, start >= recent_middle});
   }
+  // Messages of the stall span that stalled (detect_stalled_links): kept with their size
+  // class, judged against its baseline below.
+  const std::int64_t stall_since =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
+  std::vector<std::tuple<int, int, int, std::int64_t, double>> stall_candidates;
+  for (const JoinedMessage& m : between_hosts) {
+    const std::int64_t start =
+        m.start + static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
+    const std::int64_t done =
+        m.done + static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.to_host)]);
+    const std::int64_t posted =
+        m.posted + static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.to_host)]);
+    // From the moment both sides were ready: a message that waited for a late receive did not
+    // stall.
+    const std::int64_t stalled = done - std::max(start, posted);
+    if (start >= stall_since && stalled >= kStallNs)
+      stall_candidates.emplace_back(m.from_host, m.to_host, size_class(m.bytes), start,
+                                    static_cast<double>(stalled));
+  }
   between_hosts.clear();
   between_hosts.shrink_to_fit();
   if (cells.empty()) return true;
@@ -324,6 +343,19 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   }
   std::map<int, double> baseline;
   for (auto& [c, medians] : class_medians) baseline[c] = lower_quartile_of(medians);
+  {
+    json stalls = json::array();
+    for (const auto& [from, to, size, start, ns] : stall_candidates) {
+      auto c = baseline.find(size);
+      if (c == baseline.end() || ns < kStallFactor * std::max(1000.0, c->second)) continue;
+      stalls.push_back({{"from", job.hosts[static_cast<std::size_t>(from)]},
+                        {"to", job.hosts[static_cast<std::size_t>(to)]},
+                        {"at_ns", start},
+                        {"ns", ns},
+                        {"baseline_ns", c->second}});
+    }
+    if (!stalls.empty()) health.details["message_stalls"] = stalls;
+  }
   // Per directed host pair. A link is slow when, in the recent window, at least kMinSlow
   // messages took longer than the threshold (link_factor times the baseline and
   // min_link_delay more) and, in each half of the window, slow messages were at least as many

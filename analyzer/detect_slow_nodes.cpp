@@ -32,8 +32,14 @@ struct PairHash {
 // Per rank and window: instances, lateness distribution.
 struct RankWindow {
   std::uint32_t instances = 0;
-  std::uint32_t last = 0;  // instances it was the last to arrive at
-  LogHistogram lateness;
+  LogHistogram lateness;  // for the report
+  // The same over the instances that kept someone waiting (arrivals spread by at least the
+  // least lateness that counts), which the verdict is made from. A collective called right after
+  // another (an all-reduce after an all-to-all, a training step's all-reduces one per bucket)
+  // finds everyone arriving together, whoever was slow before it: counted in, such instances
+  // halve a slow rank's median lateness and make it last only by chance in them.
+  std::uint32_t waited_instances = 0, waited_last = 0;  // waited_last: it arrived last
+  LogHistogram waited_lateness;
 };
 
 constexpr int kWindowsKept = 30;  // persistence looks at the latest windows only
@@ -184,6 +190,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   std::vector<std::vector<std::uint32_t>> host_last(
       static_cast<std::size_t>(windows), std::vector<std::uint32_t>(job.hosts.size(), 0));
   std::vector<std::uint32_t> window_instances(static_cast<std::size_t>(windows), 0);
+  const double min_lateness = options.min_lateness_ms * 1e6;
   if (!each_row(
           job, sql,
           [&](sqlite3_stmt* s) {
@@ -201,10 +208,13 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
             RankWindow& rw = windows_of_rank[static_cast<std::size_t>(w)];
             ++rw.instances;
             rw.lateness.add(t - i.earliest);
+            if (static_cast<double>(i.latest - i.earliest) < min_lateness) return;
+            ++rw.waited_instances;
+            rw.waited_lateness.add(t - i.earliest);
             if (rank == i.latest_rank) {
               ++host_last[static_cast<std::size_t>(w)][static_cast<std::size_t>(r.host)];
               ++window_instances[static_cast<std::size_t>(w)];
-              ++rw.last;
+              ++rw.waited_last;
             }
           },
           error))
@@ -227,7 +237,6 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   }
 
   // Per window: which ranks stand out.
-  const double min_lateness = options.min_lateness_ms * 1e6;
   std::map<int, int> flagged_windows, eligible_windows, stalled_windows;
   std::map<int, std::vector<std::pair<int, bool>>> flags;  // per rank: (window, late), in order
   std::map<int, std::vector<double>> rank_lateness, other_lateness, host_last_fraction;
@@ -248,8 +257,8 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
     std::map<int, double> median_of_rank;
     for (auto& [rank, ws] : per_rank) {
       const RankWindow& rw = ws[static_cast<std::size_t>(w)];
-      if (rw.instances < static_cast<std::uint32_t>(options.min_instances)) continue;
-      const double m = rw.lateness.quantile(0.5);
+      if (rw.waited_instances < static_cast<std::uint32_t>(options.min_instances)) continue;
+      const double m = rw.waited_lateness.quantile(0.5);
       medians.push_back(m);
       median_of_rank[rank] = m;
     }
@@ -260,7 +269,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       // the job spans several hosts (two slow ranks of one host take turns being last).
       const int host = job.ranks.at(rank).host;
       const RankWindow& rw = per_rank[rank][static_cast<std::size_t>(w)];
-      double fraction = static_cast<double>(rw.last) / rw.instances;
+      double fraction = static_cast<double>(rw.waited_last) / rw.waited_instances;
       if (job.hosts.size() > 1 && window_instances[static_cast<std::size_t>(w)] > 0)
         fraction = std::max(
             fraction, static_cast<double>(
@@ -398,7 +407,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
         others.insert(others.end(), other_lateness[rank].begin(), other_lateness[rank].end());
         fractions.insert(fractions.end(), host_last_fraction[rank].begin(),
                          host_last_fraction[rank].end());
-        for (const RankWindow& rw : per_rank[rank]) n += rw.instances;
+        for (const RankWindow& rw : per_rank[rank]) n += rw.waited_instances;
       }
       std::vector<double> own_share, others_share;
       for (const auto& [rank, share] : mpi_share)

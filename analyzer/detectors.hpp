@@ -27,6 +27,18 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
 // host pair (the probes table), against the other pairs'.
 bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth& health,
                          std::string& error);
+// slow_host_network, slow_link from stalls: transfers between hosts (the job's messages, from
+// detect_slow_links' details.message_stalls, and link probes) that took kStallNs or more and
+// kStallFactor times their baseline, at several separate moments, on one host's pairs or one
+// link and not elsewhere: packets lost and retransmitted after a timeout (a flaky cable, NIC or
+// switch port), which slows a job by its tail while every median reads healthy. Run after the
+// other network detectors: a host or link they name already is not named again.
+bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealth& health,
+                          std::string& error);
+// What counts as a stalled transfer, and over what span stalls are counted.
+inline constexpr double kStallNs = 20e6, kStallFactor = 20;
+std::int64_t stall_span_ns(const HealthOptions& options);  // three persistence windows
+
 // degradation: a call site's recent aggregate windows against its own earlier ones.
 bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth& health,
                         std::string& error);

@@ -115,6 +115,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
       !detect_slow_nodes(job, options, health, error) ||
       !detect_slow_links(job, options, health, error) ||
       !detect_probed_links(job, options, health, error) ||
+      !detect_stalled_links(job, options, health, error) ||
       !detect_degradation(job, options, health, error))
     return false;
   merge_same_subject(health.findings);

@@ -31,6 +31,7 @@ mkdir tallies
 check 4 "$PROGRAMS/toy_train" 20 2048
 check 3 "$PROGRAMS/pipeline_train" 20 512 256
 check 4 "$PROGRAMS/pipeline_train" 20 512 256
+check 3 "$PROGRAMS/transpose_solve" 20 100 0
 check 2 "$PROGRAMS/call_families" tallies 2
 check 4 "$PROGRAMS/call_families" tallies 1
 check 2 "$PROGRAMS/threads" 3 20

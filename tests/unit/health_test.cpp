@@ -54,6 +54,9 @@ struct SyntheticJob {
   std::function<std::int64_t(double t)> isend_class = [](double) { return std::int64_t{-1}; };
   // Milliseconds per second a rank also waits in MPI_Irecv completions (aggregates).
   std::function<double(int rank)> receive_wait_ms = [](int) { return 0.0; };
+  // Collectives each step calls right after its first (an all-reduce per gradient bucket, an
+  // all-reduce after an all-to-all): everyone arrives at them together, within the jitter.
+  int followers = 0;
   // Hang: from `hang_at` s on, every rank but `hang_culprit` waits in the next all-reduce.
   double hang_at = -1;
   int hang_culprit = -1;
@@ -111,11 +114,11 @@ struct SyntheticJob {
                                                          std::vector<monitor::Snapshot>(windows));
     auto window_of = [&](double t) { return std::min(windows - 1, static_cast<int>(t)); };
     const int steps = static_cast<int>(seconds * 1000 / period_ms);
-    std::uint64_t last_seq = 0;
+    std::uint64_t last_seq = 0, next_seq = 1;
     for (int step = 0; step < steps; ++step) {
       const double t = step * period_ms / 1000;
       if (hang_at >= 0 && t >= hang_at) break;
-      const std::uint64_t seq = static_cast<std::uint64_t>(step) + 1;
+      const std::uint64_t seq = next_seq++;
       std::vector<double> arrival(static_cast<std::size_t>(ranks));
       double latest = 0;
       for (int r = 0; r < ranks; ++r) {
@@ -138,6 +141,30 @@ struct SyntheticJob {
             .instances.push_back(record);
       }
       if (everyone) last_seq = seq;
+      for (int f = 0; f < followers && everyone; ++f) {
+        const double start = latest + 20e3 + f * 200e3;  // 200 us per follower
+        const std::uint64_t follower_seq = next_seq++;
+        double follower_latest = 0;
+        std::vector<double> follower_arrival(static_cast<std::size_t>(ranks));
+        for (double& a : follower_arrival) {
+          a = start + jitter(random) * 1e3;
+          follower_latest = std::max(follower_latest, a);
+        }
+        for (int r = 0; r < ranks; ++r) {
+          monitor::InstanceRecord record;
+          record.comm_id = 1;
+          record.seq = follower_seq;
+          record.bytes = 1024;
+          record.function = kAllreduce;
+          record.site = 2;
+          record.enter_ns =
+              kMono0 + static_cast<std::uint64_t>(follower_arrival[static_cast<std::size_t>(r)]);
+          record.exit_ns = kMono0 + static_cast<std::uint64_t>(follower_latest + 20e3);
+          per_rank[static_cast<std::size_t>(r)][static_cast<std::size_t>(window_of(t))]
+              .instances.push_back(record);
+        }
+        last_seq = follower_seq;
+      }
       if (step % 4 != 0 || !everyone || !messages) continue;
       for (int from = 0; from < ranks; ++from)
         for (int to = 0; to < ranks; ++to) {
@@ -428,6 +455,23 @@ TEST(Health, ASlowHostIsNamedAsTheHost) {
   expect_exactly(analyze(job), {{"slow_host", "host h1"}});
 }
 
+// A step's first collective shows who computed slowly; the ones called right after it find
+// everyone together. A slow host must be named whatever their number, and a clean job with
+// them stays clean.
+TEST(Health, CollectivesRightAfterAnotherDoNotHideASlowHost) {
+  for (int followers : {1, 3}) {
+    SyntheticJob job;
+    job.followers = followers;
+    job.late_us = [&](int rank, double) { return rank / 2 == 1 ? 3000.0 : 0.0; };
+    job.receive_wait_ms = [](int rank) { return rank / 2 == 1 ? 0.0 : 60.0; };
+    expect_exactly(analyze(job), {{"slow_host", "host h1"}});
+    SyntheticJob clean;
+    clean.followers = followers;
+    clean.jitter_us = 60;
+    expect_exactly(analyze(clean), {});
+  }
+}
+
 TEST(Health, ASlowDirectedLinkIsNamedWithItsDirection) {
   SyntheticJob job;
   job.link_us = [](int from, int to, double) { return from == 0 && to == 2 ? 2000.0 : 0.0; };
@@ -601,6 +645,61 @@ SyntheticJob probed_job() {
   job.messages = false;
   job.probe_every_s = 5;
   return job;
+}
+
+// A link that drops packets delivers most messages on time and a few after a retransmission
+// timeout: at 200 ms, the medians stay healthy. About `share` of a lossy pair's messages stall,
+// spread over the job.
+double retransmitted_us(bool lossy, double t, int from, int to, double share = 0.025) {
+  const double draw = std::fmod(t * 7.31 + from * 0.377 + to * 0.613, 1.0);
+  return lossy && draw < share ? 200'000.0 : 0.0;
+}
+
+TEST(Health, AHostThatDropsPacketsIsNamedByItsStalledTransfers) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double t) {
+    return retransmitted_us(from == 1 || to == 1, t, from, to);
+  };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_host_network", "host h1"}});
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_EQ(health.findings[0].evidence.value("source", ""), "stalls");
+  EXPECT_GE(health.findings[0].evidence.value("moments", 0), 3);
+}
+
+TEST(Health, ALinkThatDropsPacketsOneWayIsNamedWithItsDirection) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double t) {
+    return retransmitted_us(from == 0 && to == 1, t, from, to, 0.08);
+  };
+  expect_exactly(analyze(job), {{"slow_link", "link h0 -> h1"}});
+}
+
+// A job of collectives only: the probes' transfers stall now and then on one host's pairs.
+TEST(Health, ProbesThatStallOnOneHostsPairsNameTheHost) {
+  SyntheticJob job = probed_job();
+  job.probe_every_s = 1;
+  job.probe_mb_per_s = [](int from, int to, double t) {
+    const bool lossy = (from == 2 || to == 2) && std::fmod(t * 0.7 + from + to, 3.0) < 0.75;
+    return lossy ? 1.0 : 1000.0;  // 256 KiB in 262 ms instead of 0.26 ms
+  };
+  expect_exactly(analyze(job), {{"slow_host_network", "host h2"}});
+}
+
+// Stalls that say nothing about a network: every message into one host delayed at the same
+// moment (its process paused once), and a receiver that completes its receives late now and
+// then (it posts them early and computes): only what it receives, never what it sends.
+TEST(Health, StallsAtOneMomentOrOnlyIntoOneHostAreNoFinding) {
+  SyntheticJob once;
+  once.link_us = [](int, int to, double t) {
+    return to == 2 && t >= 12 && t < 12.3 ? 200'000.0 : 0.0;
+  };
+  expect_exactly(analyze(once), {});
+  SyntheticJob receiver;
+  receiver.link_us = [](int from, int to, double t) {
+    return retransmitted_us(to == 2, t, from, to);
+  };
+  expect_exactly(analyze(receiver), {});
 }
 
 TEST(Health, ProbesOfACleanJobFindNothing) {

@@ -1,0 +1,191 @@
+// slow_host_network and slow_link from stalled transfers (docs/analyzer.md): a link that drops
+// packets delivers most messages on time and a few after a retransmission timeout (200 ms and
+// more for TCP on Linux), so every median reads healthy while the job waits at each stall.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "analyzer/detectors.hpp"
+#include "analyzer/statistics.hpp"
+#include "analyzer/trace_files.hpp"
+
+namespace commtap::analyzer {
+namespace {
+
+using json = nlohmann::json;
+
+// Stalls this far apart count as separate moments: one pause of a receiving process delays
+// every message in flight to it at once, which is one event, not several.
+constexpr std::int64_t kSeparateNs = 1'000'000'000;
+// Separate moments a finding needs, within the stall span.
+constexpr int kMinMoments = 3;
+
+struct Stall {
+  std::string from, to;
+  std::int64_t at = 0;  // aligned
+  double ns = 0, baseline_ns = 0;
+  bool probe = false;  // a probe's round trip or transfer: both directions carry its packets
+};
+
+int separate_moments(std::vector<std::int64_t> times) {
+  std::sort(times.begin(), times.end());
+  int moments = 0;
+  std::int64_t last = INT64_MIN;
+  for (std::int64_t t : times)
+    if (last == INT64_MIN || t - last >= kSeparateNs) {
+      ++moments;
+      last = t;
+    }
+  return moments;
+}
+
+}  // namespace
+
+std::int64_t stall_span_ns(const HealthOptions& options) {
+  return static_cast<std::int64_t>(3 * std::max(0.001, options.window_s) * 1e9);
+}
+
+bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealth& health,
+                          std::string& error) {
+  std::vector<Stall> stalls;
+  for (const json& m : health.details.value("message_stalls", json::array()))
+    stalls.push_back({m.value("from", ""), m.value("to", ""), m.value("at_ns", std::int64_t{0}),
+                      m.value("ns", 0.0), m.value("baseline_ns", 0.0), false});
+  // Probes: each measure's baseline is the lower quartile of all its values in the range.
+  const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
+  const std::int64_t stall_since =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
+  std::vector<Stall> probed;
+  std::vector<double> latency_ns, transfer_ns;
+  if (!each_row(
+          job, "SELECT rank, at_ns, from_host, to_host, bytes, ns FROM probes",
+          [&](sqlite3_stmt* s) {
+            auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
+            if (rank == job.ranks.end()) return;
+            const std::int64_t at =
+                rank->second.aligned(static_cast<std::uint64_t>(column_i64(s, 1)));
+            if (at < since || at > until) return;
+            const bool latency = column_i64(s, 4) <= 1;
+            const auto ns = static_cast<double>(column_i64(s, 5));
+            (latency ? latency_ns : transfer_ns).push_back(ns);
+            if (at >= stall_since && ns >= kStallNs)
+              probed.push_back(
+                  {column_text(s, 2), column_text(s, 3), at, ns, latency ? 1.0 : 0.0, true});
+          },
+          error))
+    return false;
+  const double latency_base = lower_quartile_of(latency_ns),
+               transfer_base = lower_quartile_of(transfer_ns);
+  for (Stall& p : probed) {
+    p.baseline_ns = p.baseline_ns > 0 ? latency_base : transfer_base;
+    if (p.ns >= kStallFactor * std::max(1000.0, p.baseline_ns)) stalls.push_back(p);
+  }
+  if (stalls.empty()) return true;
+
+  // Hosts and links other findings name already.
+  std::set<std::string> named_hosts;
+  std::set<std::pair<std::string, std::string>> named_links;
+  for (const Finding& f : health.findings) {
+    if (f.kind == finding_kind::slow_host_network) named_hosts.insert(f.evidence.value("host", ""));
+    if (f.kind == finding_kind::slow_link) {
+      named_links.insert({f.evidence.value("from", ""), f.evidence.value("to", "")});
+      named_links.insert({f.evidence.value("to", ""), f.evidence.value("from", "")});
+    }
+  }
+  auto describe = [&](const std::vector<const Stall*>& mine) {
+    std::vector<std::int64_t> times;
+    double longest = 0;
+    std::vector<double> baselines;
+    int probes = 0;
+    for (const Stall* s : mine) {
+      times.push_back(s->at);
+      longest = std::max(longest, s->ns);
+      baselines.push_back(s->baseline_ns);
+      probes += s->probe;
+    }
+    return std::tuple{separate_moments(times), longest, median_of(baselines), probes};
+  };
+  const std::string span = ms_text(static_cast<double>(stall_span_ns(options)));
+  auto add_finding = [&](const std::string& kind, const std::string& subject,
+                         const std::vector<const Stall*>& mine, std::size_t elsewhere,
+                         json evidence, const std::string& where) {
+    const auto [moments, longest, baseline, probes] = describe(mine);
+    Finding f;
+    f.kind = kind;
+    f.subject = subject;
+    f.severity = Severity::error;
+    f.strength = longest / std::max(1000.0, baseline);
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = subject + ": " + std::to_string(mine.size()) + " transfers " + where +
+                " stalled for " + ms_text(kStallNs) + " or more (up to " + ms_text(longest) +
+                ", against a baseline of " + ms_text(baseline) + ") at " + std::to_string(moments) +
+                " separate moments of the last " + span + " (" +
+                std::to_string(mine.size() - static_cast<std::size_t>(probes)) + " messages, " +
+                std::to_string(probes) + " probes), " + std::to_string(elsewhere) +
+                " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
+                "switch port)";
+    evidence["source"] = "stalls";
+    evidence["stalls"] = mine.size();
+    evidence["moments"] = moments;
+    evidence["longest_ns"] = longest;
+    evidence["baseline_ns"] = baseline;
+    evidence["stalls_elsewhere"] = elsewhere;
+    f.evidence = std::move(evidence);
+    health.findings.push_back(std::move(f));
+  };
+
+  // A host: stalls on its pairs with two other hosts at least, into it and out of it (a
+  // receiver that posts early and completes late after computing inflates only what it
+  // receives; a probe's packets cross both ways), at separate moments, and few elsewhere.
+  std::set<std::string> hosts;
+  for (const Stall& s : stalls) hosts.insert({s.from, s.to});
+  std::string lossy_host;
+  for (const std::string& h : hosts) {
+    std::vector<const Stall*> mine;
+    std::set<std::string> peers;
+    bool into = false, out_of = false;
+    for (const Stall& s : stalls) {
+      if (s.from != h && s.to != h) continue;
+      mine.push_back(&s);
+      peers.insert(s.from == h ? s.to : s.from);
+      into |= s.to == h || s.probe;
+      out_of |= s.from == h || s.probe;
+    }
+    const std::size_t elsewhere = stalls.size() - mine.size();
+    if (peers.size() < 2 || !into || !out_of || 4 * elsewhere > mine.size() ||
+        std::get<0>(describe(mine)) < kMinMoments)
+      continue;
+    lossy_host = h;
+    if (!named_hosts.count(h))
+      add_finding(finding_kind::slow_host_network, "host " + h, mine, elsewhere, {{"host", h}},
+                  "to and from it");
+    break;
+  }
+  if (!lossy_host.empty()) return true;
+  // A link: stalls on one host pair, at separate moments, and few elsewhere. Its direction is
+  // the messages' (probes cross both ways); both where the messages stalled both ways.
+  std::map<std::pair<std::string, std::string>, std::vector<const Stall*>> by_pair;
+  for (const Stall& s : stalls) by_pair[std::minmax(s.from, s.to)].push_back(&s);
+  for (const auto& [pair, mine] : by_pair) {
+    const std::size_t elsewhere = stalls.size() - mine.size();
+    if (4 * elsewhere > mine.size() || std::get<0>(describe(mine)) < kMinMoments) continue;
+    int forth = 0, back = 0, probe_forth = 0;
+    for (const Stall* s : mine) {
+      if (s->probe)
+        probe_forth += s->from == pair.first ? 1 : -1;
+      else
+        (s->from == pair.first ? forth : back) += 1;
+    }
+    std::string from = pair.first, to = pair.second;
+    bool both = forth > 0 && back > 0;
+    if ((forth == 0 && back > 0) || (forth == 0 && back == 0 && probe_forth < 0))
+      std::swap(from, to);
+    if (named_links.count({from, to}) || named_hosts.count(from) || named_hosts.count(to)) continue;
+    add_finding(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
+                elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}}, "on it");
+  }
+  return true;
+}
+
+}  // namespace commtap::analyzer
