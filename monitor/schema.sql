@@ -170,6 +170,10 @@ CREATE TABLE IF NOT EXISTS probes (
   peer_received_ns INTEGER,
   peer_replied_ns  INTEGER,
   received_ns      INTEGER,
+  -- the slowest of the same measurements (half the slowest round trip, the slowest transfer): a
+  -- link that drops packets delays a few of them by a retransmission timeout, which the fastest
+  -- leaves out (NULL: not recorded, files before version 8)
+  slowest_ns       INTEGER,
   PRIMARY KEY (rank, at_ns, to_node, bytes)
 ) WITHOUT ROWID;
 

@@ -10,9 +10,10 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 // The oldest version the readers still accept. Each version since has only added tables and
-// nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns), so an older file
+// nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
+// probes.slowest_ns), so an older file
 // is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 extern const char* const kCommtapVersion;
@@ -49,6 +50,8 @@ struct ProbeRow {
   // measuring leader's monotonic clock, the peer leader's receipt and reply on its own. The
   // analyzer aligns the two clocks and gets each direction's one-way time. 0: not recorded.
   std::uint64_t sent_ns = 0, peer_received_ns = 0, peer_replied_ns = 0, received_ns = 0;
+  // The slowest of the same measurements (0: not recorded): a retransmission shows there.
+  std::uint64_t slowest_ns = 0;
 };
 
 // The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,

@@ -146,13 +146,14 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
     for (int turn = 0; turn < 2; ++turn) {
       const bool measuring = (turn == 0) == first;
       if (measuring) {
-        std::uint64_t best_rtt = UINT64_MAX;
+        std::uint64_t best_rtt = UINT64_MAX, worst_rtt = 0;
         monitor::ProbeRow times;  // the fastest round trip's four times
         for (int i = 0; i < kPings; ++i) {
           PeerTimes far{};
           const std::uint64_t t0 = monitor::now_ns();
           exchange(&byte, 1, &far, sizeof far, peer);
           const std::uint64_t t3 = monitor::now_ns();
+          worst_rtt = std::max(worst_rtt, monitor::elapsed_ns(t0, t3));
           if (monitor::elapsed_ns(t0, t3) < best_rtt) {
             best_rtt = monitor::elapsed_ns(t0, t3);
             times.sent_ns = t0;
@@ -161,13 +162,15 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
             times.received_ns = t3;
           }
         }
-        std::uint64_t transfer = UINT64_MAX;
+        std::uint64_t transfer = UINT64_MAX, worst_transfer = 0;
         for (int i = 0; i < kTransfers; ++i) {
           exchange(nullptr, 0, &byte, 1, peer);  // the peer's receive is posted
           const std::uint64_t t0 = monitor::now_ns();
           exchange(buffer_.data(), static_cast<int>(buffer_.size()), nullptr, 0, peer);
           exchange(nullptr, 0, &byte, 1, peer);  // ... and complete
-          transfer = std::min(transfer, monitor::elapsed_ns(t0, monitor::now_ns()));
+          const std::uint64_t took = monitor::elapsed_ns(t0, monitor::now_ns());
+          transfer = std::min(transfer, took);
+          worst_transfer = std::max(worst_transfer, took);
           char slow = transfer > kSlowTransferNs ? 1 : 0;
           exchange(&slow, 1, nullptr, 0, peer);  // the peer repeats alike
           if (slow) break;
@@ -175,9 +178,13 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
         const std::string& from = host_names_[static_cast<std::size_t>(host_index_)];
         const std::string& to = host_names_[static_cast<std::size_t>(peer)];
         rows.push_back({began, host_index_, peer, from, to, 1, best_rtt / 2, times.sent_ns,
-                        times.peer_received_ns, times.peer_replied_ns, times.received_ns});
-        rows.push_back({began, host_index_, peer, from, to, buffer_.size(),
-                        transfer > best_rtt / 2 ? transfer - best_rtt / 2 : transfer});
+                        times.peer_received_ns, times.peer_replied_ns, times.received_ns,
+                        worst_rtt / 2});
+        auto less_ack = [&](std::uint64_t ns) { return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns; };
+        monitor::ProbeRow transfer_row{began, host_index_, peer, from, to, buffer_.size(),
+                                       less_ack(transfer)};
+        transfer_row.slowest_ns = less_ack(worst_transfer);
+        rows.push_back(std::move(transfer_row));
       } else {
         for (int i = 0; i < kPings; ++i) {
           exchange(nullptr, 0, &byte, 1, peer);  // the ping, then its reply with the times

@@ -89,6 +89,9 @@ struct SyntheticJob {
       [](int, int, double) { return 1000.0; };
   std::function<double(int from_host, int to_host, double t)> probe_latency_us =
       [](int, int, double) { return 30.0; };
+  // The slowest of a round's round trips (half of it, us); 0: as the fastest.
+  std::function<double(int from_host, int to_host, double t)> probe_slowest_latency_us =
+      [](int, int, double) { return 0.0; };
   // Where set, each direction's one-way time instead (the latency is then half their sum).
   std::function<double(int from_host, int to_host, double t)> probe_one_way_us;
 
@@ -217,7 +220,8 @@ struct SyntheticJob {
           const auto received = at + static_cast<std::uint64_t>(forth);
           rows.push_back({at, from, to, from_host, to_host, 1,
                           static_cast<std::uint64_t>((forth + back) / 2), at, received,
-                          received + 1000, received + 1000 + static_cast<std::uint64_t>(back)});
+                          received + 1000, received + 1000 + static_cast<std::uint64_t>(back),
+                          static_cast<std::uint64_t>(probe_slowest_latency_us(from, to, t) * 1e3)});
           rows.push_back(
               {at, from, to, from_host, to_host, 262144,
                static_cast<std::uint64_t>(262144 / (probe_mb_per_s(from, to, t) / noise) * 1e3)});
@@ -684,6 +688,14 @@ TEST(Health, ProbesThatStallOnOneHostsPairsNameTheHost) {
     return lossy ? 1.0 : 1000.0;  // 256 KiB in 262 ms instead of 0.26 ms
   };
   expect_exactly(analyze(job), {{"slow_host_network", "host h2"}});
+  // The same stalls in the slowest of each round's round trips only: the fastest is healthy.
+  SyntheticJob pings = probed_job();
+  pings.probe_every_s = 1;
+  pings.probe_slowest_latency_us = [](int from, int to, double t) {
+    const bool lossy = (from == 2 || to == 2) && std::fmod(t * 0.7 + from + to, 3.0) < 0.75;
+    return lossy ? 200'000.0 : 0.0;
+  };
+  expect_exactly(analyze(pings), {{"slow_host_network", "host h2"}});
 }
 
 // Stalls that say nothing about a network: every message into one host delayed at the same
