@@ -124,11 +124,12 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
     f.summary = subject + ": " + std::to_string(mine.size()) + " transfers " + where +
-                " stalled for " + ms_text(kStallNs) + " or more (up to " + ms_text(longest) +
-                ", against a baseline of " + ms_text(baseline) + ") at " + std::to_string(moments) +
+                " stalled (up to " + ms_text(longest) + ", against a baseline of " +
+                ms_text(baseline) + ") at " + std::to_string(moments) +
                 " separate moments of the last " + span + " (" +
-                std::to_string(mine.size() - static_cast<std::size_t>(probes)) + " messages, " +
-                std::to_string(probes) + " probes), " + std::to_string(elsewhere) +
+                std::to_string(mine.size() - static_cast<std::size_t>(probes)) + " messages of " +
+                ms_text(kStallNs) + " or more, " + std::to_string(probes) + " probes of " +
+                ms_text(kProbeStallNs) + " or more), " + std::to_string(elsewhere) +
                 " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
                 "switch port)";
     evidence["source"] = "stalls";
@@ -169,30 +170,29 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
     break;
   }
   if (!lossy_host.empty()) return true;
-  // A link: stalls on one host pair, at separate moments, and few elsewhere. Its direction is
-  // the messages' (probes cross both ways, and name the direction they stalled in most).
+  // A link: stalls on one host pair, at separate moments, and few elsewhere, in the direction
+  // the messages stalled in (both ways where only probes did).
   std::map<std::pair<std::string, std::string>, std::vector<const Stall*>> by_pair;
   for (const Stall& s : stalls) by_pair[std::minmax(s.from, s.to)].push_back(&s);
   for (const auto& [pair, mine] : by_pair) {
     const std::size_t elsewhere = stalls.size() - mine.size();
     if (4 * elsewhere > mine.size() || std::get<0>(describe(mine)) < kMinMoments) continue;
-    int forth = 0, back = 0, probe_forth = 0;
-    for (const Stall* s : mine) {
-      if (s->probe)
-        probe_forth += s->from == pair.first ? 1 : -1;
-      else
-        (s->from == pair.first ? forth : back) += 1;
-    }
+    int forth = 0, back = 0;
+    for (const Stall* s : mine)
+      if (!s->probe) (s->from == pair.first ? forth : back) += 1;
     // Messages that stalled both ways on the one pair say as much about either host (a
     // pipeline stage's messages go to its partner only) as about the link: the host's other
     // pairs decide, as they show stalls too.
     if (forth > 0 && back > 0) continue;
+    // Probes alone cannot tell the direction: a packet lost on the way there stalls the
+    // transfer there and, when it is an acknowledgement, the transfer back, and every round trip
+    // crosses both ways.
+    const bool both = forth == 0 && back == 0;
     std::string from = pair.first, to = pair.second;
-    if ((forth == 0 && back > 0) || (forth == 0 && back == 0 && probe_forth < 0))
-      std::swap(from, to);
+    if (forth == 0 && back > 0) std::swap(from, to);
     if (named_links.count({from, to}) || named_hosts.count(from) || named_hosts.count(to)) continue;
-    add_finding(finding_kind::slow_link, "link " + from + " -> " + to, mine, elsewhere,
-                {{"from", from}, {"to", to}, {"both_directions", false}}, "on it");
+    add_finding(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
+                elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}}, "on it");
   }
   return true;
 }

@@ -359,7 +359,7 @@ class RankDatabase {
           bind_text(stmt, 6, p.to_host);
           bind_u64(stmt, 7, p.bytes);
           bind_u64(stmt, 8, p.ns);
-          const std::uint64_t times[] = {p.sent_ns,     p.peer_received_ns, p.peer_replied_ns,
+          const std::uint64_t times[] = {p.sent_ns, p.peer_received_ns, p.peer_replied_ns,
                                          p.received_ns, p.slowest_ns};
           for (int i = 0; i < 5; ++i) {
             if (times[i] == 0)

@@ -180,9 +180,11 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
         rows.push_back({began, host_index_, peer, from, to, 1, best_rtt / 2, times.sent_ns,
                         times.peer_received_ns, times.peer_replied_ns, times.received_ns,
                         worst_rtt / 2});
-        auto less_ack = [&](std::uint64_t ns) { return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns; };
-        monitor::ProbeRow transfer_row{began, host_index_, peer, from, to, buffer_.size(),
-                                       less_ack(transfer)};
+        auto less_ack = [&](std::uint64_t ns) {
+          return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns;
+        };
+        monitor::ProbeRow transfer_row{began,          host_index_,       peer, from, to,
+                                       buffer_.size(), less_ack(transfer)};
         transfer_row.slowest_ns = less_ack(worst_transfer);
         rows.push_back(std::move(transfer_row));
       } else {
