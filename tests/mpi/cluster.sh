@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The emulated cluster (scripts/cluster): two namespaced hosts run one preloaded job whose ranks
-# see two different hosts, a delay slows the link it is put on, and `down` leaves nothing
-# behind. Skipped without root or network namespaces.
+# see two different hosts, a delay slows the link it is put on, loss installs a per-frame drop
+# rule that clear removes, and `down` leaves nothing behind. Skipped without root or network namespaces.
 source "$(dirname "$0")/common.sh"
 
 cluster="$SOURCE/scripts/cluster"
@@ -39,6 +39,18 @@ if [ -x "$BUILD/cluster/netdelay" ]; then
     fail "a 20 ms delay did not slow the all-reduce (${native} us)"
   pass "netdelay: 20 ms on one host's incoming link -> ${native} us per all-reduce"
 fi
+
+# Packet loss: a random-drop rule on what host 1 receives from host 0, per frame on every host.
+"$cluster" loss 1 0.5 0 || fail "cluster loss"
+ip netns exec ctap1 iptables -S INPUT | grep -q -- '-s 10.77.0.1/32 .*--probability 0.00[45].* -j DROP' ||
+  fail "loss: no drop rule ($(ip netns exec ctap1 iptables -S INPUT | tr '\n' ' '))"
+for h in 0 1; do
+  ip -d -n "ctap$h" link show eth0 | grep -q 'gso_max_segs 1 ' || fail "loss: ctap$h still offloads"
+done
+"$cluster" loss 1 lots 2>/dev/null && fail "loss accepted a percent that is not a number"
+"$cluster" clear 1
+ip netns exec ctap1 iptables -S INPUT | grep -q DROP && fail "clear left the drop rule"
+pass "loss: a random-drop rule per frame, cleared by clear"
 
 "$cluster" down
 [ -z "$(ip netns list | grep '^ctap' || true)" ] || fail "namespaces left after down"
