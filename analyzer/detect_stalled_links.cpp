@@ -28,7 +28,8 @@ struct Stall {
   std::string from, to;
   std::int64_t at = 0;  // aligned
   double ns = 0, baseline_ns = 0;
-  bool probe = false;  // a probe's round trip or transfer: both directions carry its packets
+  bool probe = false;       // a probe's round trip or transfer: both directions carry its packets
+  bool round_trip = false;  // a latency probe (else a transfer)
 };
 
 int separate_moments(std::vector<std::int64_t> times) {
@@ -75,15 +76,14 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
             // The slowest of the round's measurements, where recorded (version 8).
             const double ns = std::max(fastest, static_cast<double>(column_i64(s, 6)));
             if (at >= stall_since && ns >= kProbeStallNs)
-              probed.push_back(
-                  {column_text(s, 2), column_text(s, 3), at, ns, latency ? 1.0 : 0.0, true});
+              probed.push_back({column_text(s, 2), column_text(s, 3), at, ns, 0, true, latency});
           },
           error))
     return false;
   const double latency_base = lower_quartile_of(latency_ns),
                transfer_base = lower_quartile_of(transfer_ns);
   for (Stall& p : probed) {
-    p.baseline_ns = p.baseline_ns > 0 ? latency_base : transfer_base;
+    p.baseline_ns = p.round_trip ? latency_base : transfer_base;
     if (p.ns >= kStallFactor * std::max(1000.0, p.baseline_ns)) stalls.push_back(p);
   }
   if (stalls.empty()) return true;
