@@ -291,6 +291,11 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   for (std::size_t h = 0; h < correction.size(); ++h)
     if (correction[h] != 0) corrections[job.hosts[h]] = correction[h] / 1e3;
   if (!corrections.empty()) health.details["clock_corrections_us"] = corrections;
+  // Messages of the stall span that stalled (detect_stalled_links): kept with their size
+  // class, judged against its baseline below.
+  const std::int64_t stall_since =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
+  std::vector<std::tuple<int, int, int, std::int64_t, double>> stall_candidates;
   for (const JoinedMessage& m : between_hosts) {
     const auto sender =
         static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
@@ -309,24 +314,11 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     if (in_flight) cells[key].add(std::max(0.0, one_way), random);
     if (start >= recent_aligned)
       recent[key].push_back({one_way, !in_flight, start >= recent_middle});
-  }
-  // Messages of the stall span that stalled (detect_stalled_links): kept with their size
-  // class, judged against its baseline below.
-  const std::int64_t stall_since =
-      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
-  std::vector<std::tuple<int, int, int, std::int64_t, double>> stall_candidates;
-  for (const JoinedMessage& m : between_hosts) {
-    const std::int64_t start =
-        m.start + static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
-    const std::int64_t done =
-        m.done + static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.to_host)]);
-    const std::int64_t posted =
-        m.posted + static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.to_host)]);
-    // From the moment both sides were ready: a message that waited for a late receive did not
-    // stall.
+    // Stalled: counted from the moment both sides were ready (a message that waited for a late
+    // receive did not stall).
     const std::int64_t stalled = done - std::max(start, posted);
     if (start >= stall_since && stalled >= kStallNs)
-      stall_candidates.emplace_back(m.from_host, m.to_host, size_class(m.bytes), start,
+      stall_candidates.emplace_back(m.from_host, m.to_host, std::get<2>(key), start,
                                     static_cast<double>(stalled));
   }
   between_hosts.clear();

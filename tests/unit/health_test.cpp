@@ -128,20 +128,25 @@ struct SyntheticJob {
         arrival[static_cast<std::size_t>(r)] = t * 1e9 + jitter(random) * 1e3 + late_us(r, t) * 1e3;
         latest = std::max(latest, arrival[static_cast<std::size_t>(r)]);
       }
+      // Rank r's record of an all-reduce it entered at `enter` and everyone left after `last`.
+      auto record_allreduce = [&](int r, std::uint64_t instance, std::uint32_t site, double enter,
+                                  double last) {
+        monitor::InstanceRecord record;
+        record.comm_id = 1;
+        record.seq = instance;
+        record.bytes = 1024;
+        record.function = kAllreduce;
+        record.site = site;
+        record.enter_ns = kMono0 + static_cast<std::uint64_t>(enter);
+        record.exit_ns = kMono0 + static_cast<std::uint64_t>(last + 20e3);
+        per_rank[static_cast<std::size_t>(r)][static_cast<std::size_t>(window_of(t))]
+            .instances.push_back(record);
+      };
       const bool everyone = !(crash_at >= 0 && t >= crash_at);
       for (int r = 0; r < ranks; ++r) {
         if (!everyone && r == crash_rank) continue;
         if (!everyone) continue;  // without the crashed rank nobody completes an all-reduce
-        monitor::InstanceRecord record;
-        record.comm_id = 1;
-        record.seq = seq;
-        record.bytes = 1024;
-        record.function = kAllreduce;
-        record.site = 1;
-        record.enter_ns = kMono0 + static_cast<std::uint64_t>(arrival[static_cast<std::size_t>(r)]);
-        record.exit_ns = kMono0 + static_cast<std::uint64_t>(latest + 20e3);
-        per_rank[static_cast<std::size_t>(r)][static_cast<std::size_t>(window_of(t))]
-            .instances.push_back(record);
+        record_allreduce(r, seq, 1, arrival[static_cast<std::size_t>(r)], latest);
       }
       if (everyone) last_seq = seq;
       for (int f = 0; f < followers && everyone; ++f) {
@@ -153,19 +158,9 @@ struct SyntheticJob {
           a = start + jitter(random) * 1e3;
           follower_latest = std::max(follower_latest, a);
         }
-        for (int r = 0; r < ranks; ++r) {
-          monitor::InstanceRecord record;
-          record.comm_id = 1;
-          record.seq = follower_seq;
-          record.bytes = 1024;
-          record.function = kAllreduce;
-          record.site = 2;
-          record.enter_ns =
-              kMono0 + static_cast<std::uint64_t>(follower_arrival[static_cast<std::size_t>(r)]);
-          record.exit_ns = kMono0 + static_cast<std::uint64_t>(follower_latest + 20e3);
-          per_rank[static_cast<std::size_t>(r)][static_cast<std::size_t>(window_of(t))]
-              .instances.push_back(record);
-        }
+        for (int r = 0; r < ranks; ++r)
+          record_allreduce(r, follower_seq, 2, follower_arrival[static_cast<std::size_t>(r)],
+                           follower_latest);
         last_seq = follower_seq;
       }
       if (step % 4 != 0 || !everyone || !messages) continue;
