@@ -28,7 +28,8 @@ struct Stall {
   std::string from, to;
   std::int64_t at = 0;  // aligned
   double ns = 0, baseline_ns = 0;
-  bool probe = false;       // a probe's round trip or transfer: both directions carry its packets
+  bool probe = false;       // a link probe's measurement (else a message)
+  bool both_ways = false;   // the direction is not known: a round trip, in files before version 9
   bool round_trip = false;  // a latency probe (else a transfer)
 };
 
@@ -46,8 +47,11 @@ int separate_moments(std::vector<std::int64_t> times) {
 
 }  // namespace
 
+// A lossy link stalls a few transfers a minute, a probe round every few seconds at most: the
+// moments are gathered over 6 windows, and a finding needs one in the latest 3, so that a link
+// that recovered is let go as soon as one that stalls often would be.
 std::int64_t stall_span_ns(const HealthOptions& options) {
-  return static_cast<std::int64_t>(3 * std::max(0.001, options.window_s) * 1e9);
+  return static_cast<std::int64_t>(6 * std::max(0.001, options.window_s) * 1e9);
 }
 
 bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealth& health,
@@ -55,15 +59,18 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   std::vector<Stall> stalls;
   for (const json& m : health.details.value("message_stalls", json::array()))
     stalls.push_back({m.value("from", ""), m.value("to", ""), m.value("at_ns", std::int64_t{0}),
-                      m.value("ns", 0.0), m.value("baseline_ns", 0.0), false});
+                      m.value("ns", 0.0), m.value("baseline_ns", 0.0)});
   // Probes: each measure's baseline is the lower quartile of all its values in the range.
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
-  const std::int64_t stall_since =
-      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
+  const std::int64_t stall_since = now - stall_span_ns(options),
+                     recent_since = now - stall_span_ns(options) / 2;
   std::vector<Stall> probed;
   std::vector<double> latency_ns, transfer_ns;
   if (!each_row(
-          job, "SELECT rank, at_ns, from_host, to_host, bytes, ns, slowest_ns FROM probes",
+          job,
+          "SELECT rank, at_ns, from_host, to_host, bytes, ns, slowest_ns, slowest_oneway_ns "
+          "FROM probes",
           [&](sqlite3_stmt* s) {
             auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
             if (rank == job.ranks.end()) return;
@@ -73,10 +80,14 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
             const bool latency = column_i64(s, 4) <= 1;
             const auto fastest = static_cast<double>(column_i64(s, 5));
             (latency ? latency_ns : transfer_ns).push_back(fastest);
-            // The slowest of the round's measurements, where recorded (version 8).
-            const double ns = std::max(fastest, static_cast<double>(column_i64(s, 6)));
+            // The longest one-way leg of the round (version 9), else the slowest round trip's
+            // half or transfer (version 8), whose packets crossed both ways, else the fastest.
+            const bool one_way = sqlite3_column_type(s, 7) != SQLITE_NULL;
+            const double ns = one_way ? static_cast<double>(column_i64(s, 7))
+                                      : std::max(fastest, static_cast<double>(column_i64(s, 6)));
             if (at >= stall_since && ns >= kProbeStallNs)
-              probed.push_back({column_text(s, 2), column_text(s, 3), at, ns, 0, true, latency});
+              probed.push_back(
+                  {column_text(s, 2), column_text(s, 3), at, ns, 0, true, !one_way, latency});
           },
           error))
     return false;
@@ -100,16 +111,20 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   }
   auto describe = [&](const std::vector<const Stall*>& mine) {
     std::vector<std::int64_t> times;
+    std::int64_t newest = INT64_MIN;
     double longest = 0;
     std::vector<double> baselines;
     int probes = 0;
     for (const Stall* s : mine) {
       times.push_back(s->at);
+      newest = std::max(newest, s->at);
       longest = std::max(longest, s->ns);
       baselines.push_back(s->baseline_ns);
       probes += s->probe;
     }
-    return std::tuple{separate_moments(times), longest, median_of(baselines), probes};
+    // Separate moments, the latest of them among the recent ones (else 0).
+    const int moments = newest >= recent_since ? separate_moments(times) : 0;
+    return std::tuple{moments, longest, median_of(baselines), probes};
   };
   const std::string span = ms_text(static_cast<double>(stall_span_ns(options)));
   auto add_finding = [&](const std::string& kind, const std::string& subject,
@@ -144,10 +159,13 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
 
   // A host: stalls on its pairs with two other hosts at least, into it and out of it (a
   // receiver that posts early and completes late after computing inflates only what it
-  // receives; a probe's packets cross both ways), at separate moments, and few elsewhere.
+  // receives), at separate moments, and few elsewhere. Of several, the one with the most
+  // moments: a stall on one pair can hold up the next pair its hosts meet.
   std::set<std::string> hosts;
   for (const Stall& s : stalls) hosts.insert({s.from, s.to});
   std::string lossy_host;
+  std::vector<const Stall*> lossy_stalls;
+  std::pair<int, std::size_t> lossy_rank{0, 0};  // moments, stalls
   for (const std::string& h : hosts) {
     std::vector<const Stall*> mine;
     std::set<std::string> peers;
@@ -156,20 +174,24 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
       if (s.from != h && s.to != h) continue;
       mine.push_back(&s);
       peers.insert(s.from == h ? s.to : s.from);
-      into |= s.to == h || s.probe;
-      out_of |= s.from == h || s.probe;
+      into |= s.to == h || s.both_ways;
+      out_of |= s.from == h || s.both_ways;
     }
     const std::size_t elsewhere = stalls.size() - mine.size();
+    const int moments = std::get<0>(describe(mine));
     if (peers.size() < 2 || !into || !out_of || 4 * elsewhere > mine.size() ||
-        std::get<0>(describe(mine)) < kMinMoments)
+        moments < kMinMoments || std::pair{moments, mine.size()} <= lossy_rank)
       continue;
     lossy_host = h;
-    if (!named_hosts.count(h))
-      add_finding(finding_kind::slow_host_network, "host " + h, mine, elsewhere, {{"host", h}},
-                  "to and from it");
-    break;
+    lossy_stalls = std::move(mine);
+    lossy_rank = {moments, lossy_stalls.size()};
   }
-  if (!lossy_host.empty()) return true;
+  if (!lossy_host.empty()) {
+    if (!named_hosts.count(lossy_host))
+      add_finding(finding_kind::slow_host_network, "host " + lossy_host, lossy_stalls,
+                  stalls.size() - lossy_stalls.size(), {{"host", lossy_host}}, "to and from it");
+    return true;
+  }
   // A link: stalls on one host pair, at separate moments, and few elsewhere, in the direction
   // the messages stalled in (both ways where only probes did).
   std::map<std::pair<std::string, std::string>, std::vector<const Stall*>> by_pair;
@@ -177,17 +199,20 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   for (const auto& [pair, mine] : by_pair) {
     const std::size_t elsewhere = stalls.size() - mine.size();
     if (4 * elsewhere > mine.size() || std::get<0>(describe(mine)) < kMinMoments) continue;
-    int forth = 0, back = 0;
-    for (const Stall* s : mine)
-      if (!s->probe) (s->from == pair.first ? forth : back) += 1;
+    int forth = 0, back = 0, messages_forth = 0, messages_back = 0;
+    for (const Stall* s : mine) {
+      if (s->both_ways) continue;
+      const bool there = s->from == pair.first;
+      (there ? forth : back) += 1;
+      if (!s->probe) (there ? messages_forth : messages_back) += 1;
+    }
     // Messages that stalled both ways on the one pair say as much about either host (a
     // pipeline stage's messages go to its partner only) as about the link: the host's other
     // pairs decide, as they show stalls too.
-    if (forth > 0 && back > 0) continue;
-    // Probes alone cannot tell the direction: a packet lost on the way there stalls the
-    // transfer there and, when it is an acknowledgement, the transfer back, and every round trip
-    // crosses both ways.
-    const bool both = forth == 0 && back == 0;
+    if (messages_forth > 0 && messages_back > 0) continue;
+    // Named in the direction that stalled; `a <-> b` where both did, or where only round trips
+    // of older files did (their packets crossed both ways).
+    const bool both = (forth == 0) == (back == 0);
     std::string from = pair.first, to = pair.second;
     if (forth == 0 && back > 0) std::swap(from, to);
     if (named_links.count({from, to}) || named_hosts.count(from) || named_hosts.count(to)) continue;

@@ -37,7 +37,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
                           std::string& error);
 // What counts as a stalled transfer, and over what span stalls are counted.
 inline constexpr double kStallNs = 20e6, kStallFactor = 20;
-std::int64_t stall_span_ns(const HealthOptions& options);  // three persistence windows
+std::int64_t stall_span_ns(const HealthOptions& options);  // six persistence windows
 
 // degradation: a call site's recent aggregate windows against its own earlier ones.
 bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth& health,

@@ -1,4 +1,4 @@
--- commtap trace database, schema version 7 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 9 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -174,6 +174,12 @@ CREATE TABLE IF NOT EXISTS probes (
   -- link that drops packets delays a few of them by a retransmission timeout, which the fastest
   -- leaves out (NULL: not recorded, files before version 8)
   slowest_ns       INTEGER,
+  -- the longest one-way delay from from_host to to_host in the round: latency rows over every
+  -- small message that way (pings, replies, acknowledgements), transfer rows the slowest
+  -- transfer's data until the receiver had it all; each split from its round trip with the
+  -- fastest round trip's clock offset, so a retransmission stall is put on the direction that
+  -- lost the packet (NULL: not recorded, files before version 9)
+  slowest_oneway_ns INTEGER,
   PRIMARY KEY (rank, at_ns, to_node, bytes)
 ) WITHOUT ROWID;
 

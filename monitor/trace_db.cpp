@@ -346,8 +346,8 @@ class RankDatabase {
     next = 0;
     db_.insert_rows(
         "INSERT OR REPLACE INTO probes(rank, at_ns, from_node, to_node, from_host, to_host, "
-        "bytes, ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns, slowest_ns) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        "bytes, ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns, slowest_ns, "
+        "slowest_oneway_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         [&](sqlite3_stmt* stmt) {
           if (next == snapshot.probes.size()) return false;
           const ProbeRow& p = snapshot.probes[next++];
@@ -359,9 +359,9 @@ class RankDatabase {
           bind_text(stmt, 6, p.to_host);
           bind_u64(stmt, 7, p.bytes);
           bind_u64(stmt, 8, p.ns);
-          const std::uint64_t times[] = {p.sent_ns, p.peer_received_ns, p.peer_replied_ns,
-                                         p.received_ns, p.slowest_ns};
-          for (int i = 0; i < 5; ++i) {
+          const std::uint64_t times[] = {p.sent_ns,     p.peer_received_ns, p.peer_replied_ns,
+                                         p.received_ns, p.slowest_ns,       p.slowest_oneway_ns};
+          for (int i = 0; i < 6; ++i) {
             if (times[i] == 0)
               sqlite3_bind_null(stmt, 9 + i);
             else

@@ -10,10 +10,10 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 // The oldest version the readers still accept. Each version since has only added tables and
 // nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
-// probes.slowest_ns), so an older file
+// probes.slowest_ns; 9: probes.slowest_oneway_ns), so an older file
 // is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 extern const char* const kCommtapVersion;
@@ -52,6 +52,12 @@ struct ProbeRow {
   std::uint64_t sent_ns = 0, peer_received_ns = 0, peer_replied_ns = 0, received_ns = 0;
   // The slowest of the same measurements (0: not recorded): a retransmission shows there.
   std::uint64_t slowest_ns = 0;
+  // The longest one-way delay from `from_host` to `to_host` in the round (0: not recorded):
+  // latency rows over every small message that way (pings, replies, acknowledgements, as either
+  // leader saw them), transfer rows the slowest transfer's data until the receiver had it all.
+  // Each leg is split from its round trip with the clock offset of the fastest, so a stall is
+  // put on the direction that lost the packet.
+  std::uint64_t slowest_oneway_ns = 0;
 };
 
 // The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,

@@ -127,91 +127,146 @@ std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t 
 }
 
 std::vector<monitor::ProbeRow> LinkProber::probe_round() {
-  const std::uint64_t began = monitor::now_ns();
+  began_ = monitor::now_ns();
   std::vector<monitor::ProbeRow> rows;
-  char byte = 0;
-  auto exchange = [&](void* out, int out_bytes, void* in, int in_bytes, int peer) {
-    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    if (in != nullptr) PMPI_Irecv(in, in_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[0]);
-    if (out != nullptr) PMPI_Isend(out, out_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[1]);
-    world::wait_all(2, requests, true);
-  };
   for (int round = 0; round < tournament_rounds(hosts_); ++round) {
     const int peer = tournament_partner(hosts_, round, host_index_);
     if (peer >= hosts_) continue;  // a bye
     const bool first = host_index_ < peer;
+    // Both leaders are here before anything is timed: one still held by its previous pair (whose
+    // link stalled) would otherwise make this pair's first round trip look stalled too.
+    char here_out = 0, here_in = 0;
+    exchange(&here_out, 1, &here_in, 1, peer);
     // Each side, in turn, measures its own direction: round trips of one byte for latency
     // (the fastest, halved), then `probe_bytes_` timed from a ready signal to the receiver's
-    // one-byte acknowledgement, less the acknowledgement's half round trip.
+    // acknowledgement, less the acknowledgement's half round trip.
+    monitor::ProbeRow latency_row, transfer_row;
+    std::uint64_t slowest_back = 0;  // the longest one-way leg from the peer seen here
     for (int turn = 0; turn < 2; ++turn) {
       const bool measuring = (turn == 0) == first;
-      if (measuring) {
-        std::uint64_t best_rtt = UINT64_MAX, worst_rtt = 0;
-        monitor::ProbeRow times;  // the fastest round trip's four times
-        for (int i = 0; i < kPings; ++i) {
-          PeerTimes far{};
-          const std::uint64_t t0 = monitor::now_ns();
-          exchange(&byte, 1, &far, sizeof far, peer);
-          const std::uint64_t t3 = monitor::now_ns();
-          worst_rtt = std::max(worst_rtt, monitor::elapsed_ns(t0, t3));
-          if (monitor::elapsed_ns(t0, t3) < best_rtt) {
-            best_rtt = monitor::elapsed_ns(t0, t3);
-            times.sent_ns = t0;
-            times.peer_received_ns = far.received_ns;
-            times.peer_replied_ns = far.replied_ns;
-            times.received_ns = t3;
-          }
-        }
-        std::uint64_t transfer = UINT64_MAX, worst_transfer = 0;
-        for (int i = 0; i < kTransfers; ++i) {
-          exchange(nullptr, 0, &byte, 1, peer);  // the peer's receive is posted
-          const std::uint64_t t0 = monitor::now_ns();
-          exchange(buffer_.data(), static_cast<int>(buffer_.size()), nullptr, 0, peer);
-          exchange(nullptr, 0, &byte, 1, peer);  // ... and complete
-          const std::uint64_t took = monitor::elapsed_ns(t0, monitor::now_ns());
-          transfer = std::min(transfer, took);
-          worst_transfer = std::max(worst_transfer, took);
-          char slow = transfer > kSlowTransferNs ? 1 : 0;
-          exchange(&slow, 1, nullptr, 0, peer);  // the peer repeats alike
-          if (slow) break;
-        }
-        const std::string& from = host_names_[static_cast<std::size_t>(host_index_)];
-        const std::string& to = host_names_[static_cast<std::size_t>(peer)];
-        rows.push_back({began, host_index_, peer, from, to, 1, best_rtt / 2, times.sent_ns,
-                        times.peer_received_ns, times.peer_replied_ns, times.received_ns,
-                        worst_rtt / 2});
-        auto less_ack = [&](std::uint64_t ns) {
-          return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns;
-        };
-        monitor::ProbeRow transfer_row{began,          host_index_,       peer, from, to,
-                                       buffer_.size(), less_ack(transfer)};
-        transfer_row.slowest_ns = less_ack(worst_transfer);
-        rows.push_back(std::move(transfer_row));
-      } else {
-        for (int i = 0; i < kPings; ++i) {
-          exchange(nullptr, 0, &byte, 1, peer);  // the ping, then its reply with the times
-          PeerTimes far{monitor::now_ns(), 0};
-          far.replied_ns = monitor::now_ns();
-          exchange(&far, sizeof far, nullptr, 0, peer);
-        }
-        // Posts the large receive before saying ready, so the transfer is not held up by it.
-        for (int i = 0; i < kTransfers; ++i) {
-          MPI_Request large = MPI_REQUEST_NULL;
-          PMPI_Irecv(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, peer, kTag,
-                     leaders_, &large);
-          exchange(&byte, 1, nullptr, 0, peer);
-          world::wait_all(1, &large, true);
-          exchange(&byte, 1, nullptr, 0, peer);
-          char slow = 0;
-          exchange(nullptr, 0, &slow, 1, peer);
-          if (slow) break;
-        }
-      }
+      if (measuring)
+        measure(peer, latency_row, transfer_row, slowest_back);
+      else
+        answer(peer);
     }
+    // What each side saw come back from the other is the other's direction: swapped, and kept
+    // in the latency row of the direction it crossed.
+    std::uint64_t slowest_there = 0;
+    exchange(&slowest_back, sizeof slowest_back, &slowest_there, sizeof slowest_there, peer);
+    latency_row.slowest_oneway_ns = std::max(latency_row.slowest_oneway_ns, slowest_there);
+    rows.push_back(std::move(latency_row));
+    rows.push_back(std::move(transfer_row));
   }
   recent_rounds_s_[rounds_done_++ % kRoundsKept] =
-      static_cast<double>(monitor::elapsed_ns(began, monitor::now_ns())) / 1e9;
+      static_cast<double>(monitor::elapsed_ns(began_, monitor::now_ns())) / 1e9;
   return rows;
+}
+
+void LinkProber::exchange(void* out, int out_bytes, void* in, int in_bytes, int peer) {
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  if (in != nullptr) PMPI_Irecv(in, in_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[0]);
+  if (out != nullptr) PMPI_Isend(out, out_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[1]);
+  world::wait_all(2, requests, true);
+}
+
+void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow& transfer,
+                         std::uint64_t& slowest_back) {
+  char byte = 0;
+  struct Ping {
+    std::uint64_t sent, peer_received, peer_replied, received;
+  };
+  std::array<Ping, kPings> pings{};
+  std::size_t fastest = 0;
+  for (Ping& ping : pings) {
+    PeerTimes far{};
+    ping.sent = monitor::now_ns();
+    exchange(&byte, 1, &far, sizeof far, peer);
+    ping.received = monitor::now_ns();
+    ping.peer_received = far.received_ns;
+    ping.peer_replied = far.replied_ns;
+    const std::size_t i = static_cast<std::size_t>(&ping - pings.data());
+    if (ping.received - ping.sent < pings[fastest].received - pings[fastest].sent) fastest = i;
+  }
+  // The peer's clock less this one's, from the fastest round trip (NTP's estimate: off by at
+  // most half of it): it splits every round trip into its two one-way legs.
+  const Ping& best = pings[fastest];
+  const std::int64_t offset = (static_cast<std::int64_t>(best.peer_received - best.sent) +
+                               static_cast<std::int64_t>(best.peer_replied - best.received)) /
+                              2;
+  auto there = [&](std::uint64_t sent_here, std::uint64_t received_there) {
+    return static_cast<std::uint64_t>(
+        std::max<std::int64_t>(0, static_cast<std::int64_t>(received_there - sent_here) - offset));
+  };
+  auto back = [&](std::uint64_t sent_there, std::uint64_t received_here) {
+    return static_cast<std::uint64_t>(
+        std::max<std::int64_t>(0, static_cast<std::int64_t>(received_here - sent_there) + offset));
+  };
+  const std::uint64_t best_rtt = best.received - best.sent;
+  std::uint64_t worst_rtt = 0, slowest_there = 0;
+  for (const Ping& ping : pings) {
+    worst_rtt = std::max(worst_rtt, ping.received - ping.sent);
+    slowest_there = std::max(slowest_there, there(ping.sent, ping.peer_received));
+    slowest_back = std::max(slowest_back, back(ping.peer_replied, ping.received));
+  }
+  std::uint64_t fastest_transfer = UINT64_MAX, worst_transfer = 0, slowest_data = 0;
+  for (int i = 0; i < kTransfers; ++i) {
+    exchange(nullptr, 0, &byte, 1, peer);  // the peer's receive is posted
+    const std::uint64_t t0 = monitor::now_ns();
+    exchange(buffer_.data(), static_cast<int>(buffer_.size()), nullptr, 0, peer);
+    std::uint64_t peer_had_all = 0;  // ... and complete, at this on the peer's clock
+    exchange(nullptr, 0, &peer_had_all, sizeof peer_had_all, peer);
+    const std::uint64_t t1 = monitor::now_ns();
+    const std::uint64_t took = monitor::elapsed_ns(t0, t1);
+    fastest_transfer = std::min(fastest_transfer, took);
+    worst_transfer = std::max(worst_transfer, took);
+    slowest_data = std::max(slowest_data, there(t0, peer_had_all));
+    slowest_back = std::max(slowest_back, back(peer_had_all, t1));
+    char slow = fastest_transfer > kSlowTransferNs ? 1 : 0;
+    exchange(&slow, 1, nullptr, 0, peer);  // the peer repeats alike
+    if (slow) break;
+  }
+  const std::string& from = host_names_[static_cast<std::size_t>(host_index_)];
+  const std::string& to = host_names_[static_cast<std::size_t>(peer)];
+  latency = {began_,
+             host_index_,
+             peer,
+             from,
+             to,
+             1,
+             best_rtt / 2,
+             best.sent,
+             best.peer_received,
+             best.peer_replied,
+             best.received,
+             worst_rtt / 2,
+             slowest_there};
+  auto less_ack = [&](std::uint64_t ns) { return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns; };
+  transfer = {began_, host_index_, peer, from, to, buffer_.size(), less_ack(fastest_transfer)};
+  transfer.slowest_ns = less_ack(worst_transfer);
+  transfer.slowest_oneway_ns = slowest_data;
+}
+
+void LinkProber::answer(int peer) {
+  char byte = 0;
+  for (int i = 0; i < kPings; ++i) {
+    exchange(nullptr, 0, &byte, 1, peer);  // the ping, then its reply with the times
+    PeerTimes far{monitor::now_ns(), 0};
+    far.replied_ns = monitor::now_ns();
+    exchange(&far, sizeof far, nullptr, 0, peer);
+  }
+  // Posts the large receive before saying ready, so the transfer is not held up by it.
+  for (int i = 0; i < kTransfers; ++i) {
+    MPI_Request large = MPI_REQUEST_NULL;
+    PMPI_Irecv(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, peer, kTag, leaders_,
+               &large);
+    exchange(&byte, 1, nullptr, 0, peer);
+    world::wait_all(1, &large, true);
+    std::uint64_t had_all = monitor::now_ns();
+    exchange(&had_all, sizeof had_all, nullptr, 0, peer);
+    char slow = 0;
+    exchange(nullptr, 0, &slow, 1, peer);
+    if (slow) break;
+  }
 }
 
 }  // namespace commtap::probes

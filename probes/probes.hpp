@@ -46,6 +46,12 @@ class LinkProber {
 
  private:
   std::vector<monitor::ProbeRow> probe_round();
+  // One pair's two halves: this leader measures its direction to `peer` (filling the two rows
+  // and the longest one-way leg it saw come back), or answers the peer's measurement.
+  void measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow& transfer,
+               std::uint64_t& slowest_back);
+  void answer(int peer);
+  void exchange(void* out, int out_bytes, void* in, int in_bytes, int peer);
 
   MPI_Comm comm_ = MPI_COMM_NULL;     // all ranks
   MPI_Comm node_ = MPI_COMM_NULL;     // this rank's host
@@ -64,6 +70,7 @@ class LinkProber {
   std::size_t rounds_done_ = 0;
   Cost cost_;
   std::vector<char> buffer_;
+  std::uint64_t began_ = 0;  // the current probe round's start, the rows' at_ns
 };
 
 // The pairs of round `round` of a round-robin tournament of `players` (the circle method): each

@@ -36,6 +36,11 @@ for mode in 0 1; do
                  peer_received_ns > peer_replied_ns OR peer_replied_ns > received_ns + 1000000 OR
                  received_ns - sent_ns NOT BETWEEN 2 * ns AND 2 * ns + 1)")
   expect_equal 0 "$disordered" "latency rows whose four times are missing or out of order (yield $mode)"
+  # The longest one-way leg of every row (schema 9): recorded, and a transfer's data leg is part of
+  # its slowest transfer (that less half the fastest round trip; 1 ms of slack for the split).
+  legs=$(db_query trace-$mode "SELECT count(*) FROM probes WHERE slowest_oneway_ns IS NULL OR
+           (bytes > 1 AND slowest_oneway_ns > slowest_ns + 1000000)")
+  expect_equal 0 "$legs" "rows without a one-way leg, or a data leg longer than its transfer (yield $mode)"
   pass "4 pretend hosts, yield $mode: 12 directed pairs x 2 sizes in each of $rounds rounds"
 done
 

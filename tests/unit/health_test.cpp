@@ -92,6 +92,8 @@ struct SyntheticJob {
   // The slowest of a round's round trips (half of it, us); 0: as the fastest.
   std::function<double(int from_host, int to_host, double t)> probe_slowest_latency_us =
       [](int, int, double) { return 0.0; };
+  // The longest one-way leg of a round's small messages (us, version 9); unset: not recorded.
+  std::function<double(int from_host, int to_host, double t)> probe_slowest_one_way_us;
   // Where set, each direction's one-way time instead (the latency is then half their sum).
   std::function<double(int from_host, int to_host, double t)> probe_one_way_us;
 
@@ -217,6 +219,9 @@ struct SyntheticJob {
                           static_cast<std::uint64_t>((forth + back) / 2), at, received,
                           received + 1000, received + 1000 + static_cast<std::uint64_t>(back),
                           static_cast<std::uint64_t>(probe_slowest_latency_us(from, to, t) * 1e3)});
+          if (probe_slowest_one_way_us)
+            rows.back().slowest_oneway_ns =
+                static_cast<std::uint64_t>(probe_slowest_one_way_us(from, to, t) * 1e3);
           rows.push_back(
               {at, from, to, from_host, to_host, 262144,
                static_cast<std::uint64_t>(262144 / (probe_mb_per_s(from, to, t) / noise) * 1e3)});
@@ -691,6 +696,35 @@ TEST(Health, ProbesThatStallOnOneHostsPairsNameTheHost) {
     return lossy ? 200'000.0 : 0.0;
   };
   expect_exactly(analyze(pings), {{"slow_host_network", "host h2"}});
+}
+
+// Probes that split each round trip into its one-way legs (version 9) tell the direction that
+// lost the packets: one way on one pair is that link, both ways on one host's pairs the host.
+TEST(Health, ProbesOneWayLegsNameTheDirectionThatStalled) {
+  auto stalled = [](double t, int pair) { return std::fmod(t * 0.7 + pair, 3.0) < 0.75; };
+  SyntheticJob link = probed_job();
+  link.probe_every_s = 1;
+  link.probe_slowest_one_way_us = [&](int from, int to, double t) {
+    return from == 0 && to == 1 && stalled(t, 0) ? 200'000.0 : 60.0;
+  };
+  expect_exactly(analyze(link), {{"slow_link", "link h0 -> h1"}});
+  SyntheticJob both = link;
+  both.probe_slowest_one_way_us = [&](int from, int to, double t) {
+    return std::min(from, to) == 0 && std::max(from, to) == 1 && stalled(t, from) ? 200'000.0
+                                                                                  : 60.0;
+  };
+  expect_exactly(analyze(both), {{"slow_link", "link h0 <-> h1"}});
+  // A host whose pairs stall both ways, with a stall now and then on a pair of one of its peers
+  // (a peer still held by it): the host with the most, not the first by name that passes.
+  SyntheticJob host = link;
+  host.probe_slowest_one_way_us = [&](int from, int to, double t) {
+    const auto [a, b] = std::minmax(from, to);
+    const bool lossy = (a == 1 && b == 2 && stalled(t, from)) ||
+                       (a == 2 && b == 3 && stalled(t, 0) && t > 25) ||
+                       (a == 0 && b == 1 && from == 0 && stalled(t, 1) && t > 27);
+    return lossy ? 200'000.0 : 60.0;
+  };
+  expect_exactly(analyze(host), {{"slow_host_network", "host h2"}});
 }
 
 // Stalls that say nothing about a network: every message into one host delayed at the same
