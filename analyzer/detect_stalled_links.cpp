@@ -29,7 +29,7 @@ struct Stall {
   std::int64_t at = 0;  // aligned
   double ns = 0, baseline_ns = 0;
   bool probe = false;       // a link probe's measurement (else a message)
-  bool both_ways = false;   // the direction is not known: a round trip, in files before version 9
+  bool both_ways = false;   // direction unknown: a probe's transfer, or round trip before v9
   bool round_trip = false;  // a latency probe (else a transfer)
 };
 
@@ -82,12 +82,15 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
             (latency ? latency_ns : transfer_ns).push_back(fastest);
             // The longest one-way leg of the round (version 9), else the slowest round trip's
             // half or transfer (version 8), whose packets crossed both ways, else the fastest.
+            // A transfer's data leg has no direction either: in slow start its sender waits for
+            // the acknowledgements coming back, and a lost one stalls it (seen in sweeps); a
+            // small message is one packet, delivered when it arrives.
             const bool one_way = sqlite3_column_type(s, 7) != SQLITE_NULL;
             const double ns = one_way ? static_cast<double>(column_i64(s, 7))
                                       : std::max(fastest, static_cast<double>(column_i64(s, 6)));
             if (at >= stall_since && ns >= kProbeStallNs)
-              probed.push_back(
-                  {column_text(s, 2), column_text(s, 3), at, ns, 0, true, !one_way, latency});
+              probed.push_back({column_text(s, 2), column_text(s, 3), at, ns, 0, true,
+                                !one_way || !latency, latency});
           },
           error))
     return false;
