@@ -25,6 +25,21 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   auto lost = [&](const Rank& r) {
     return r.ended_by == "running" && job.now_wall > heard(r) + stale_ns;
   };
+  // A rank that something other than MPI_Finalize ended (the batch system's time limit, a
+  // user's scancel, a launcher tearing the job down) is judged as it stood at its last heartbeat
+  // before that, up to its end: a job killed while it hung did hang, and that is what the
+  // analysis after the job is for.
+  struct Seen {
+    const Heartbeat& beat;
+    std::uint64_t now;            // when it was seen so: now, or its end
+    const std::string* ended_by;  // what ended it while it was so; null: it still runs
+  };
+  auto seen = [&](const Rank& r) {
+    const bool killed = r.ended_by != "running" && r.ended_by != "finalize" &&
+                        r.last.state == r.ended_by && r.last_running.wall_ns != 0;
+    return killed ? Seen{r.last_running, r.last.wall_ns, &r.ended_by}
+                  : Seen{r.last, job.now_wall, nullptr};
+  };
   // Lost ranks: no heartbeat for a while although others go on (or ended properly).
   for (const auto& [number, r] : job.ranks) {
     if (!lost(r)) continue;
@@ -49,9 +64,12 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   // Ranks stuck in the same collective instance.
   std::map<std::pair<std::int64_t, std::uint64_t>, std::vector<int>> stuck;
   for (const auto& [number, r] : job.ranks) {
-    const Heartbeat& h = r.last;
-    if (lost(r) || h.state != "in_call" || h.comm_id == 0 || h.seq == 0) continue;
-    if (job.now_wall < h.since_ns + hang_ns) continue;
+    const Seen v = seen(r);
+    const Heartbeat& h = v.beat;
+    // Silent long before its end (stopped, frozen): what it was doing then is long past.
+    const bool silent = v.ended_by && v.now > h.wall_ns + stale_ns;
+    if (lost(r) || silent || h.state != "in_call" || h.comm_id == 0 || h.seq == 0) continue;
+    if (v.now < h.since_ns + hang_ns) continue;
     stuck[{h.comm_id, h.seq}].push_back(number);
   }
   std::set<int> stuck_somewhere;
@@ -91,7 +109,9 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
       auto cause = [&](int m) {
         auto r = job.ranks.find(m);
         if (r == job.ranks.end()) return true;  // no trace at all
-        return job.now_wall > heard(r->second) + missed_ns || r->second.last.state != "in_call";
+        const Seen v = seen(r->second);
+        const std::uint64_t heard_ns = v.ended_by ? v.beat.wall_ns : heard(r->second);
+        return v.now > heard_ns + missed_ns || v.beat.state != "in_call";
       };
       if (std::any_of(culprits.begin(), culprits.end(), cause)) {
         for (int m : culprits)
@@ -99,15 +119,22 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
         std::erase_if(culprits, [&](int m) { return !cause(m); });
       }
     }
-    const Rank& first = job.ranks.at(ranks.front());
-    std::uint64_t since = first.last.since_ns;
-    for (int number : ranks) since = std::min(since, job.ranks.at(number).last.since_ns);
+    const Seen first = seen(job.ranks.at(ranks.front()));
+    std::uint64_t since = first.beat.since_ns, until = 0;
+    for (int number : ranks) {
+      const Seen v = seen(job.ranks.at(number));
+      since = std::min(since, v.beat.since_ns);
+      until = std::max(until, v.now);
+    }
     Finding f;
     f.first_seen_ns = since;
-    f.last_seen_ns = job.now_wall;
+    f.last_seen_ns = until;
     f.severity = Severity::critical;
     const std::string where =
-        first.last.function + " #" + std::to_string(seq) + " on comm " + std::to_string(comm_id);
+        first.beat.function + " #" + std::to_string(seq) + " on comm " + std::to_string(comm_id);
+    const std::string stuck_for =
+        " for " + ms_text(static_cast<double>(until - since)) +
+        (first.ended_by ? " until " + *first.ended_by + " ended the job" : "");
     json stuck_ranks = ranks;
     if (!culprits.empty()) {
       f.kind = finding_kind::hang;
@@ -130,18 +157,22 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
         std::uint64_t entered = 0;
         if (auto p = cr.progress.find(comm_id); p != cr.progress.end()) entered = p->second.entered;
         doing += job.rank_name(c) + " last entered #" + std::to_string(entered) + ", ";
+        const Seen v = seen(cr);
+        const std::string state =
+            v.beat.state == "in_call" ? "in " + v.beat.function : v.beat.state;
         if (lost(cr))
           doing +=
               "no heartbeat for " + ms_text(static_cast<double>(job.now_wall - cr.last.wall_ns));
-        else if (cr.last.state == "in_call")
-          doing += "in " + cr.last.function + " for " +
-                   ms_text(static_cast<double>(job.now_wall - cr.last.since_ns));
+        else if (v.ended_by && v.now > v.beat.wall_ns + stale_ns)
+          doing += "no heartbeat for " + ms_text(static_cast<double>(v.now - v.beat.wall_ns)) +
+                   " before " + *v.ended_by + " ended it (stopped or frozen); it was last " + state;
+        else if (v.beat.state == "in_call")
+          doing += state + " for " + ms_text(static_cast<double>(v.now - v.beat.since_ns));
         else
-          doing += cr.last.state;
+          doing += state;
       }
       f.summary = std::to_string(ranks.size()) + " of " + std::to_string(members.size()) +
-                  " ranks stuck in " + where + " for " +
-                  ms_text(static_cast<double>(job.now_wall - since)) + "; never arrived: " + doing;
+                  " ranks stuck in " + where + stuck_for + "; never arrived: " + doing;
       if (!waiting.empty()) {
         std::string names;
         for (int w : waiting) names += (names.empty() ? "" : ", ") + job.rank_name(w);
@@ -149,23 +180,22 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
       }
       f.evidence = {{"comm_id", comm_id},
                     {"seq", seq},
-                    {"function", first.last.function},
+                    {"function", first.beat.function},
                     {"stuck_ranks", stuck_ranks},
                     {"culprits", culprits},
                     {"waiting_in_calls", waiting},
                     {"members", members.size()},
-                    {"stuck_ns", job.now_wall - since}};
+                    {"stuck_ns", until - since}};
     } else if (ranks.size() == members.size()) {
       f.kind = finding_kind::communication_hang;
       f.subject = "comm " + std::to_string(comm_id);
       f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +
-                  std::to_string(comm_id) + " entered " + where + " and none left for " +
-                  ms_text(static_cast<double>(job.now_wall - since)) +
+                  std::to_string(comm_id) + " entered " + where + " and none left" + stuck_for +
                   " (a communication hang: see the link findings for the likely link)";
       f.evidence = {{"comm_id", comm_id},
                     {"seq", seq},
                     {"stuck_ranks", stuck_ranks},
-                    {"stuck_ns", job.now_wall - since}};
+                    {"stuck_ns", until - since}};
     } else {
       continue;  // others passed this instance: a rooted collective's slow tail, not a hang
     }

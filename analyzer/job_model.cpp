@@ -87,11 +87,17 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
             error) &&
         reader->each(
             "SELECT rank, wall_ns, state, coalesce(function, ''), coalesce(comm_id, 0), "
-            "coalesce(seq, 0), coalesce(since_ns, 0) FROM heartbeats h WHERE wall_ns = "
-            "(SELECT max(wall_ns) FROM heartbeats g WHERE g.rank = h.rank AND g.wall_ns <= ?1)",
+            "coalesce(seq, 0), coalesce(since_ns, 0), 0 FROM heartbeats h WHERE wall_ns = "
+            "(SELECT max(wall_ns) FROM heartbeats g WHERE g.rank = h.rank AND g.wall_ns <= ?1) "
+            "UNION ALL "
+            "SELECT rank, wall_ns, state, coalesce(function, ''), coalesce(comm_id, 0), "
+            "coalesce(seq, 0), coalesce(since_ns, 0), 1 FROM heartbeats h WHERE wall_ns = "
+            "(SELECT max(wall_ns) FROM heartbeats g WHERE g.rank = h.rank AND g.wall_ns <= ?1 "
+            "AND g.state IN ('computing', 'in_call'))",
             {job.until_wall},
             [&](sqlite3_stmt* s) {
-              Heartbeat& h = job.ranks[static_cast<int>(column_i64(s, 0))].last;
+              Rank& r = job.ranks[static_cast<int>(column_i64(s, 0))];
+              Heartbeat& h = column_i64(s, 7) ? r.last_running : r.last;
               h.wall_ns = static_cast<std::uint64_t>(column_i64(s, 1));
               h.state = column_text(s, 2);
               h.function = column_text(s, 3);

@@ -34,6 +34,7 @@ struct Rank {
   std::vector<monitor::ClockEstimate> clocks;  // sorted by at_ns
   std::int64_t wall_minus_monotonic = 0;       // of this rank's clock
   Heartbeat last;                              // newest heartbeat
+  Heartbeat last_running;  // newest written while it ran ('computing' or 'in_call')
   std::map<std::int64_t, monitor::CommProgress> progress;
   bool seen = false;
 

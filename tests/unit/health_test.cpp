@@ -69,6 +69,9 @@ struct SyntheticJob {
   // Crash: `crash_rank` writes nothing after `crash_at` s; the others compute on.
   double crash_at = -1;
   int crash_rank = -1;
+  // What ended the ranks, where not MPI_Finalize (or still running, in a hang or crash): a
+  // signal that killed the job at its end (a batch system's time limit).
+  std::string killed_by;
 
   // The trace writer's windows: COMMTAP_INTERVAL as the job's settings say, and how much of a
   // second the last window (written at MPI_Finalize) covers. The rows are a second apart
@@ -237,6 +240,7 @@ struct SyntheticJob {
       facts.start_ns = kStartWall;
       const bool crashed = r == crash_rank && crash_at >= 0;
       facts.ended_by = crashed || hang_at >= 0 ? "running" : "finalize";
+      if (!killed_by.empty() && !crashed) facts.ended_by = killed_by;
       auto& windows_of_rank = per_rank[static_cast<std::size_t>(r)];
       const int last_window = crashed ? static_cast<int>(crash_at) : windows - 1;
       windows_of_rank.resize(static_cast<std::size_t>(last_window + 1));
@@ -450,6 +454,24 @@ TEST(Health, AtReplaysTheJobAsItStoodThen) {
   options.at_s = 26;
   ASSERT_TRUE(analyze_job(dir.path().string(), options, health, error)) << error;
   expect_exactly(health, {{"hang", "rank 6 (h3)"}});
+}
+
+// A job killed while it hung (its time limit, a user's scancel): the analysis after the job
+// judges the ranks as they stood at their last heartbeats before the signal.
+TEST(Health, AJobKilledWhileItHungIsAHangAfterTheJob) {
+  SyntheticJob job;
+  job.hang_at = 20;
+  job.hang_culprit = 6;
+  job.killed_by = "SIGTERM";
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"hang", "rank 6 (h3)"}});
+  EXPECT_FALSE(health.running);
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_NE(health.findings[0].summary.find("until SIGTERM ended the job"), std::string::npos)
+      << describe(health);
+  SyntheticJob healthy;  // killed while it ran well
+  healthy.killed_by = "SIGTERM";
+  expect_exactly(analyze(healthy), {});
 }
 
 TEST(Health, ASlowHostIsNamedAsTheHost) {
