@@ -50,8 +50,9 @@ void add_health_options(CLI::App* command, HealthOptions& options) {
                    "Slow rank: how often its host must be last to arrive")
       ->capture_default_str();
   command
-      ->add_option("--min-evidence", options.min_evidence_instances,
-                   "Slow rank or host: least compared collectives for any finding")
+      ->add_option(
+          "--min-evidence", options.min_evidence_instances,
+          "Slow rank or host: least compared collectives for any finding late in one window only")
       ->capture_default_str();
   command
       ->add_option("--error-windows", options.error_windows,

@@ -43,6 +43,8 @@ struct RankWindow {
 };
 
 constexpr int kWindowsKept = 30;  // persistence looks at the latest windows only
+// Windows a rank or host must be late in for a finding however few instances it was compared in.
+constexpr int kPersistentWindows = 2;
 
 // A host is stalled in a window when its ranks' writer ticks were held off the CPU (heartbeats'
 // stalled_ns) at least this share of the time, and that many times the other hosts' median plus
@@ -421,11 +423,15 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
       if (!stalled && !own_share.empty() && !others_share.empty() && own_mpi > 0.8 * others_mpi)
         continue;
       if (!stalled && stalled_mpi >= 0 && !own_share.empty() && own_mpi > stalled_mpi) continue;
-      // Too little to tell a faulty machine from the program's own imbalance.
+      // Too little to tell a faulty machine from the program's own imbalance: few collectives
+      // in one window (a short job's rank 0 reading its input). Late in two windows or more is
+      // persistence enough, however few the sampled instances (COMMTAP_SAMPLE=16 keeps about one
+      // a second of a job that a slow host holds to 16 steps a second).
       const std::uint64_t compared = n / (whole_host ? ranks.size() : 1);
-      if (compared < static_cast<std::uint64_t>(std::max(0, options.min_evidence_instances)))
-        continue;
       const int flagged = flagged_windows[subject_rank], eligible = eligible_windows[subject_rank];
+      if (compared < static_cast<std::uint64_t>(std::max(0, options.min_evidence_instances)) &&
+          flagged < kPersistentWindows)
+        continue;
       Finding f;
       f.kind = whole_host ? finding_kind::slow_host : finding_kind::slow_rank;
       const std::string host_name = job.hosts[static_cast<std::size_t>(host)];

@@ -26,8 +26,8 @@ struct HealthOptions {
   double lateness_factor = 5.0;  // ... and this many times the ranks' lower quartile ...
   double last_fraction = 0.4;    // ... and its host last to arrive this often
   // Evidence a compute-side finding (slow rank or host) needs: at least this many compared
-  // collectives for any finding (a short job's few collectives show the program's own
-  // imbalance: its rank 0 reading input, say), and for an ERROR flagged in at least
+  // collectives, or late in 2 windows, for any finding (a short job's few collectives show the
+  // program's own imbalance: its rank 0 reading input, say), and for an ERROR flagged in at least
   // error_windows windows (fewer: a warning). A cron user pages someone on an ERROR.
   int min_evidence_instances = 50;
   int error_windows = 3;

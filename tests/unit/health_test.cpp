@@ -390,6 +390,14 @@ TEST(Health, SlowRankFindingsNeedEvidence) {
   expect_exactly(health, {{"slow_rank", "rank 0 (h0)"}});
   EXPECT_EQ(health.findings.at(0).severity, commtap::analyzer::Severity::warning)
       << describe(health);
+  // Few sampled instances (a sparse COMMTAP_SAMPLE), but late in every window: 40 all-reduces
+  // in 20 s, 10 in each of 4 windows, are persistence enough for an error.
+  job.seconds = 20;
+  job.period_ms = 500;
+  const JobHealth sparse = analyze(job);
+  expect_exactly(sparse, {{"slow_rank", "rank 0 (h0)"}});
+  EXPECT_EQ(sparse.findings.at(0).severity, commtap::analyzer::Severity::error)
+      << describe(sparse);
 }
 
 // A rank that arrives late because it waits for messages (a slow sender upstream) spends more
