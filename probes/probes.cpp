@@ -177,14 +177,14 @@ void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow
   };
   std::array<Ping, kPings> pings{};
   std::size_t fastest = 0;
-  for (Ping& ping : pings) {
+  for (std::size_t i = 0; i < pings.size(); ++i) {
+    Ping& ping = pings[i];
     PeerTimes far{};
     ping.sent = monitor::now_ns();
     exchange(&byte, 1, &far, sizeof far, peer);
     ping.received = monitor::now_ns();
     ping.peer_received = far.received_ns;
     ping.peer_replied = far.replied_ns;
-    const std::size_t i = static_cast<std::size_t>(&ping - pings.data());
     if (ping.received - ping.sent < pings[fastest].received - pings[fastest].sent) fastest = i;
   }
   // The peer's clock less this one's, from the fastest round trip (NTP's estimate: off by at
