@@ -25,10 +25,10 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   auto lost = [&](const Rank& r) {
     return r.ended_by == "running" && job.now_wall > heard(r) + stale_ns;
   };
-  // A rank that something other than MPI_Finalize ended (the batch system's time limit, a
-  // user's scancel, a launcher tearing the job down) is judged as it stood at its last heartbeat
-  // before that, up to its end: a job killed while it hung did hang, and that is what the
-  // analysis after the job is for.
+  // A rank that something other than MPI_Finalize ended (a signal: the batch system's time
+  // limit, a user's scancel, a launcher tearing the job down; or exit, abort) is judged as it stood
+  // at its last heartbeat before that, up to its end: a job killed while it hung did hang, and that
+  // is what the analysis after the job is for.
   struct Seen {
     const Heartbeat& beat;
     std::uint64_t now;            // when it was seen so: now, or its end
@@ -69,6 +69,10 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
     // Silent long before its end (stopped, frozen): what it was doing then is long past.
     const bool silent = v.ended_by && v.now > h.wall_ns + stale_ns;
     if (lost(r) || silent || h.state != "in_call" || h.comm_id == 0 || h.seq == 0) continue;
+    // ... unless its last window, newer than that heartbeat, has it through the call already.
+    if (auto p = r.progress.find(h.comm_id);
+        v.ended_by && p != r.progress.end() && p->second.completed >= h.seq)
+      continue;
     if (v.now < h.since_ns + hang_ns) continue;
     stuck[{h.comm_id, h.seq}].push_back(number);
   }

@@ -175,8 +175,8 @@ CREATE TABLE IF NOT EXISTS probes (
   -- leaves out (NULL: not recorded, files before version 8)
   slowest_ns       INTEGER,
   -- the longest one-way delay from from_host to to_host in the round: latency rows over every
-  -- small message that way (pings, replies, acknowledgements), transfer rows the slowest
-  -- transfer's data until the receiver had it all; each split from its round trip with the
+  -- small message that way (pings, replies, acknowledgements), transfer rows the longest of
+  -- its transfers' data legs, until the receiver had it all; each split from its round trip with the
   -- fastest round trip's clock offset, so a retransmission stall is put on the direction that
   -- lost the packet (NULL: not recorded, files before version 9)
   slowest_oneway_ns INTEGER,

@@ -54,9 +54,9 @@ struct ProbeRow {
   std::uint64_t slowest_ns = 0;
   // The longest one-way delay from `from_host` to `to_host` in the round (0: not recorded):
   // latency rows over every small message that way (pings, replies, acknowledgements, as either
-  // leader saw them), transfer rows the slowest transfer's data until the receiver had it all.
-  // Each leg is split from its round trip with the clock offset of the fastest, so a stall is
-  // put on the direction that lost the packet.
+  // leader saw them), transfer rows the longest of its transfers' data legs, until the receiver had
+  // it all. Each leg is split from its round trip with the clock offset of the fastest, so a stall
+  // is put on the direction that lost the packet.
   std::uint64_t slowest_oneway_ns = 0;
 };
 

@@ -185,7 +185,9 @@ void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow
     ping.received = monitor::now_ns();
     ping.peer_received = far.received_ns;
     ping.peer_replied = far.replied_ns;
-    if (ping.received - ping.sent < pings[fastest].received - pings[fastest].sent) fastest = i;
+    if (monitor::elapsed_ns(ping.sent, ping.received) <
+        monitor::elapsed_ns(pings[fastest].sent, pings[fastest].received))
+      fastest = i;
   }
   // The peer's clock less this one's, from the fastest round trip (NTP's estimate: off by at
   // most half of it): it splits every round trip into its two one-way legs.
@@ -201,10 +203,10 @@ void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow
     return static_cast<std::uint64_t>(
         std::max<std::int64_t>(0, static_cast<std::int64_t>(received_here - sent_there) + offset));
   };
-  const std::uint64_t best_rtt = best.received - best.sent;
+  const std::uint64_t best_rtt = monitor::elapsed_ns(best.sent, best.received);
   std::uint64_t worst_rtt = 0, slowest_there = 0;
   for (const Ping& ping : pings) {
-    worst_rtt = std::max(worst_rtt, ping.received - ping.sent);
+    worst_rtt = std::max(worst_rtt, monitor::elapsed_ns(ping.sent, ping.received));
     slowest_there = std::max(slowest_there, there(ping.sent, ping.peer_received));
     slowest_back = std::max(slowest_back, back(ping.peer_replied, ping.received));
   }
