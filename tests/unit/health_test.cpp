@@ -396,8 +396,7 @@ TEST(Health, SlowRankFindingsNeedEvidence) {
   job.period_ms = 500;
   const JobHealth sparse = analyze(job);
   expect_exactly(sparse, {{"slow_rank", "rank 0 (h0)"}});
-  EXPECT_EQ(sparse.findings.at(0).severity, commtap::analyzer::Severity::error)
-      << describe(sparse);
+  EXPECT_EQ(sparse.findings.at(0).severity, commtap::analyzer::Severity::error) << describe(sparse);
 }
 
 // A rank that arrives late because it waits for messages (a slow sender upstream) spends more
