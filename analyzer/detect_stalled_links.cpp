@@ -63,8 +63,8 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   // Probes: each measure's baseline is the lower quartile of all its values in the range.
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
-  const std::int64_t stall_since = now - stall_span_ns(options),
-                     recent_since = now - stall_span_ns(options) / 2;
+  const std::int64_t stall_span = stall_span_ns(options);
+  const std::int64_t stall_since = now - stall_span, recent_since = now - stall_span / 2;
   std::vector<Stall> probed;
   std::vector<double> latency_ns, transfer_ns;
   if (!each_row(
@@ -129,7 +129,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
     const int moments = newest >= recent_since ? separate_moments(times) : 0;
     return std::tuple{moments, longest, median_of(baselines), probes};
   };
-  const std::string span = ms_text(static_cast<double>(stall_span_ns(options)));
+  const std::string span = ms_text(static_cast<double>(stall_span));
   auto add_finding = [&](const std::string& kind, const std::string& subject,
                          const std::vector<const Stall*>& mine, std::size_t elsewhere,
                          json evidence, const std::string& where) {
@@ -196,7 +196,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
     return true;
   }
   // A link: stalls on one host pair, at separate moments, and few elsewhere, in the direction
-  // the messages stalled in (both ways where only probes did).
+  // its messages and probe legs stalled in.
   std::map<std::pair<std::string, std::string>, std::vector<const Stall*>> by_pair;
   for (const Stall& s : stalls) by_pair[std::minmax(s.from, s.to)].push_back(&s);
   for (const auto& [pair, mine] : by_pair) {
