@@ -102,16 +102,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   }
   if (stalls.empty()) return true;
 
-  // Hosts and links other findings name already.
-  std::set<std::string> named_hosts;
-  std::set<std::pair<std::string, std::string>> named_links;
-  for (const Finding& f : health.findings) {
-    if (f.kind == finding_kind::slow_host_network) named_hosts.insert(f.evidence.value("host", ""));
-    if (f.kind == finding_kind::slow_link) {
-      named_links.insert({f.evidence.value("from", ""), f.evidence.value("to", "")});
-      named_links.insert({f.evidence.value("to", ""), f.evidence.value("from", "")});
-    }
-  }
+  const NamedNetworkSubjects named = named_network_subjects(health);
   auto describe = [&](const std::vector<const Stall*>& mine) {
     std::vector<std::int64_t> times;
     std::int64_t newest = INT64_MIN;
@@ -190,7 +181,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
     lossy_rank = {moments, lossy_stalls.size()};
   }
   if (!lossy_host.empty()) {
-    if (!named_hosts.count(lossy_host))
+    if (!named.hosts.count(lossy_host))
       add_finding(finding_kind::slow_host_network, "host " + lossy_host, lossy_stalls,
                   stalls.size() - lossy_stalls.size(), {{"host", lossy_host}}, "to and from it");
     return true;
@@ -218,7 +209,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
     const bool both = (forth == 0) == (back == 0);
     std::string from = pair.first, to = pair.second;
     if (forth == 0 && back > 0) std::swap(from, to);
-    if (named_links.count({from, to}) || named_hosts.count(from) || named_hosts.count(to)) continue;
+    if (named.names_link(from, to)) continue;
     add_finding(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
                 elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}}, "on it");
   }

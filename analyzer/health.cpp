@@ -115,6 +115,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
       !detect_slow_nodes(job, options, health, error) ||
       !detect_slow_links(job, options, health, error) ||
       !detect_probed_links(job, options, health, error) ||
+      !detect_lost_packets(job, options, health, error) ||
       !detect_stalled_links(job, options, health, error) ||
       !detect_degradation(job, options, health, error))
     return false;
@@ -122,13 +123,16 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   // A host whose process was held off the CPU in the latest window receives late (its receives
   // complete when it runs again), answers probes late and sends late: its links and its network
   // read slow, and the stall is the cause. Those findings are left out (listed in details), and
-  // it counts as no delayed host below.
+  // it counts as no delayed host below. Lost packets are the exception: the kernel counts them
+  // whether or not the process runs.
   if (health.details.contains("stalled_hosts")) {
     const json stalled = health.details["stalled_hosts"];
     json explained = json::array();
     std::erase_if(health.findings, [&](const Finding& f) {
       const bool network =
-          f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network;
+          (f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network) &&
+          f.evidence.value("source", "") != "tcp" &&
+          !(f.evidence.contains("also") && f.evidence["also"].value("source", "") == "tcp");
       const bool touches = stalled.contains(f.evidence.value("host", "")) ||
                            stalled.contains(f.evidence.value("from", "")) ||
                            stalled.contains(f.evidence.value("to", ""));

@@ -307,6 +307,42 @@ std::string probe_matrices(const nlohmann::json& details) {
          "pair.</p>";
 }
 
+// The kernel's TCP counters (detect_lost_packets' details.tcp_links): per directed host pair the
+// data it carried and the share of segments lost, coloured by that share (0.1% is already many
+// times what a healthy link loses). A job of collectives only shows its traffic here too.
+std::string tcp_matrix(const nlohmann::json& details) {
+  if (!details.contains("tcp_links") || details["tcp_links"].empty())
+    return "<p>No TCP traffic between hosts in the analyzed span (one host, an MPI that does not "
+           "run over TCP, COMMTAP_TCP_INTERVAL=0, or files before version 10).</p>";
+  std::map<std::pair<std::string, std::string>, nlohmann::json> cells;
+  for (const auto& cell : details["tcp_links"]) cells[{cell["from"], cell["to"]}] = cell;
+  const std::string svg =
+      host_matrix("link-tcp", details["hosts"].get<std::vector<std::string>>(),
+                  "1 + lost per mille", [&](const std::string& from, const std::string& to) {
+                    MatrixCell c;
+                    auto found = cells.find({from, to});
+                    if (found == cells.end()) return c;
+                    const auto segments = found->second["segments"].get<std::uint64_t>();
+                    const auto lost = found->second["lost"].get<std::uint64_t>();
+                    const double share = segments ? static_cast<double>(lost) / segments : 0.0;
+                    const double mb = found->second.value("bytes", 0.0) / 1e6;
+                    c.measured = true;
+                    c.fill = ramp(ratio_position(1 + 1000 * share));
+                    c.line1 = number(100 * share, 2) + "% lost";
+                    c.line2 = number(mb, mb < 100 ? 1 : 0) + " MB";
+                    c.title = from + " -> " + to + ": " + std::to_string(lost) + " of " +
+                              std::to_string(segments) + " segments lost (" +
+                              std::to_string(found->second["resent"].get<std::uint64_t>()) +
+                              " resent), " + c.line2 + " acknowledged";
+                    return c;
+                  });
+  return svg +
+         "<p class='caption'>The kernel's counters of the ranks' TCP connections over the last 6 "
+         "analysis windows (--window), sender row to receiver column: segments lost (resent, less "
+         "the resends the "
+         "receiver already had) as a share of those sent, and the data acknowledged.</p>";
+}
+
 // The lateness table of detect_slow_nodes: per rank (in `ranks` order) its median lateness in
 // each window, null where it had too few instances.
 struct Lateness {
@@ -596,6 +632,7 @@ std::string health_html(const JobHealth& job, const ReportInputs& inputs) {
   }
   html += "<h2>Links: host by host</h2><h3>Messages</h3>" + link_matrix(job.details);
   html += "<h3>Link probes</h3>" + probe_matrices(job.details);
+  html += "<h3>TCP connections</h3>" + tcp_matrix(job.details);
   html += "<h2>Lateness at collectives</h2>" + lateness_section(job.details, job_end_s);
   html += "<h2>Call sites over time</h2>" + site_chart(inputs, job_end_s);
   html += "<h2>Slowest call sites</h2>" + inputs.slowest_sites_table;

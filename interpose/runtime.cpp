@@ -2,6 +2,7 @@
 
 #include "interpose/fortran_routes.hpp"
 #include "monitor/shared_fs.hpp"
+#include "monitor/tcp_links.hpp"
 #include "probes/probes.hpp"
 #include "world/world.hpp"
 
@@ -83,6 +84,8 @@ struct Session {
   std::unique_ptr<monitor::TraceWriter> writer;
   std::size_t sites_written = 0;          // touched by the writer thread only
   std::size_t communicators_written = 0;  // likewise
+  // COMMTAP_TCP_INTERVAL (nullptr: off); read by the writer thread only.
+  std::unique_ptr<monitor::TcpLinkCounters> tcp_links;
   std::atomic<bool> final_window{false};
   // Link probes (nullptr: off); run under `lifecycle_mutex` at agreed world collectives.
   std::unique_ptr<probes::LinkProber> prober;
@@ -229,6 +232,8 @@ monitor::Snapshot collect_snapshot() {
     snapshot.clock_estimates.swap(session.clock_estimates);
     snapshot.probes.swap(session.probes);
   }
+  if (session.tcp_links != nullptr)
+    snapshot.tcp_links = session.tcp_links->due(monitor::now_ns(), session.final_window.load());
   snapshot.busy = runtime().counters->busy();
   for (monitor::ActivitySnapshot& busy : snapshot.busy)
     busy.comm_id = runtime().communicators.id_of(static_cast<MPI_Comm>(busy.comm_handle));
@@ -366,6 +371,9 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   keep_clock_estimate(facts.clock);
   if (settings.probe_interval > 0)
     session.prober = std::make_unique<probes::LinkProber>(session.comm, settings);
+  if (settings.tcp_interval > 0)
+    session.tcp_links = std::make_unique<monitor::TcpLinkCounters>(
+        static_cast<std::uint64_t>(settings.tcp_interval) * 1'000'000'000);
 
   // All ranks must agree on whether to record, so one unwritable node turns recording off
   // everywhere with a single message instead of leaving a job directory with holes.

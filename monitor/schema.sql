@@ -1,4 +1,4 @@
--- commtap trace database, schema version 9 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 10 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -181,6 +181,32 @@ CREATE TABLE IF NOT EXISTS probes (
   -- lost the packet (NULL: not recorded, files before version 9)
   slowest_oneway_ns INTEGER,
   PRIMARY KEY (rank, at_ns, to_node, bytes)
+) WITHOUT ROWID;
+
+-- The kernel's counters of the rank's TCP connections (COMMTAP_TCP_INTERVAL; TCP_INFO), added up
+-- per (local address, peer address) over the connections between them since the rank's first
+-- read, so that they only grow; a row for each pair whose counters changed, at most every
+-- COMMTAP_TCP_INTERVAL. An MPI library that runs over TCP between hosts holds a connection per
+-- peer: the local address says which host sent (the rank's), the peer address which host
+-- received (the host of the ranks that have it as their local address). Connections inside a
+-- host and to programs outside the job appear too.
+CREATE TABLE IF NOT EXISTS tcp_links (
+  rank           INTEGER NOT NULL,
+  wall_ns        INTEGER NOT NULL,  -- the heartbeat row written with it
+  local_address  TEXT    NOT NULL,  -- without the port: '10.0.0.2', 'fd00::2'
+  peer_address   TEXT    NOT NULL,
+  connections    INTEGER NOT NULL,  -- open between the two at this read
+  bytes_acked    INTEGER NOT NULL,  -- sent and acknowledged
+  bytes_received INTEGER NOT NULL,
+  data_segs_out  INTEGER NOT NULL,  -- segments sent that carried data, resends included
+  data_segs_in   INTEGER NOT NULL,
+  retrans_segs   INTEGER NOT NULL,  -- segments sent again (lost, or presumed lost)
+  dsack_dups     INTEGER,           -- resends the receiver reported as duplicates (D-SACK): the
+                                    -- first copy had arrived, so these were not lost (NULL: the
+                                    -- kernel does not report them, before Linux 4.19)
+  rtt_us         INTEGER NOT NULL,  -- the largest smoothed round trip of the open connections
+  min_rtt_us     INTEGER NOT NULL,  -- the lowest round trip seen
+  PRIMARY KEY (rank, local_address, peer_address, wall_ns)
 ) WITHOUT ROWID;
 
 -- Sampled collective instances (COMMTAP_SAMPLE): (comm_id, seq) names the same instance on every

@@ -369,6 +369,30 @@ class RankDatabase {
           }
           return true;
         });
+    next = 0;
+    db_.insert_rows(
+        "INSERT OR REPLACE INTO tcp_links(rank, wall_ns, local_address, peer_address, "
+        "connections, bytes_acked, bytes_received, data_segs_out, data_segs_in, retrans_segs, "
+        "dsack_dups, rtt_us, min_rtt_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+        "?12, ?13)",
+        [&](sqlite3_stmt* stmt) {
+          if (next == snapshot.tcp_links.size()) return false;
+          const TcpLinkRow& t = snapshot.tcp_links[next++];
+          sqlite3_bind_int(stmt, 1, facts_.rank);
+          bind_u64(stmt, 2, wall);
+          bind_text(stmt, 3, t.local);
+          bind_text(stmt, 4, t.peer);
+          bind_u64(stmt, 5, t.connections);
+          bind_u64(stmt, 6, t.bytes_acked);
+          bind_u64(stmt, 7, t.bytes_received);
+          bind_u64(stmt, 8, t.data_segs_out);
+          bind_u64(stmt, 9, t.data_segs_in);
+          bind_u64(stmt, 10, t.retrans_segs);
+          if (t.dsack_dups >= 0) sqlite3_bind_int64(stmt, 11, t.dsack_dups);
+          bind_u64(stmt, 12, t.rtt_us);
+          bind_u64(stmt, 13, t.min_rtt_us);
+          return true;
+        });
     std::size_t site = 0, frame = 0;
     db_.insert_rows(
         "INSERT OR REPLACE INTO call_sites(rank, site, frame, address, module, symbol, "

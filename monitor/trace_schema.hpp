@@ -10,10 +10,10 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 // The oldest version the readers still accept. Each version since has only added tables and
 // nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
-// probes.slowest_ns; 9: probes.slowest_oneway_ns), so an older file
+// probes.slowest_ns; 9: probes.slowest_oneway_ns; 10: tcp_links), so an older file
 // is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 extern const char* const kCommtapVersion;
@@ -58,6 +58,19 @@ struct ProbeRow {
   // it all. Each leg is split from its round trip with the clock offset of the fastest, so a stall
   // is put on the direction that lost the packet.
   std::uint64_t slowest_oneway_ns = 0;
+};
+
+// The kernel's counters of the TCP connections between two addresses (the tcp_links table,
+// monitor/tcp_links.hpp): TCP_INFO's, added up over those connections since the rank's first read.
+struct TcpLinkRow {
+  std::string local, peer;        // addresses without the port: "10.0.0.2", "fd00::2"
+  std::uint64_t connections = 0;  // open at this read
+  std::uint64_t bytes_acked = 0, bytes_received = 0;
+  std::uint64_t data_segs_out = 0, data_segs_in = 0;  // segments that carried data
+  std::uint64_t retrans_segs = 0;                     // sent again (tcpi_total_retrans)
+  std::int64_t dsack_dups = -1;  // resends the receiver had already (D-SACK); -1: not reported
+  std::uint64_t rtt_us = 0, min_rtt_us = 0;  // largest smoothed and lowest round trip now
+  bool operator==(const TcpLinkRow&) const = default;
 };
 
 // The job id to use: `explicit_id` if not empty, else the batch system's (SLURM_JOB_ID,

@@ -67,6 +67,7 @@ struct Snapshot {
                                        // the last window are not written again)
   std::vector<ClockEstimate> clock_estimates;  // made since the last window
   std::vector<ProbeRow> probes;                // measured since the last window
+  std::vector<TcpLinkRow> tcp_links;           // TCP connections whose counters changed
   std::vector<ActivitySnapshot> busy;          // threads inside a recorded call
   std::vector<std::string> function_names;     // to name function indexes
   std::vector<std::string> algorithm_names;    // to name InstanceRecord::algorithm; empty: all

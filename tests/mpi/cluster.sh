@@ -15,18 +15,27 @@ program=$BUILD/bench/allreduce
 # hang in UCX across hosts, ENVIRONMENT.md) now and then makes hydra report a bad termination
 # after the work is done. What it recorded is asserted instead.
 timeout 120 "$cluster" run 0:1,1:1 -- -genv LD_PRELOAD "$LIB" -genv COMMTAP_DIR "$WORK/trace" \
-  "$program" 64 --no-finalize >fast.txt 2>&1 || echo "(job exit status $?)"
+  "$program" 64 --rounds 40 --no-finalize >fast.txt 2>&1 || echo "(job exit status $?)"
 grep -q '^| 8 |' fast.txt || fail "job across two hosts: $(cat fast.txt)"
 hosts=$(db_query trace "SELECT group_concat(host || ':' || node, ' ') FROM
           (SELECT host, node FROM ranks ORDER BY rank)")
 expect_equal "ctap0:0 ctap1:1" "$hosts" "hosts and nodes the ranks saw"
 pass "a job across two emulated hosts: two hosts, two nodes"
+# The kernel's TCP counters (tcp_links, read at the first window: the job runs a few seconds):
+# each rank's connection to the other host carried data.
+connected=$(db_query trace "SELECT count(DISTINCT rank) FROM tcp_links WHERE data_segs_out > 0 AND
+              bytes_acked > 0 AND ((rank = 0 AND peer_address = '10.77.0.2') OR
+              (rank = 1 AND peer_address = '10.77.0.1'))")
+expect_equal 2 "$connected" "ranks whose TCP connection to the other host is in tcp_links"
+pass "tcp_links: each rank's connection to the other host"
 
 if [ -x "$BUILD/cluster/netdelay" ]; then
   "$cluster" delay 1 20000
   timeout 120 "$cluster" run 0:1,1:1 -- -genv LD_PRELOAD "$LIB" -genv COMMTAP_DIR "$WORK/slow" \
-    "$program" 8 --no-finalize >slow.txt 2>&1 || echo "(job exit status $?)"
+    -genv COMMTAP_TCP_INTERVAL 0 "$program" 8 --no-finalize >slow.txt 2>&1 ||
+    echo "(job exit status $?)"
   grep -q '^| 8 |' slow.txt || fail "delayed job: $(cat slow.txt)"
+  expect_equal 0 "$(db_query slow "SELECT count(*) FROM tcp_links")" "tcp_links rows with COMMTAP_TCP_INTERVAL=0"
   native=$(awk -F'|' '$2 + 0 == 8 { print $3 + 0 }' slow.txt)
   if ! pgrep -f "$BUILD/cluster/netdelay" >/dev/null; then
     echo "netdelay could not run here (no nfnetlink_queue?): delay not checked"

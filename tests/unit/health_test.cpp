@@ -100,6 +100,18 @@ struct SyntheticJob {
   // Where set, each direction's one-way time instead (the latency is then half their sum).
   std::function<double(int from_host, int to_host, double t)> probe_one_way_us;
 
+  // TCP connections between hosts (the tcp_links table, a row a second; false: none): each rank
+  // holds one to every rank on another host and sends `tcp_segments_per_s` data segments a second
+  // over it. Of
+  // those a share is lost (and resent), and a share resent though it had arrived (reported back
+  // as duplicates: a tail-loss probe that fired before the acknowledgement came).
+  bool tcp = false;
+  double tcp_segments_per_s = 400;
+  std::function<double(int from_host, int to_host, double t)> tcp_lost_share =
+      [](int, int, double) { return 0.0; };
+  std::function<double(int from_host, int to_host, double t)> tcp_duplicate_share =
+      [](int, int, double) { return 0.0; };
+
   // How far each host's clock offset estimate is off (us): a Cristian estimate over a link that
   // is slower one way than the other is off by half the difference.
   std::function<double(int host)> clock_error_us = [](int) { return 0.0; };
@@ -245,6 +257,7 @@ struct SyntheticJob {
       const int last_window = crashed ? static_cast<int>(crash_at) : windows - 1;
       windows_of_rank.resize(static_cast<std::size_t>(last_window + 1));
       double stalled_ns = 0;
+      std::vector<monitor::TcpLinkRow> connections(static_cast<std::size_t>(hosts));
       for (int w = 0; w <= last_window; ++w) {
         monitor::Snapshot& s = windows_of_rank[static_cast<std::size_t>(w)];
         stalled_ns += std::max(0.0, stall_share(host_of(r), w)) * 1e9;
@@ -308,10 +321,32 @@ struct SyntheticJob {
           s.busy = {busy};
         }
         s.progress = {{1, entered, completed}};
+        for (int peer_host = 0; tcp && peer_host < hosts; ++peer_host) {
+          if (peer_host == host_of(r)) continue;
+          monitor::TcpLinkRow& c = connections[static_cast<std::size_t>(peer_host)];
+          c.local = "10.0.0." + std::to_string(host_of(r) + 1);
+          c.peer = "10.0.0." + std::to_string(peer_host + 1);
+          c.connections = static_cast<std::uint64_t>(ranks / hosts);
+          auto draw = [&](double mean) {
+            return mean > 0 ? std::poisson_distribution<std::uint64_t>(mean)(random) : 0;
+          };
+          const std::uint64_t segments = draw(tcp_segments_per_s * part * (ranks / hosts));
+          const std::uint64_t lost = draw(segments * tcp_lost_share(host_of(r), peer_host, w));
+          const std::uint64_t duplicates =
+              draw(segments * tcp_duplicate_share(host_of(r), peer_host, w));
+          c.data_segs_out += segments + lost + duplicates;
+          c.bytes_acked += segments * 1448;
+          c.retrans_segs += lost + duplicates;
+          c.dsack_dups =
+              std::max<std::int64_t>(c.dsack_dups, 0) + static_cast<std::int64_t>(duplicates);
+          c.rtt_us = c.min_rtt_us = 60;
+          s.tcp_links.push_back(c);
+        }
       }
-      const std::string error =
-          monitor::write_rank_database((directory / ("rank-" + std::to_string(r) + ".db")).string(),
-                                       facts, {{"COMMTAP_INTERVAL", interval_ms}}, windows_of_rank);
+      const std::string error = monitor::write_rank_database(
+          (directory / ("rank-" + std::to_string(r) + ".db")).string(), facts,
+          {{"COMMTAP_INTERVAL", interval_ms}, {"COMMTAP_TCP_INTERVAL", tcp ? "1" : "0"}},
+          windows_of_rank);
       ASSERT_EQ(error, "") << "rank " << r;
     }
   }
@@ -754,6 +789,94 @@ TEST(Health, ProbesOneWayLegsNameTheDirectionThatStalled) {
     return lossy ? 200'000.0 : 60.0;
   };
   expect_exactly(analyze(host), {{"slow_host_network", "host h2"}});
+}
+
+// The kernel's TCP counters (tcp_links) in a job of collectives only, whose messages commtap
+// never sees: a link that loses 0.5% of its segments, one that loses both ways, and a host whose
+// incoming links all lose, from 8 s on.
+TEST(Health, LostTcpSegmentsNameTheLinkOrHostThatLoses) {
+  SyntheticJob job;
+  job.messages = false;
+  job.tcp = true;
+  job.tcp_lost_share = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 8 ? 0.005 : 0.0;
+  };
+  JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_EQ(health.findings[0].evidence.value("source", ""), "tcp");
+  EXPECT_NEAR(health.findings[0].evidence.value("share", 0.0), 0.005, 0.002);
+  job.tcp_lost_share = [](int from, int to, double t) {
+    return std::min(from, to) == 1 && std::max(from, to) == 3 && t >= 8 ? 0.01 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h3"}});
+  job.tcp_lost_share = [](int, int to, double t) { return to == 2 && t >= 8 ? 0.005 : 0.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
+  // Lost both ways, on a host held off the CPU meanwhile: the kernel counts the losses whether
+  // or not the process runs, so the stall explains none of them.
+  job.tcp_lost_share = [](int from, int to, double t) {
+    return (from == 2 || to == 2) && t >= 8 ? 0.02 : 0.0;
+  };
+  job.stall_share = [](int host, double t) { return host == 2 && t >= 8 ? 0.2 : 0.004; };
+  health = analyze(job, HealthOptions{});
+  ASSERT_FALSE(health.findings.empty()) << describe(health);
+  EXPECT_EQ(health.findings[0].kind, "slow_host_network");
+  EXPECT_EQ(health.findings[0].subject, "host h2");
+}
+
+// What is not a lossy link: resends the receiver reported as duplicates (on every link, and a
+// lot of them on one), a loss rate every link shares, one burst, and a link that lost early in a
+// long job and has not since.
+TEST(Health, DuplicateResendsOneBurstOrOldLossesAreNoFinding) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    SyntheticJob job;
+    job.seed = seed;
+    job.messages = false;
+    job.tcp = true;
+    job.tcp_duplicate_share = [](int from, int to, double) {
+      return from == 0 && to == 3 ? 0.01 : 0.002;
+    };
+    job.tcp_lost_share = [](int, int, double) { return 0.0005; };
+    expect_exactly(analyze(job, HealthOptions{}), {});
+  }
+  SyntheticJob burst;
+  burst.messages = false;
+  burst.tcp = true;
+  burst.tcp_lost_share = [](int from, int to, double t) {
+    return from == 1 && to == 2 && static_cast<int>(t) == 12 ? 0.05 : 0.0;
+  };
+  expect_exactly(analyze(burst, HealthOptions{}), {});
+  SyntheticJob early = burst;
+  early.seconds = 120;
+  early.tcp_lost_share = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t < 30 ? 0.01 : 0.0;
+  };
+  expect_exactly(analyze(early, HealthOptions{}), {});
+  // Within the counted 6 windows but not in the latest 3: let go.
+  early.tcp_lost_share = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 60 && t < 85 ? 0.01 : 0.0;
+  };
+  expect_exactly(analyze(early, HealthOptions{}), {});
+  // Every link loses 0.3% (the whole fabric, or the machine itself): no link stands out.
+  SyntheticJob everywhere = burst;
+  everywhere.tcp_lost_share = [](int, int, double) { return 0.003; };
+  expect_exactly(analyze(everywhere, HealthOptions{}), {});
+}
+
+// Two hosts: two directed links, too few for a baseline; the floors decide, and a link that loses
+// both ways is named as such.
+TEST(Health, LostTcpSegmentsOnTwoHosts) {
+  SyntheticJob job;
+  job.ranks = 4;
+  job.hosts = 2;
+  job.messages = false;
+  job.tcp = true;
+  job.tcp_lost_share = [](int, int, double t) { return t >= 8 ? 0.004 : 0.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 <-> h1"}});
+  job.tcp_lost_share = [](int from, int, double t) { return from == 1 && t >= 8 ? 0.004 : 0.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h0"}});
+  job.tcp_lost_share = [](int, int, double) { return 0.0002; };
+  expect_exactly(analyze(job, HealthOptions{}), {});
 }
 
 // Stalls that say nothing about a network: every message into one host delayed at the same

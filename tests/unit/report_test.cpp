@@ -118,3 +118,32 @@ TEST(Report, ThePageAllowsNoRequest) {
   EXPECT_EQ(page.find("src="), std::string::npos);
   EXPECT_EQ(page.find("href="), std::string::npos);
 }
+
+// The TCP matrix: a cell per directed pair with counts, its share of lost segments and data,
+// the lossy one coloured darker than a clean one; none at all without tcp_links.
+TEST(Report, TcpCountersAreDrawnAsAHostMatrix) {
+  JobHealth job = job_of(2, 2);
+  job.hosts = 2;
+  job.details["hosts"] = {"h0", "h1"};
+  EXPECT_EQ(svg_of(health_html(job, sites_of(2)), "link-tcp"), "");
+  job.details["tcp_links"] = {{{"from", "h0"},
+                               {"to", "h1"},
+                               {"segments", 4000},
+                               {"resent", 25},
+                               {"lost", 20},
+                               {"bytes", 5'000'000}},
+                              {{"from", "h1"},
+                               {"to", "h0"},
+                               {"segments", 4000},
+                               {"resent", 3},
+                               {"lost", 0},
+                               {"bytes", 7'000'000}}};
+  const std::string matrix = svg_of(health_html(job, sites_of(2)), "link-tcp");
+  EXPECT_EQ(occurrences(matrix, "class='link-cell'"), 2u) << matrix;
+  EXPECT_NE(matrix.find("0.50% lost"), std::string::npos) << matrix;
+  EXPECT_NE(matrix.find("h0 -&gt; h1: 20 of 4000 segments lost (25 resent), 5.0 MB"),
+            std::string::npos)
+      << matrix;
+  EXPECT_NE(matrix.find("0.00% lost"), std::string::npos) << matrix;
+  EXPECT_NE(matrix.find("7.0 MB"), std::string::npos) << matrix;
+}

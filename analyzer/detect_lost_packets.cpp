@@ -1,0 +1,274 @@
+// slow_host_network and slow_link from the kernel's TCP counters (the tcp_links table,
+// docs/analyzer.md): a link that drops packets makes TCP send them again, and the connections that
+// send over it count those resends whether or not a sampled message or a probe happened to stall.
+// Resends the receiver reports as duplicates (D-SACK) were not losses: on a busy machine the
+// tail-loss probe fires before a delayed acknowledgement arrives, on every link alike (seen
+// on 2 loaded cores: up to 1 segment in 400, all of them reported back).
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "analyzer/detectors.hpp"
+#include "analyzer/statistics.hpp"
+#include "analyzer/trace_files.hpp"
+
+namespace commtap::analyzer {
+namespace {
+
+using json = nlohmann::json;
+
+// A link loses packets when, over the stall span, TCP lost at least this many of its segments, at
+// least this share of them, and (with 4 measured links or more) this many times the lower quartile
+// of the links' shares. A healthy network loses far less than 1 in 1,000; a flaky cable or port
+// 1 in 1,000 to 1 in 10.
+constexpr std::uint64_t kMinLost = 5;
+constexpr double kMinShare = 0.001, kShareFactor = 10;
+// A link's share counts toward the baseline when it sent this many segments in the span.
+constexpr std::uint64_t kMeasuredSegments = 100;
+// Losses at this many separate moments at least: one burst is a moment, not a link.
+constexpr int kMinMoments = 2;
+
+bool loopback(const std::string& ip) {
+  return ip.rfind("127.", 0) == 0 || ip == "::1";
+}
+
+struct LinkLoss {
+  std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
+  std::vector<std::int64_t> lost_at;  // wall_ns of the rows that lost some
+  std::uint64_t lost() const { return resent > duplicates ? resent - duplicates : 0; }
+  double share() const { return segments == 0 ? 0 : static_cast<double>(lost()) / segments; }
+};
+
+// Rows of one moment: every rank reads its counters on its own schedule, at most a writer window
+// apart from the others, and one rank's reads are a COMMTAP_TCP_INTERVAL apart.
+int separate_moments(std::vector<std::int64_t> times, std::int64_t gap_ns) {
+  std::sort(times.begin(), times.end());
+  int moments = 0;
+  std::int64_t start = INT64_MIN;
+  for (std::int64_t t : times)
+    if (start == INT64_MIN || t - start >= gap_ns) {
+      ++moments;
+      start = t;
+    }
+  return moments;
+}
+
+// Loss shares are small: two decimals below 10% ("0.35%").
+std::string share_text(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, share >= 0.1 ? "%.0f%%" : "%.2f%%", 100 * share);
+  return text;
+}
+
+}  // namespace
+
+bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth& health,
+                         std::string& error) {
+  // Which host each address is: the ranks' own ends of their connections. An address two hosts
+  // claim (a private bridge's, loopback) names none.
+  std::map<std::string, int> address_hosts;  // -1: ambiguous
+  double interval_s = 5;                     // COMMTAP_TCP_INTERVAL
+  if (!each_row(
+          job, "SELECT DISTINCT rank, local_address FROM tcp_links",
+          [&](sqlite3_stmt* s) {
+            auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
+            if (rank == job.ranks.end()) return;
+            auto [found, added] = address_hosts.try_emplace(column_text(s, 1), rank->second.host);
+            if (!added && found->second != rank->second.host) found->second = -1;
+          },
+          error) ||
+      !each_row(
+          job, "SELECT value FROM settings WHERE name = 'COMMTAP_TCP_INTERVAL' LIMIT 1",
+          [&](sqlite3_stmt* s) {
+            if (const double v = std::atof(column_text(s, 0).c_str()); v > 0) interval_s = v;
+          },
+          error))
+    return false;
+  if (address_hosts.empty()) return true;
+
+  // Each row's counters are totals since the rank's first read: a row's resends and duplicates
+  // are its difference to the one before. Counted over the stall span, up to --at.
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
+  const std::int64_t span = stall_span_ns(options);
+  const std::int64_t counted_since = std::max(now - span, since_wall_ns(job, options));
+  const std::int64_t recent_since = now - span / 2;
+  std::map<std::pair<int, int>, LinkLoss> links;  // (from host, to host)
+  struct Counters {
+    std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
+  };
+  std::map<std::tuple<int, std::string, std::string>, Counters> previous;
+  std::int64_t first_counted = INT64_MAX;
+  if (!each_row(
+          job,
+          "SELECT rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
+          "coalesce(dsack_dups, 0), bytes_acked FROM tcp_links "
+          "ORDER BY rank, local_address, peer_address, wall_ns",
+          [&](sqlite3_stmt* s) {
+            const int rank_number = static_cast<int>(column_i64(s, 0));
+            auto rank = job.ranks.find(rank_number);
+            const std::int64_t wall = column_i64(s, 1);
+            if (rank == job.ranks.end() || wall > job.until_wall) return;
+            const std::string peer = column_text(s, 3);
+            auto peer_host = address_hosts.find(peer);
+            if (peer_host == address_hosts.end() || peer_host->second < 0 ||
+                peer_host->second == rank->second.host || loopback(peer))
+              return;
+            const Counters total{static_cast<std::uint64_t>(column_i64(s, 4)),
+                                 static_cast<std::uint64_t>(column_i64(s, 5)),
+                                 static_cast<std::uint64_t>(column_i64(s, 6)),
+                                 static_cast<std::uint64_t>(column_i64(s, 7))};
+            Counters& last = previous[{rank_number, column_text(s, 2), peer}];
+            // Totals only grow; one that fell is a file written by something else: start over.
+            if (total.segments < last.segments || total.resent < last.resent ||
+                total.duplicates < last.duplicates || total.bytes < last.bytes)
+              last = Counters{};
+            const Counters delta{total.segments - last.segments, total.resent - last.resent,
+                                 total.duplicates - last.duplicates, total.bytes - last.bytes};
+            last = total;
+            if (wall < counted_since) return;
+            first_counted = std::min(first_counted, wall);
+            LinkLoss& link = links[{rank->second.host, peer_host->second}];
+            link.segments += delta.segments;
+            link.resent += delta.resent;
+            link.duplicates += delta.duplicates;
+            link.bytes += delta.bytes;
+            if (delta.resent > delta.duplicates) link.lost_at.push_back(wall);
+          },
+          error))
+    return false;
+  if (links.empty()) return true;
+
+  const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
+  json table = json::array();
+  for (const auto& [pair, link] : links)
+    table.push_back({{"from", host_name(pair.first)},
+                     {"to", host_name(pair.second)},
+                     {"segments", link.segments},
+                     {"resent", link.resent},
+                     {"lost", link.lost()},
+                     {"bytes", link.bytes}});
+  health.details["tcp_links"] = table;
+
+  // The links that lose: against the lower quartile of the measured links' shares (a host that
+  // loses both ways has a lossy link to and from every peer: half the links of 4 hosts, two thirds
+  // of 3). With fewer than 4 measured links (2 hosts) the absolute floors decide alone.
+  std::vector<double> shares;
+  for (const auto& [pair, link] : links)
+    if (link.segments >= kMeasuredSegments) shares.push_back(link.share());
+  const double baseline = shares.size() >= 4 ? lower_quartile_of(shares) : 0.0;
+  const std::int64_t gap =
+      std::max<std::int64_t>(1'500'000'000, static_cast<std::int64_t>(interval_s * 0.5e9));
+  std::vector<std::pair<int, int>> lossy;
+  for (const auto& [pair, link] : links)
+    if (link.lost() >= kMinLost && link.share() >= kMinShare &&
+        link.share() >= kShareFactor * baseline &&
+        separate_moments(link.lost_at, gap) >= kMinMoments &&
+        *std::max_element(link.lost_at.begin(), link.lost_at.end()) >= recent_since)
+      lossy.push_back(pair);
+  if (lossy.empty()) return true;
+
+  // A host or link that another rule names already: the same finding is merged with it (so that a
+  // host held off the CPU does not explain it away, below in health.cpp); a link whose host is
+  // named, or named the other way round, is not named again.
+  const NamedNetworkSubjects named = named_network_subjects(health);
+  std::set<std::string> subjects;
+  for (const Finding& f : health.findings) subjects.insert(f.subject);
+  // Each row's difference covers the interval before it.
+  const std::string span_text =
+      ms_text(static_cast<double>(now - first_counted) + interval_s * 1e9);
+  const std::string compared =
+      shares.size() >= 4
+          ? "against " + share_text(baseline) + " on most links (lower quartile of " +
+                std::to_string(shares.size()) + ")"
+          : "with too few links to compare (" + std::to_string(shares.size()) + ")";
+  json delayed = health.details.value("delayed_hosts", json::array());
+  auto add_finding = [&](const std::string& kind, const std::string& subject,
+                         const std::vector<std::pair<int, int>>& mine, json evidence,
+                         const std::string& where, const std::string& cause) {
+    LinkLoss total;
+    for (const auto& pair : mine) {
+      const LinkLoss& link = links[pair];
+      total.segments += link.segments;
+      total.resent += link.resent;
+      total.duplicates += link.duplicates;
+      const std::string receiver = host_name(pair.second);
+      if (std::find(delayed.begin(), delayed.end(), receiver) == delayed.end())
+        delayed.push_back(receiver);
+    }
+    Finding f;
+    f.kind = kind;
+    f.subject = subject;
+    f.severity = Severity::error;
+    f.strength = total.share() / kMinShare;
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = subject + ": TCP lost " + share_text(total.share()) + " of the segments sent " +
+                where + " (" + with_commas(total.lost()) + " of " + with_commas(total.segments) +
+                " in the last " + span_text + ": " + with_commas(total.resent) + " resent, less " +
+                with_commas(total.resent - total.lost()) + " the receiver already had), " +
+                compared + ": " + cause;
+    evidence["source"] = "tcp";
+    evidence["segments"] = total.segments;
+    evidence["lost"] = total.lost();
+    evidence["resent"] = total.resent;
+    evidence["share"] = total.share();
+    evidence["baseline_share"] = baseline;
+    f.evidence = std::move(evidence);
+    health.findings.push_back(std::move(f));
+  };
+
+  // A host: lossy links into it from two hosts at least, or out of it to two, and at most a
+  // quarter as many lossy links that do not touch it. Of several, the one that lost most.
+  int lossy_host = -1;
+  std::uint64_t lossy_host_lost = 0;
+  std::vector<std::pair<int, int>> lossy_host_links;
+  std::set<int> candidates;
+  for (const auto& [from, to] : lossy) candidates.insert({from, to});
+  for (int h : candidates) {
+    std::set<int> senders, receivers;
+    std::vector<std::pair<int, int>> mine;
+    std::uint64_t lost = 0;
+    for (const auto& [from, to] : lossy) {
+      if (from != h && to != h) continue;
+      mine.push_back({from, to});
+      lost += links[{from, to}].lost();
+      if (to == h)
+        senders.insert(from);
+      else
+        receivers.insert(to);
+    }
+    const std::size_t elsewhere = lossy.size() - mine.size();
+    if ((senders.size() < 2 && receivers.size() < 2) || 4 * elsewhere > mine.size() ||
+        lost <= lossy_host_lost)
+      continue;
+    lossy_host = h;
+    lossy_host_lost = lost;
+    lossy_host_links = std::move(mine);
+  }
+  if (lossy_host >= 0) {
+    const std::string host = host_name(lossy_host);
+    bool into = false, out_of = false;
+    for (const auto& [from, to] : lossy_host_links) (to == lossy_host ? into : out_of) = true;
+    add_finding(finding_kind::slow_host_network, "host " + host, lossy_host_links, {{"host", host}},
+                into && out_of ? "to and from it" : (into ? "to it" : "from it"),
+                "packets dropped at its NIC, cable or switch port, or on a congested link");
+  } else {
+    for (const auto& [from, to] : lossy) {
+      const bool both = std::find(lossy.begin(), lossy.end(), std::pair{to, from}) != lossy.end();
+      if (both && from > to) continue;  // named once, as a <-> b
+      const std::string a = host_name(from), b = host_name(to);
+      const std::string subject = "link " + a + (both ? " <-> " : " -> ") + b;
+      if (named.names_link(a, b) && !subjects.count(subject)) continue;
+      std::vector<std::pair<int, int>> mine = {{from, to}};
+      if (both) mine.push_back({to, from});
+      add_finding(finding_kind::slow_link, subject, mine,
+                  {{"from", a}, {"to", b}, {"both_directions", both}}, "over it",
+                  "packets dropped on the way (cable, NIC or switch port, or congestion)");
+    }
+  }
+  if (!delayed.empty()) health.details["delayed_hosts"] = delayed;
+  return true;
+}
+
+}  // namespace commtap::analyzer
