@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The short fault-injection subset on the emulated cluster (scripts/faults, analyzer defaults): a
-# clean run must produce no finding at all; a delayed directed link, a frozen rank and, in a job
-# of collectives only (found by link probes alone), a rate-limited host must be named first by
-# the live analysis. Skipped where network namespaces, iptables or netdelay are missing.
+# clean run must produce no finding at all; a delayed directed link, a frozen rank and, in jobs
+# of collectives only, a rate-limited host (found by link probes alone) and a directed link that
+# drops packets (found by the kernel's TCP counters) must be named first by the live analysis.
+# Skipped where network namespaces, iptables or netdelay are missing.
 source "$(dirname "$0")/common.sh"
 
 require_emulated_cluster
@@ -25,7 +26,7 @@ met() {  # scenario[/workload] table
   [[ "$1" == */* ]] && workload=${1#*/}
   grep -q "^| $name | $workload |.*| yes |\$" "$2"
 }
-scenarios=(clean link hang rate_host/collectives)
+scenarios=(clean link hang rate_host/collectives loss_link/collectives)
 run_faults "$WORK/first" "${scenarios[@]}" || true
 cat "$WORK/first.md"
 missed=()
@@ -39,4 +40,4 @@ if [ ${#missed[@]} -gt 0 ]; then
   done
 fi
 [ -z "$(ip netns list | grep '^ctap' || true)" ] || fail "namespaces left behind"
-pass "clean: no finding; delayed link, frozen rank and rate-limited host named first"
+pass "clean: no finding; delayed link, frozen rank, rate-limited host and lossy link named first"
