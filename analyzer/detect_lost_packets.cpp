@@ -40,20 +40,6 @@ struct LinkLoss {
   double share() const { return segments == 0 ? 0 : static_cast<double>(lost()) / segments; }
 };
 
-// Rows of one moment: every rank reads its counters on its own schedule, at most a writer window
-// apart from the others, and one rank's reads are a COMMTAP_TCP_INTERVAL apart.
-int separate_moments(std::vector<std::int64_t> times, std::int64_t gap_ns) {
-  std::sort(times.begin(), times.end());
-  int moments = 0;
-  std::int64_t start = INT64_MIN;
-  for (std::int64_t t : times)
-    if (start == INT64_MIN || t - start >= gap_ns) {
-      ++moments;
-      start = t;
-    }
-  return moments;
-}
-
 // Loss shares are small: two decimals below 10% ("0.35%").
 std::string share_text(double share) {
   char text[32];
@@ -157,6 +143,8 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth
   for (const auto& [pair, link] : links)
     if (link.segments >= kMeasuredSegments) shares.push_back(link.share());
   const double baseline = shares.size() >= 4 ? lower_quartile_of(shares) : 0.0;
+  // Rows of one moment: every rank reads its counters on its own schedule, at most a writer window
+  // apart from the others, and one rank's reads are a COMMTAP_TCP_INTERVAL apart.
   const std::int64_t gap =
       std::max<std::int64_t>(1'500'000'000, static_cast<std::int64_t>(interval_s * 0.5e9));
   std::vector<std::pair<int, int>> lossy;

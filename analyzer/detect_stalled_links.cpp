@@ -33,18 +33,6 @@ struct Stall {
   bool round_trip = false;  // a latency probe (else a transfer)
 };
 
-int separate_moments(std::vector<std::int64_t> times) {
-  std::sort(times.begin(), times.end());
-  int moments = 0;
-  std::int64_t last = INT64_MIN;
-  for (std::int64_t t : times)
-    if (last == INT64_MIN || t - last >= kSeparateNs) {
-      ++moments;
-      last = t;
-    }
-  return moments;
-}
-
 }  // namespace
 
 // A lossy link stalls a few transfers a minute, a probe round every few seconds at most: the
@@ -117,7 +105,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
       probes += s->probe;
     }
     // Separate moments, the latest of them among the recent ones (else 0).
-    const int moments = newest >= recent_since ? separate_moments(times) : 0;
+    const int moments = newest >= recent_since ? separate_moments(times, kSeparateNs) : 0;
     return std::tuple{moments, longest, median_of(baselines), probes};
   };
   const std::string span = ms_text(static_cast<double>(stall_span));

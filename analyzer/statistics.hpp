@@ -53,6 +53,20 @@ inline double lower_quartile_of(std::vector<double> v) {
   return v[(v.size() - 1) / 4];
 }
 
+// How many separate moments `times` (ns) hold: a time at least `gap_ns` after the start of the
+// moment before begins a new one (one event seen by several ranks or messages counts once).
+inline int separate_moments(std::vector<std::int64_t> times, std::int64_t gap_ns) {
+  std::sort(times.begin(), times.end());
+  int moments = 0;
+  std::int64_t start = INT64_MIN;
+  for (std::int64_t t : times)
+    if (start == INT64_MIN || t - start >= gap_ns) {
+      ++moments;
+      start = t;
+    }
+  return moments;
+}
+
 inline std::string ms_text(double ns) {
   char buffer[64];
   if (ns >= 1e9)
