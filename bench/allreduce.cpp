@@ -49,13 +49,19 @@ double minimum(const std::vector<double>& values) {
   return *std::min_element(values.begin(), values.end());
 }
 
-// What the network between two hosts allows: one-way latency (half the fastest of 20 one-byte
-// round trips) and bandwidth (the fastest of 3 one-way 4 MiB transfers, less that latency),
-// measured between the first rank of the first host and the first rank of another, with the
-// library's point-to-point. All ranks get both; hosts < 2: nothing to measure (both 0).
+// What the network between the hosts allows:
+// - latency: between every two hosts (their first ranks), half the fastest of 20 one-byte
+//   round trips, and from those the quickest route between every two hosts through any others
+//   (a message may be relayed);
+// - bandwidth: the fastest of 3 one-way 4 MiB transfers between the first two hosts, less
+//   their latency.
+// Measured with the library's point-to-point; all ranks get the results. hosts < 2: nothing to
+// measure.
 struct Network {
   int hosts = 1;
-  double latency_us = 0, bytes_per_us = 0;
+  double nearest_us = 0, farthest_us = 0;  // the direct one-way latencies' extremes
+  double route_us = 0;                     // the slowest of the quickest routes between two hosts
+  double bytes_per_us = 0;
 };
 
 // Waits by testing and yielding: with more ranks than cores a blocking wait spins, and the two
@@ -80,6 +86,55 @@ void receive_yielding(void* data, int bytes, int peer, int tag) {
   wait_yielding(&request);
 }
 
+// Half the fastest of 20 one-byte round trips between this rank and `peer` (us); `first` sends
+// first.
+double half_round_trip_us(int peer, bool first) {
+  char byte = 0;
+  double best = 1e30;
+  for (int i = 0; i < 20; ++i) {
+    const double t0 = MPI_Wtime();
+    if (first) {
+      send_yielding(&byte, 1, peer, 7);
+      receive_yielding(&byte, 1, peer, 7);
+    } else {
+      receive_yielding(&byte, 1, peer, 7);
+      send_yielding(&byte, 1, peer, 7);
+    }
+    best = std::min(best, MPI_Wtime() - t0);
+  }
+  return best / 2 * 1e6;
+}
+
+// The fastest of 3 one-way transfers of 4 MiB from rank 0 to `peer`, less a round trip of
+// `latency_us` each way (the go-ahead and the acknowledgement), as
+// bytes per us.
+double bandwidth(int rank, int peer, double latency_us) {
+  char byte = 0;
+  std::vector<char> large(4 << 20);
+  double best_transfer = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    // The receiver posts first and says so, so that the transfer is not held up by it.
+    MPI_Request large_receive = MPI_REQUEST_NULL;
+    if (rank != 0) {
+      PMPI_Irecv(large.data(), static_cast<int>(large.size()), MPI_CHAR, peer, 8, MPI_COMM_WORLD,
+                 &large_receive);
+      send_yielding(&byte, 1, peer, 9);
+    } else {
+      receive_yielding(&byte, 1, peer, 9);
+    }
+    const double t0 = MPI_Wtime();
+    if (rank == 0) {
+      send_yielding(large.data(), static_cast<int>(large.size()), peer, 8);
+      receive_yielding(&byte, 1, peer, 8);
+    } else {
+      wait_yielding(&large_receive);
+      send_yielding(&byte, 1, peer, 8);
+    }
+    best_transfer = std::min(best_transfer, MPI_Wtime() - t0 - 2 * latency_us * 1e-6);
+  }
+  return static_cast<double>(large.size()) / std::max(1e-9, best_transfer * 1e6);
+}
+
 Network measure_network(int rank, int size) {
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
@@ -90,71 +145,67 @@ Network measure_network(int rank, int size) {
   auto name_of = [&](int r) {
     return std::string(names.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME);
   };
-  Network network;
+  // Each host's first rank, in rank order.
   std::vector<std::string> seen;
-  int other = -1;
-  for (int r = 0; r < size; ++r) {
-    if (std::find(seen.begin(), seen.end(), name_of(r)) == seen.end()) seen.push_back(name_of(r));
-    if (other < 0 && name_of(r) != name_of(0)) other = r;
-  }
-  network.hosts = static_cast<int>(seen.size());
-  if (other < 0) return network;
-  double result[2] = {0, 0};
-  if (rank == 0 || rank == other) {
-    const int peer = rank == 0 ? other : 0;
-    char byte = 0;
-    double best_rtt = 1e30;
-    for (int i = 0; i < 20; ++i) {
-      const double t0 = MPI_Wtime();
-      if (rank == 0) {
-        send_yielding(&byte, 1, peer, 7);
-        receive_yielding(&byte, 1, peer, 7);
-      } else {
-        receive_yielding(&byte, 1, peer, 7);
-        send_yielding(&byte, 1, peer, 7);
-      }
-      best_rtt = std::min(best_rtt, MPI_Wtime() - t0);
+  std::vector<int> first_rank;
+  for (int r = 0; r < size; ++r)
+    if (std::find(seen.begin(), seen.end(), name_of(r)) == seen.end()) {
+      seen.push_back(name_of(r));
+      first_rank.push_back(r);
     }
-    std::vector<char> large(4 << 20);
-    double best_transfer = 1e30;
-    for (int i = 0; i < 3; ++i) {
-      // The receiver posts first and says so, so that the transfer is not held up by it.
-      MPI_Request large_receive = MPI_REQUEST_NULL;
-      if (rank != 0) {
-        PMPI_Irecv(large.data(), static_cast<int>(large.size()), MPI_CHAR, peer, 8, MPI_COMM_WORLD,
-                   &large_receive);
-        send_yielding(&byte, 1, peer, 9);
-      } else {
-        receive_yielding(&byte, 1, peer, 9);
-      }
-      const double t0 = MPI_Wtime();
-      if (rank == 0) {
-        send_yielding(large.data(), static_cast<int>(large.size()), peer, 8);
-        receive_yielding(&byte, 1, peer, 8);
-      } else {
-        wait_yielding(&large_receive);
-        send_yielding(&byte, 1, peer, 8);
-      }
-      best_transfer = std::min(best_transfer, MPI_Wtime() - t0 - best_rtt);
+  Network network;
+  const int h = network.hosts = static_cast<int>(seen.size());
+  if (h < 2) return network;
+  // Every pair in one order on all ranks (a before b, pairs in lexicographic order), so that no
+  // two ranks wait for each other in a cycle.
+  std::vector<double> latency(static_cast<std::size_t>(h * h), 0.0);
+  for (int a = 0; a < h; ++a)
+    for (int b = a + 1; b < h; ++b) {
+      const int ra = first_rank[static_cast<std::size_t>(a)];
+      const int rb = first_rank[static_cast<std::size_t>(b)];
+      if (rank == ra || rank == rb)
+        latency[static_cast<std::size_t>(a * h + b)] =
+            half_round_trip_us(rank == ra ? rb : ra, rank == ra);
     }
-    result[0] = best_rtt / 2 * 1e6;
-    result[1] = static_cast<double>(large.size()) / std::max(1e-9, best_transfer * 1e6);
-  }
+  double result = 0;
+  if (rank == 0 || rank == first_rank[1])
+    result = bandwidth(rank, rank == 0 ? first_rank[1] : 0, latency[1]);
+  std::vector<double> all(latency.size() + 1);
+  latency.push_back(result);
   MPI_Request told;
-  PMPI_Ibcast(result, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD, &told);
+  PMPI_Iallreduce(latency.data(), all.data(), static_cast<int>(all.size()), MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD, &told);
   wait_yielding(&told);
-  network.latency_us = result[0];
-  network.bytes_per_us = result[1];
+  network.bytes_per_us = all.back();
+  // The quickest routes (Floyd-Warshall over the measured latencies, taken as equal both ways:
+  // a round trip cannot tell the two directions apart).
+  std::vector<double> route(static_cast<std::size_t>(h * h), 0.0);
+  network.nearest_us = 1e30;
+  for (int a = 0; a < h; ++a)
+    for (int b = a + 1; b < h; ++b) {
+      const double l = all[static_cast<std::size_t>(a * h + b)];
+      route[static_cast<std::size_t>(a * h + b)] = route[static_cast<std::size_t>(b * h + a)] = l;
+      network.nearest_us = std::min(network.nearest_us, l);
+      network.farthest_us = std::max(network.farthest_us, l);
+    }
+  for (int via = 0; via < h; ++via)
+    for (int a = 0; a < h; ++a)
+      for (int b = 0; b < h; ++b) {
+        auto& ab = route[static_cast<std::size_t>(a * h + b)];
+        ab = std::min(ab, route[static_cast<std::size_t>(a * h + via)] +
+                              route[static_cast<std::size_t>(via * h + b)]);
+      }
+  network.route_us = *std::max_element(route.begin(), route.end());
   return network;
 }
 
 // The lower bound no all-reduce across hosts can beat: every host must hear from every other
-// (one latency), and each host link must carry 2(h-1)/h of the buffer (reduce-scatter plus
-// all-gather volume).
+// (the slowest of the quickest routes), and each host link must carry 2(h-1)/h of the buffer
+// (reduce-scatter plus all-gather volume).
 double lower_bound_us(const Network& network, double bytes) {
   if (network.hosts < 2 || network.bytes_per_us <= 0) return 0;
   const double h = network.hosts;
-  return std::max(network.latency_us, 2 * (h - 1) / h * bytes / network.bytes_per_us);
+  return std::max(network.route_us, 2 * (h - 1) / h * bytes / network.bytes_per_us);
 }
 
 }  // namespace
@@ -199,9 +250,11 @@ int main(int argc, char** argv) {
                 rounds);
     if (network.hosts > 1)
       std::printf(
-          "%d hosts; between two of them %.1f us one way, %.0f MB/s; bound: the larger of "
-          "one latency and 2(h-1)/h x bytes / bandwidth\n",
-          network.hosts, network.latency_us, network.bytes_per_us);
+          "%d hosts; one way between two of them %.1f-%.1f us, the quickest route between the "
+          "farthest two %.1f us; %.0f MB/s between the first two; bound: the larger of that "
+          "route and 2(h-1)/h x bytes / bandwidth\n",
+          network.hosts, network.nearest_us, network.farthest_us, network.route_us,
+          network.bytes_per_us);
     std::printf("\n| bytes |");
     for (std::size_t k = 0; k < contenders.size(); ++k)
       std::printf(" %s%s |", contenders[k].c_str(), k == kNativeAgain ? " again" : "");

@@ -642,10 +642,11 @@ int flat(Algorithm algorithm, const Call& c, MPI_Comm comm, void* buffer, MPI_Co
 // network work at once. Every stage is the library's nonblocking collective on commtap's
 // private communicators, started in the same order on every rank (as MPI requires); a
 // non-leader waits for its own reduction of a segment before the broadcast overwrites it.
+//
+// The segment size is the cost model's for this call (Tuning::segment_bytes), equal on all ranks.
 int pipelined_hierarchical(const Call& c, Topology& t, void* buffer, MPI_Count count) {
-  const MPI_Count bytes = count * c.extent;
-  const MPI_Count segment_bytes = std::clamp<MPI_Count>(bytes / 4, 64 * 1024, 1024 * 1024);
-  const MPI_Count per_segment = std::max<MPI_Count>(1, segment_bytes / c.extent);
+  const MPI_Count segment_bytes = std::max<MPI_Count>(1, t.tuning.segment_bytes);
+  const MPI_Count per_segment = std::max<MPI_Count>(1, (segment_bytes + c.extent - 1) / c.extent);
   const MPI_Count segments = (count + per_segment - 1) / per_segment;
   const bool leader = t.local_rank == 0;
   auto first = [&](MPI_Count s) { return s * per_segment; };
@@ -708,7 +709,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
     case Algorithm::direct:
     case Algorithm::knomial:
       return flat(algorithm, c, t.flat, recvbuf, count, t.scratch, t.star_root, t.ring_order,
-                  t.radices.flat);
+                  t.tuning.flat_radix);
     case Algorithm::hier_pipe:
       // Rank-independent facts only: a rank alone on its node takes part all the same.
       if (t.nodes > 1 && t.max_local_size > 1) return pipelined_hierarchical(c, t, recvbuf, count);
@@ -760,7 +761,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
                                   : algorithm == Algorithm::hier_knomial ? Algorithm::knomial
                                                                          : inter_algorithm(bytes);
         COMMTAP_TRY(flat(leaders, c, t.leaders, recvbuf, count, t.scratch, t.leaders_star_root,
-                         t.leaders_ring_order, t.radices.leaders));
+                         t.leaders_ring_order, t.tuning.leaders_radix));
       }
       if (t.local_size > 1) {
         COMMTAP_TRY(PMPI_Ibcast_c(recvbuf, count, type, 0, t.node, &request));
@@ -771,7 +772,7 @@ int allreduce(Algorithm algorithm, const void* sendbuf, void* recvbuf, MPI_Count
   }
 }
 
-Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Radices* radices) {
+Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning* tuning) {
   // Measured choices knew nothing of a link flagged since: the formulas route around it.
   const bool flagged = t.flagged_alpha > 0 || t.flagged_beta > 0 || t.flagged_unmeasured;
   if (!flagged && !m.choices.empty() && bytes <= m.choices.back().up_to_bytes &&
@@ -827,7 +828,7 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Radices
   };
   const auto [knomial, flat_radix] = knomial_of(t.size);
   const auto [leaders_knomial, leaders_radix] = knomial_of(std::max(1, t.nodes));
-  if (radices != nullptr) *radices = {flat_radix, leaders_radix};
+
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra = local > 1 ? 2 * log2_of(local) * (m.intra_alpha + n * m.intra_beta) +
                                        log2_of(local) * n * m.gamma
@@ -846,18 +847,28 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Radices
                                n * inter_beta + unless(t.leaders_star_clear)
                          : 0);
   // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
-  // and drain the pipeline (segments as in pipelined_hierarchical: a quarter, 64 KiB-1 MiB).
-  // Its leaders' stage is the library's.
+  // and drain the pipeline, plus three latencies per segment (its leaders' stage is the
+  // library's). Fewer segments fill longer, more pay more latencies: the best count by these
+  // formulas, 1 to 64, segments of 16 KiB at least.
   double pipe = hier;
+  MPI_Count segment_bytes = std::max<MPI_Count>(1, bytes);
   if (t.nodes > 1 && t.max_local_size > 1) {
-    const double segments = std::ceil(n / std::clamp(n / 4, 65536.0, 1048576.0));
     const double library_leaders =
         std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
                  2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta) +
         detour;
-    pipe = std::max(intra, library_leaders) + (intra + library_leaders) / segments +
-           segments * 3 * std::max(m.intra_alpha, inter_alpha);
+    const double most = std::clamp(std::floor(n / 16384), 1.0, 64.0);
+    pipe = 1e300;
+    for (double segments = 1; segments <= most; ++segments) {
+      const double cost = std::max(intra, library_leaders) + (intra + library_leaders) / segments +
+                          segments * 3 * std::max(m.intra_alpha, inter_alpha);
+      if (cost < pipe) {
+        pipe = cost;
+        segment_bytes = static_cast<MPI_Count>(std::ceil(n / segments));
+      }
+    }
   }
+  if (tuning != nullptr) *tuning = {flat_radix, leaders_radix, segment_bytes};
   // The library is modelled as the best flat algorithm: commtap's must win clearly (10%).
   const double native = std::min(rd, ring_rounds + detour);
   // On one host the library's shared-memory algorithms are what commtap's would be built on.
@@ -891,20 +902,20 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
   Topology* topology = topology_of(comm, context.test_nodes, context.avoid);
   Algorithm algorithm = context.allreduce;
   if (algorithm == Algorithm::automatic || algorithm == Algorithm::knomial ||
-      algorithm == Algorithm::hier_knomial) {
+      algorithm == Algorithm::hier_knomial || algorithm == Algorithm::hier_pipe) {
     MPI_Count size = 0;
     PMPI_Type_size_c(type, &size);
     auto cached = topology->chosen.find(count * size);
     if (cached == topology->chosen.end()) {
       if (topology->chosen.size() >= 4096) topology->chosen.clear();
-      Radices radices;
-      const Algorithm best = choose(context.cost_model, *topology, count * size, &radices);
-      cached = topology->chosen.emplace(count * size, std::make_pair(best, radices)).first;
+      Tuning tuning;
+      const Algorithm best = choose(context.cost_model, *topology, count * size, &tuning);
+      cached = topology->chosen.emplace(count * size, std::make_pair(best, tuning)).first;
     }
-    const auto [chosen, radices] = cached->second;
-    topology->radices = radices;
+    const auto [chosen, tuning] = cached->second;
+    topology->tuning = tuning;
     if (context.knomial_radix > 0)
-      topology->radices = {context.knomial_radix, context.knomial_radix};
+      topology->tuning.flat_radix = topology->tuning.leaders_radix = context.knomial_radix;
     if (algorithm == Algorithm::automatic) algorithm = chosen;
     if (algorithm == Algorithm::native) return std::nullopt;
   }

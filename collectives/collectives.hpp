@@ -54,10 +54,12 @@ std::string algorithm_names();
 // Accepts the names of algorithm_names().
 bool parse_algorithm(const std::string& text, Algorithm& algorithm) noexcept;
 
-// The k of the two k-nomial forms.
-struct Radices {
-  int flat = 2;     // knomial: among all ranks
-  int leaders = 2;  // hier-knomial: among the node leaders
+// The per-call parameters of the forms that have them, from the cost model for the call's size
+// (choose()): the k of the two k-nomial forms, and the segment size of the pipelined one.
+struct Tuning {
+  int flat_radix = 2;                    // knomial: among all ranks
+  int leaders_radix = 2;                 // hier-knomial: among the node leaders
+  MPI_Count segment_bytes = 256 * 1024;  // hier-pipe: bytes per segment
 };
 
 // Where a communicator's ranks live, and commtap's private communicators for it: made by the
@@ -84,12 +86,11 @@ struct Topology {
   // byte (s/B), and whether one was named without figures (a list in the setting). 0: none.
   double flagged_alpha = 0, flagged_beta = 0;
   bool flagged_unmeasured = false;
-  // The knomial forms' k for the call about to run (set per call): among all ranks (knomial),
-  // among the node leaders (hier-knomial).
-  Radices radices;
-  // choose()'s answers (algorithm, knomial k) by call size in bytes, which depend on nothing
-  // else that changes after MPI_Init; cleared when it grows past a few thousand sizes.
-  std::unordered_map<MPI_Count, std::pair<Algorithm, Radices>> chosen;
+  // The tuned forms' parameters for the call about to run (set per call).
+  Tuning tuning;
+  // choose()'s answers (algorithm, tuning) by call size in bytes, which depend on nothing else
+  // that changes after MPI_Init; cleared when it grows past a few thousand sizes.
+  std::unordered_map<MPI_Count, std::pair<Algorithm, Tuning>> chosen;
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
   // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for
@@ -168,10 +169,10 @@ struct CostModel {
   int measured_ranks = 0, measured_nodes = 0, measured_largest_node = 0;  // the choices' shape
   std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };
-// `radices`, when given, receive the knomial forms' best k for this size (whether or not one of
-// them is chosen).
+// `tuning`, when given, receives the knomial forms' best k and the pipelined form's best segment
+// size for this size by the formulas (whether or not one of them is chosen).
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes,
-                 Radices* radices = nullptr);
+                 Tuning* tuning = nullptr);
 
 // For commtap's own tests (COMMTAP_TEST_REVERSED_FOLD): this rank folds the direct and knomial
 // exchanges' buffers in the other order, so that its floating-point results differ from the

@@ -126,8 +126,8 @@ void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int 
   model.choices.clear();
   for (std::int64_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
     const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 8));
-    // The knomial forms run with the k the formulas give this size, as they will in the job.
-    choose(model, t, count * 8, &t.radices);
+    // The tuned forms run with the k and segments the formulas give this size, as in the job.
+    choose(model, t, count * 8, &t.tuning);
     std::vector<std::vector<double>> seconds(kCandidates);
     for (int round = 0; round < rounds; ++round)
       for (std::size_t k = 0; k < kCandidates; ++k)

@@ -161,11 +161,35 @@ TEST(CostModel, ManyNodesTakeTheLeadersKnomialAtItsBestRadix) {
   t.max_local_size = t.local_size = 2;
   t.regular = true;
   const collectives::CostModel m;  // built-in: 5 us and 1 ns/B between nodes, 0.2 ns/B reduced
-  collectives::Radices radices;
-  EXPECT_EQ(collectives::choose(m, t, 1024, &radices), Algorithm::hier_knomial);
-  EXPECT_EQ(radices.leaders, 4);
-  EXPECT_EQ(collectives::choose(m, t, 8, &radices), Algorithm::direct);
-  EXPECT_EQ(radices.leaders, 16);
+  collectives::Tuning tuning;
+  EXPECT_EQ(collectives::choose(m, t, 1024, &tuning), Algorithm::hier_knomial);
+  EXPECT_EQ(tuning.leaders_radix, 4);
+  EXPECT_EQ(collectives::choose(m, t, 8, &tuning), Algorithm::direct);
+  EXPECT_EQ(tuning.leaders_radix, 16);
+}
+
+// The pipelined form's segments come from the model: more of them for a larger buffer, fewer
+// where each costs more latency, never below 16 KiB, and the whole buffer when it is small.
+TEST(CostModel, PipelineSegmentsFollowTheModel) {
+  collectives::Topology t;
+  t.size = 8;
+  t.nodes = 4;
+  t.max_local_size = t.local_size = 2;
+  t.regular = true;
+  auto segment_bytes = [&](const collectives::CostModel& m, MPI_Count bytes) {
+    collectives::Tuning tuning;
+    collectives::choose(m, t, bytes, &tuning);
+    return tuning.segment_bytes;
+  };
+  collectives::CostModel fast;  // built-in: 5 us between nodes
+  collectives::CostModel far = fast;
+  far.inter_alpha = 1e-3;
+  const MPI_Count large = 8 << 20;
+  EXPECT_LT(segment_bytes(fast, large), large / 4) << "many segments on a low-latency network";
+  EXPECT_GE(segment_bytes(fast, large), 16384);
+  EXPECT_GT(segment_bytes(far, large), segment_bytes(fast, large)) << "fewer with 1 ms each";
+  EXPECT_GT(segment_bytes(fast, 32 << 20), segment_bytes(fast, 2 << 20));
+  EXPECT_EQ(segment_bytes(fast, 20000), 20000) << "one segment below 32 KiB";
 }
 
 TEST(CostModel, FilesRoundTripAndBadOnesAreRefused) {
