@@ -849,7 +849,8 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
   // and drain the pipeline, plus three latencies per segment (its leaders' stage is the
   // library's). Fewer segments fill longer, more pay more latencies: the best count by these
-  // formulas, 1 to 64, segments of 16 KiB at least.
+  // formulas, 1 to 64, segments of 64 KiB at least (what each costs beyond its latency, the
+  // nonblocking collectives' own work, is not in the formulas).
   double pipe = hier;
   MPI_Count segment_bytes = std::max<MPI_Count>(1, bytes);
   if (t.nodes > 1 && t.max_local_size > 1) {
@@ -857,7 +858,7 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
         std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
                  2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta) +
         detour;
-    const double most = std::clamp(std::floor(n / 16384), 1.0, 64.0);
+    const double most = std::clamp(std::floor(n / 65536), 1.0, 64.0);
     pipe = 1e300;
     for (double segments = 1; segments <= most; ++segments) {
       const double cost = std::max(intra, library_leaders) + (intra + library_leaders) / segments +
