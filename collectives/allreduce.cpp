@@ -792,6 +792,8 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   const double p = t.size, nodes = std::max(1, t.nodes), local = std::max(1, t.max_local_size);
   const double inter_alpha = t.nodes > 1 ? m.inter_alpha : m.intra_alpha;
   const double inter_beta = t.nodes > 1 ? m.inter_beta : m.intra_beta;
+  // Each message sent or received costs its rank `o` (twice per exchange with one peer).
+  const double o = t.nodes > 1 ? m.inter_overhead : m.intra_overhead;
   auto log2_of = [](double x) { return std::ceil(std::log2(std::max(1.0, x))); };
   // A flagged link between two of these hosts (COMMTAP_AVOID_HOSTS): a form that may cross it
   // pays what crossing it costs once (the library's too: commtap cannot see its pattern); a
@@ -801,14 +803,15 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
                                  t.flagged_unmeasured ? 9 * (inter_alpha + n * inter_beta) : 0.0);
   auto unless = [&](bool clear) { return clear ? 0.0 : detour; };
   // Flat algorithms pay the slowest link on every round.
-  const double rd = log2_of(p) * (inter_alpha + n * inter_beta + n * m.gamma) + detour;
-  const double ring_rounds =
-      2 * (p - 1) * inter_alpha + 2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
+  const double rd = log2_of(p) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma) + detour;
+  const double ring_rounds = 2 * (p - 1) * (inter_alpha + 2 * o) +
+                             2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
   const double ring = ring_rounds + unless(t.ring_clear);
+  // The star's root receives p-1 buffers and sends p-1.
   const double star = 2 * inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + n * inter_beta +
-                      unless(t.star_clear);
-  // Direct exchange: one latency, but every rank sends and reduces p-1 copies.
-  const double direct = inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + detour;
+                      2 * (p - 1) * o + unless(t.star_clear);
+  // Direct exchange: one latency, but every rank sends, receives and reduces p-1 copies.
+  const double direct = inter_alpha + (p - 1) * (n * (inter_beta + m.gamma) + 2 * o) + detour;
   // k-nomial among `ranks`: log_k(p') rounds of k-1 copies each, plus the fold of the ranks past
   // p' (a send in and one back); its cost at the best k for this size, and that k.
   auto knomial_of = [&](int ranks) {
@@ -820,8 +823,9 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
         ++rounds;
       }
       const double cost =
-          rounds * (inter_alpha + (k - 1) * n * (inter_beta + m.gamma)) +
-          (participants < ranks ? 2 * (inter_alpha + n * inter_beta) + n * m.gamma : 0) + detour;
+          rounds * (inter_alpha + (k - 1) * (n * (inter_beta + m.gamma) + 2 * o)) +
+          (participants < ranks ? 2 * (inter_alpha + 2 * o + n * inter_beta) + n * m.gamma : 0) +
+          detour;
       if (cost < best.first) best = {cost, k};
     }
     return best;
@@ -830,20 +834,23 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   const auto [leaders_knomial, leaders_radix] = knomial_of(std::max(1, t.nodes));
 
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
-  const double intra = local > 1 ? 2 * log2_of(local) * (m.intra_alpha + n * m.intra_beta) +
-                                       log2_of(local) * n * m.gamma
-                                 : 0;
+  const double intra =
+      local > 1 ? 2 * log2_of(local) * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta) +
+                      log2_of(local) * n * m.gamma
+                : 0;
   // The leaders' stage of hier: recursive doubling up to 64 KiB, a ring above (inter_algorithm).
   const double leaders =
-      n <= 64 * 1024 ? log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma) + detour
-                     : 2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta +
-                           unless(t.leaders_ring_clear);
+      n <= 64 * 1024
+          ? log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma) + detour
+          : 2 * (nodes - 1) * (inter_alpha + 2 * o) + 2 * (nodes - 1) / nodes * n * inter_beta +
+                unless(t.leaders_ring_clear);
   const double hier = intra + (nodes > 1 ? leaders : 0);
   const double hier_direct =
-      intra + (nodes > 1 ? inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) + detour : 0);
+      intra +
+      (nodes > 1 ? inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) + detour : 0);
   const double hier_knomial = intra + (nodes > 1 ? leaders_knomial : 0);
   const double hier_star =
-      intra + (nodes > 1 ? 2 * inter_alpha + (nodes - 1) * n * (inter_beta + m.gamma) +
+      intra + (nodes > 1 ? 2 * inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) +
                                n * inter_beta + unless(t.leaders_star_clear)
                          : 0);
   // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
@@ -855,8 +862,9 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   MPI_Count segment_bytes = std::max<MPI_Count>(1, bytes);
   if (t.nodes > 1 && t.max_local_size > 1) {
     const double library_leaders =
-        std::min(log2_of(nodes) * (inter_alpha + n * inter_beta + n * m.gamma),
-                 2 * (nodes - 1) * inter_alpha + 2 * (nodes - 1) / nodes * n * inter_beta) +
+        std::min(
+            log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma),
+            2 * (nodes - 1) * (inter_alpha + 2 * o) + 2 * (nodes - 1) / nodes * n * inter_beta) +
         detour;
     const double most = std::clamp(std::floor(n / 65536), 1.0, 64.0);
     pipe = 1e300;

@@ -45,10 +45,12 @@ int main(int argc, char** argv) {
       status = 1;
     } else {
       std::printf(
-          "commtap-calibrate: %d ranks on %d nodes: intra-node %.2f us + %.3f ns/B, inter-node "
-          "%.2f us + %.3f ns/B, reduction %.3f ns/B%s -> %s\n",
+          "commtap-calibrate: %d ranks on %d nodes: intra-node %.2f us + %.3f ns/B, %.2f us "
+          "per message, inter-node %.2f us + %.3f ns/B, %.2f us per message, reduction %.3f "
+          "ns/B%s -> %s\n",
           topology->size, topology->nodes, model.intra_alpha * 1e6, model.intra_beta * 1e9,
-          model.inter_alpha * 1e6, model.inter_beta * 1e9, model.gamma * 1e9,
+          model.intra_overhead * 1e6, model.inter_alpha * 1e6, model.inter_beta * 1e9,
+          model.inter_overhead * 1e6, model.gamma * 1e9,
           topology->nodes < 2 || topology->max_local_size < 2
               ? " (a level with one node or one rank per node keeps the built-in values)"
               : "",

@@ -166,6 +166,10 @@ struct CostModel {
   // Per level: latency (s), time per byte on the wire (s/B), time per byte reduced (s/B).
   double intra_alpha = 1e-6, intra_beta = 2e-10, inter_alpha = 5e-6, inter_beta = 1e-9;
   double gamma = 2e-10;
+  // Per level: what each message a rank sends or receives costs that rank (s; LogP's o),
+  // beyond the latency that messages sent at once share: a form that sends p-1 messages at
+  // once pays it p-1 times.
+  double intra_overhead = 2e-7, inter_overhead = 1e-6;
   int measured_ranks = 0, measured_nodes = 0, measured_largest_node = 0;  // the choices' shape
   std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };

@@ -39,13 +39,40 @@ double one_way_s(MPI_Comm comm, int me, int peer, std::size_t bytes, int repeats
   return best;
 }
 
-// Latency and time per byte of one level from two message sizes.
-void fit(MPI_Comm comm, int me, int peer, double& alpha, double& beta) {
+// What one more message costs: `me` < `peer` sends a burst of 16 messages of 8 bytes at once
+// and `peer` answers when it has all of them; against one message's round trip (2 x `one_way`),
+// the other 15 took the rest (the fastest of 10 bursts). Both ranks call it.
+double per_message_s(MPI_Comm comm, int me, int peer, double one_way) {
+  constexpr int kBurst = 16;
+  double data[kBurst] = {};
+  MPI_Request requests[kBurst];
+  double best = 1e30;
+  for (int i = 0; i < 11; ++i) {  // the first burst warms up
+    const double start = PMPI_Wtime();
+    for (int k = 0; k < kBurst; ++k) {
+      if (me < peer)
+        PMPI_Isend(&data[k], 1, MPI_DOUBLE, peer, kTag, comm, &requests[k]);
+      else
+        PMPI_Irecv(&data[k], 1, MPI_DOUBLE, peer, kTag, comm, &requests[k]);
+    }
+    PMPI_Waitall(kBurst, requests, MPI_STATUSES_IGNORE);
+    if (me < peer)
+      PMPI_Recv(data, 1, MPI_DOUBLE, peer, kTag, comm, MPI_STATUS_IGNORE);
+    else
+      PMPI_Send(data, 1, MPI_DOUBLE, peer, kTag, comm);
+    if (i > 0) best = std::min(best, PMPI_Wtime() - start);
+  }
+  return std::max(0.0, (best - 2 * one_way) / (kBurst - 1));
+}
+
+// Latency, time per byte and per-message cost of one level, from two message sizes and a burst.
+void fit(MPI_Comm comm, int me, int peer, double& alpha, double& beta, double& overhead) {
   constexpr std::size_t kSmall = 8, kLarge = 256 * 1024;
   const double small = one_way_s(comm, me, peer, kSmall, 20);
   const double large = one_way_s(comm, me, peer, kLarge, 5);
   alpha = small;
   beta = std::max(0.0, (large - small) / static_cast<double>(kLarge - kSmall));
+  overhead = per_message_s(comm, me, peer, small);
 }
 
 bool plausible(double value, double low, double high) {
@@ -59,9 +86,11 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
   // tells everyone.
   CostModel model = defaults;
   if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1)
-    fit(t.node, t.local_rank, 1 - t.local_rank, model.intra_alpha, model.intra_beta);
+    fit(t.node, t.local_rank, 1 - t.local_rank, model.intra_alpha, model.intra_beta,
+        model.intra_overhead);
   if (t.leaders != MPI_COMM_NULL && t.nodes > 1 && t.node_index <= 1)
-    fit(t.leaders, t.node_index, 1 - t.node_index, model.inter_alpha, model.inter_beta);
+    fit(t.leaders, t.node_index, 1 - t.node_index, model.inter_alpha, model.inter_beta,
+        model.inter_overhead);
   if (t.rank == 0) {
     std::vector<double> in(128 * 1024, 1.0), inout(in.size(), 2.0);
     double best = 1e30;
@@ -95,16 +124,26 @@ double time_algorithm(Algorithm algorithm, Topology& t, int count, bool yield) {
     PMPI_Iallreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t.flat, &request);
     world::wait_all(1, &request, true);
   };
+  // The barriers and the maximum wait as the algorithms do: with more ranks than cores, a rank
+  // spinning in a blocking barrier keeps the last one from arriving, and that skew would be
+  // charged to the few calls that fill the window.
   auto slowest = [&](double mine) {
     double max = 0;
-    PMPI_Allreduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, t.flat);
+    MPI_Request request;
+    PMPI_Iallreduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, t.flat, &request);
+    world::wait_all(1, &request, yield);
     return max;
   };
-  PMPI_Barrier(t.flat);
+  auto barrier = [&] {
+    MPI_Request request;
+    PMPI_Ibarrier(t.flat, &request);
+    world::wait_all(1, &request, yield);
+  };
+  barrier();
   double start = PMPI_Wtime();
   once();  // also warms up
   const int calls = static_cast<int>(std::clamp(0.02 / slowest(PMPI_Wtime() - start), 3.0, 1e4));
-  PMPI_Barrier(t.flat);
+  barrier();
   start = PMPI_Wtime();
   for (int i = 0; i < calls; ++i) once();
   return slowest((PMPI_Wtime() - start) / calls);
@@ -153,12 +192,14 @@ void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int 
 }
 
 void broadcast_cost_model(CostModel& m, MPI_Comm comm) {
-  // One array: the five parameters, the shape, then four numbers per choice.
+  // One array: the seven parameters, the shape, then four numbers per choice.
   std::vector<double> values = {m.intra_alpha,
                                 m.intra_beta,
                                 m.inter_alpha,
                                 m.inter_beta,
                                 m.gamma,
+                                m.intra_overhead,
+                                m.inter_overhead,
                                 static_cast<double>(m.measured_ranks),
                                 static_cast<double>(m.measured_nodes),
                                 static_cast<double>(m.measured_largest_node)};
@@ -175,11 +216,13 @@ void broadcast_cost_model(CostModel& m, MPI_Comm comm) {
   m.inter_alpha = values[2];
   m.inter_beta = values[3];
   m.gamma = values[4];
-  m.measured_ranks = static_cast<int>(values[5]);
-  m.measured_nodes = static_cast<int>(values[6]);
-  m.measured_largest_node = static_cast<int>(values[7]);
+  m.intra_overhead = values[5];
+  m.inter_overhead = values[6];
+  m.measured_ranks = static_cast<int>(values[7]);
+  m.measured_nodes = static_cast<int>(values[8]);
+  m.measured_largest_node = static_cast<int>(values[9]);
   m.choices.clear();
-  for (std::size_t i = 8; i + 3 < values.size(); i += 4)
+  for (std::size_t i = 10; i + 3 < values.size(); i += 4)
     m.choices.push_back({static_cast<std::int64_t>(values[i]),
                          static_cast<Algorithm>(static_cast<int>(values[i + 1])), values[i + 2],
                          values[i + 3]});
@@ -193,8 +236,14 @@ std::string cost_model_json(const CostModel& m, int ranks, int nodes) {
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
   nlohmann::json json = {{"format", "commtap-cost-model"},
                          {"version", 1},
-                         {"intra", {{"alpha_s", m.intra_alpha}, {"beta_s_per_byte", m.intra_beta}}},
-                         {"inter", {{"alpha_s", m.inter_alpha}, {"beta_s_per_byte", m.inter_beta}}},
+                         {"intra",
+                          {{"alpha_s", m.intra_alpha},
+                           {"beta_s_per_byte", m.intra_beta},
+                           {"overhead_s", m.intra_overhead}}},
+                         {"inter",
+                          {{"alpha_s", m.inter_alpha},
+                           {"beta_s_per_byte", m.inter_beta},
+                           {"overhead_s", m.inter_overhead}}},
                          {"gamma_s_per_byte", m.gamma},
                          {"measured", {{"ranks", ranks}, {"nodes", nodes}, {"date", date}}}};
   if (!m.choices.empty()) {
@@ -229,6 +278,9 @@ bool parse_cost_model(const std::string& text, CostModel& model, std::string& er
     m.inter_alpha = json.at("inter").at("alpha_s").get<double>();
     m.inter_beta = json.at("inter").at("beta_s_per_byte").get<double>();
     m.gamma = json.at("gamma_s_per_byte").get<double>();
+    // Files written before the per-message cost was measured keep the built-in one.
+    m.intra_overhead = json.at("intra").value("overhead_s", m.intra_overhead);
+    m.inter_overhead = json.at("inter").value("overhead_s", m.inter_overhead);
     if (json.contains("choices")) {
       const nlohmann::json& choices = json.at("choices");
       m.measured_ranks = choices.at("ranks").get<int>();
@@ -261,10 +313,12 @@ bool parse_cost_model(const std::string& text, CostModel& model, std::string& er
     error = std::string("missing or wrong field: ") + e.what();
     return false;
   }
-  // Latencies between 10 ns and 1 s, per-byte times between 0 and 1 us (1 MB/s).
+  // Latencies between 10 ns and 1 s, per-byte times between 0 and 1 us (1 MB/s), per-message
+  // costs between 0 and 0.1 s.
   if (!plausible(m.intra_alpha, 1e-8, 1) || !plausible(m.inter_alpha, 1e-8, 1) ||
       !plausible(m.intra_beta, 0, 1e-6) || !plausible(m.inter_beta, 0, 1e-6) ||
-      !plausible(m.gamma, 0, 1e-6)) {
+      !plausible(m.gamma, 0, 1e-6) || !plausible(m.intra_overhead, 0, 0.1) ||
+      !plausible(m.inter_overhead, 0, 0.1)) {
     error = "a parameter is outside the plausible range";
     return false;
   }

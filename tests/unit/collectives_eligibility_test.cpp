@@ -131,8 +131,8 @@ TEST(Routing, StarRootsRingOrdersAndTheFlaggedCost) {
   EXPECT_TRUE(named->flagged_unmeasured);
 }
 
-// Both ranks share a node: the intra-node level and the reduction are measured (plausible,
-// and the same on both ranks), the inter-node level keeps the defaults.
+// Both ranks share a node: the intra-node level (with its per-message cost) and the reduction
+// are measured (plausible, and the same on both ranks), the inter-node level keeps the defaults.
 TEST(CostModel, MeasuredOnThisTopologyAndEqualOnAllRanks) {
   const collectives::Topology* t = collectives::topology_of(MPI_COMM_WORLD, 0);
   collectives::CostModel defaults;
@@ -143,16 +143,22 @@ TEST(CostModel, MeasuredOnThisTopologyAndEqualOnAllRanks) {
   EXPECT_GE(m.intra_beta, 0.0);
   EXPECT_LT(m.intra_beta, 1e-6);
   EXPECT_GT(m.gamma, 0.0);
+  EXPECT_GE(m.intra_overhead, 0.0);
+  EXPECT_LT(m.intra_overhead, 1e-2);
   EXPECT_EQ(m.inter_alpha, 1.234e-5);
-  double mine[2] = {m.intra_alpha, -m.intra_alpha}, extremes[2];
-  MPI_Allreduce(mine, extremes, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(m.inter_overhead, defaults.inter_overhead);
+  double mine[4] = {m.intra_alpha, -m.intra_alpha, m.intra_overhead, -m.intra_overhead};
+  double extremes[4];
+  MPI_Allreduce(mine, extremes, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   EXPECT_EQ(extremes[0], -extremes[1]);
+  EXPECT_EQ(extremes[2], -extremes[3]);
 }
 
 // Many nodes: between one latency with 15 copies (the leaders' direct exchange) and four
-// latencies of one copy (their recursive doubling), the k-nomial among the leaders takes two of
-// three copies each at 1 KiB with the built-in model; for 8 bytes one latency among all ranks
-// (31 copies of 8 bytes cost less than the node stages).
+// latencies of one copy (their recursive doubling), the k-nomial among the leaders takes two
+// rounds of three copies each with the built-in model, at 1 KiB and, since every message costs
+// its rank 1 us, also at 8 bytes. Were messages free, 8 bytes would go in one latency among all
+// ranks (31 copies of 8 bytes cost less than the node stages).
 TEST(CostModel, ManyNodesTakeTheLeadersKnomialAtItsBestRadix) {
   using collectives::Algorithm;
   collectives::Topology t;
@@ -160,12 +166,34 @@ TEST(CostModel, ManyNodesTakeTheLeadersKnomialAtItsBestRadix) {
   t.nodes = 16;
   t.max_local_size = t.local_size = 2;
   t.regular = true;
-  const collectives::CostModel m;  // built-in: 5 us and 1 ns/B between nodes, 0.2 ns/B reduced
+  collectives::CostModel m;  // built-in: 5 us, 1 ns/B and 1 us a message between nodes
   collectives::Tuning tuning;
   EXPECT_EQ(collectives::choose(m, t, 1024, &tuning), Algorithm::hier_knomial);
   EXPECT_EQ(tuning.leaders_radix, 4);
+  EXPECT_EQ(collectives::choose(m, t, 8, &tuning), Algorithm::hier_knomial);
+  EXPECT_EQ(tuning.leaders_radix, 4);
+  m.inter_overhead = m.intra_overhead = 0;
   EXPECT_EQ(collectives::choose(m, t, 8, &tuning), Algorithm::direct);
   EXPECT_EQ(tuning.leaders_radix, 16);
+}
+
+// What each message costs decides between one latency among all ranks and one among the node
+// leaders: 4 nodes of 2 ranks, 8 bytes, 1 ms between nodes. Free messages: the direct exchange
+// among all 8 ranks (no node stages); at 50 us a message (8 ranks busy on 2 cores), the
+// leaders' (6 messages a leader instead of 14 a rank).
+TEST(CostModel, PerMessageCostsKeepTheDirectExchangeToTheLeaders) {
+  using collectives::Algorithm;
+  collectives::Topology t;
+  t.size = 8;
+  t.nodes = 4;
+  t.max_local_size = t.local_size = 2;
+  t.regular = true;
+  collectives::CostModel m;
+  m.inter_alpha = 1e-3;
+  m.inter_overhead = m.intra_overhead = 0;
+  EXPECT_EQ(collectives::choose(m, t, 8), Algorithm::direct);
+  m.inter_overhead = m.intra_overhead = 5e-5;
+  EXPECT_EQ(collectives::choose(m, t, 8), Algorithm::hier_direct);
 }
 
 // The pipelined form's segments come from the model: more of them for a larger buffer, fewer
@@ -202,6 +230,17 @@ TEST(CostModel, FilesRoundTripAndBadOnesAreRefused) {
       << error;
   EXPECT_DOUBLE_EQ(read.intra_alpha, 3e-7);
   EXPECT_DOUBLE_EQ(read.inter_beta, 8e-10);
+  m.inter_overhead = 4.5e-6;
+  ASSERT_TRUE(collectives::parse_cost_model(collectives::cost_model_json(m, 4, 2), read, error));
+  EXPECT_DOUBLE_EQ(read.inter_overhead, 4.5e-6);
+  collectives::CostModel older;  // a file written before overhead_s keeps the built-in one
+  ASSERT_TRUE(collectives::parse_cost_model(
+      R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6,
+          "beta_s_per_byte": 0}, "inter": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9},
+          "gamma_s_per_byte": 0})",
+      older, error))
+      << error;
+  EXPECT_DOUBLE_EQ(older.inter_overhead, collectives::CostModel{}.inter_overhead);
   for (const char* bad :
        {"", "{", "[]", R"({"format": "commtap-cost-model", "version": 2})",
         R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6}})",
