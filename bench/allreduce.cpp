@@ -25,17 +25,25 @@ namespace {
 
 using Switch = int (*)(const char*);
 
-// Mean time of one all-reduce of `count` doubles, the slowest rank's, in microseconds.
+void wait_yielding(MPI_Request* request);
+
+// Mean time of one all-reduce of `count` doubles, the slowest rank's, in microseconds. The barrier
+// before the window and the maximum after it wait by testing and yielding: with more ranks than
+// cores, ranks spinning in a blocking barrier keep the last one off the CPU for a scheduler
+// tick, and that skew (4 ms here) would be charged to the window's calls.
 double time_allreduce(int count, int iterations, std::vector<double>& in,
                       std::vector<double>& out) {
   MPI_Allreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);  // warm up
-  PMPI_Barrier(MPI_COMM_WORLD);
+  MPI_Request request;
+  PMPI_Ibarrier(MPI_COMM_WORLD, &request);
+  wait_yielding(&request);
   const double start = MPI_Wtime();
   for (int i = 0; i < iterations; ++i)
     MPI_Allreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   const double mine = (MPI_Wtime() - start) / iterations * 1e6;
   double slowest = 0;
-  PMPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  PMPI_Iallreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &request);
+  wait_yielding(&request);
   return slowest;
 }
 
@@ -49,19 +57,18 @@ double minimum(const std::vector<double>& values) {
   return *std::min_element(values.begin(), values.end());
 }
 
-// What the network between the hosts allows:
-// - latency: between every two hosts (their first ranks), half the fastest of 20 one-byte
-//   round trips, and from those the quickest route between every two hosts through any others
-//   (a message may be relayed);
-// - bandwidth: the fastest of 3 one-way 4 MiB transfers between the first two hosts, less
-//   their latency.
+// What the network between the hosts allows, between every two hosts (their first ranks):
+// - latency: half the fastest of 20 one-byte round trips, and from those the quickest route
+//   between every two hosts through any others (a message may be relayed);
+// - bandwidth: the fastest of 3 one-way 4 MiB transfers, less a round trip; the bound takes
+//   the best pair's, so that it stays a lower bound when one link is slow.
 // Measured with the library's point-to-point; all ranks get the results. hosts < 2: nothing to
 // measure.
 struct Network {
   int hosts = 1;
   double nearest_us = 0, farthest_us = 0;  // the direct one-way latencies' extremes
   double route_us = 0;                     // the slowest of the quickest routes between two hosts
-  double bytes_per_us = 0;
+  double slowest_bytes_per_us = 0, bytes_per_us = 0;  // the worst pair's and the best pair's
 };
 
 // Waits by testing and yielding: with more ranks than cores a blocking wait spins, and the two
@@ -105,17 +112,16 @@ double half_round_trip_us(int peer, bool first) {
   return best / 2 * 1e6;
 }
 
-// The fastest of 3 one-way transfers of 4 MiB from rank 0 to `peer`, less a round trip of
-// `latency_us` each way (the go-ahead and the acknowledgement), as
-// bytes per us.
-double bandwidth(int rank, int peer, double latency_us) {
+// The fastest of 3 one-way transfers of 4 MiB from `sender` to `peer`, less a round trip of
+// `latency_us` each way (the go-ahead and the acknowledgement), as bytes per us. Both call it.
+double bandwidth(bool sender, int peer, double latency_us) {
   char byte = 0;
   std::vector<char> large(4 << 20);
   double best_transfer = 1e30;
   for (int i = 0; i < 3; ++i) {
     // The receiver posts first and says so, so that the transfer is not held up by it.
     MPI_Request large_receive = MPI_REQUEST_NULL;
-    if (rank != 0) {
+    if (!sender) {
       PMPI_Irecv(large.data(), static_cast<int>(large.size()), MPI_CHAR, peer, 8, MPI_COMM_WORLD,
                  &large_receive);
       send_yielding(&byte, 1, peer, 9);
@@ -123,7 +129,7 @@ double bandwidth(int rank, int peer, double latency_us) {
       receive_yielding(&byte, 1, peer, 9);
     }
     const double t0 = MPI_Wtime();
-    if (rank == 0) {
+    if (sender) {
       send_yielding(large.data(), static_cast<int>(large.size()), peer, 8);
       receive_yielding(&byte, 1, peer, 8);
     } else {
@@ -157,26 +163,31 @@ Network measure_network(int rank, int size) {
   const int h = network.hosts = static_cast<int>(seen.size());
   if (h < 2) return network;
   // Every pair in one order on all ranks (a before b, pairs in lexicographic order), so that no
-  // two ranks wait for each other in a cycle.
-  std::vector<double> latency(static_cast<std::size_t>(h * h), 0.0);
+  // two ranks wait for each other in a cycle. Latency of a -> b at a * h + b, bandwidth from a
+  // to b at h * h + a * h + b.
+  std::vector<double> measured(static_cast<std::size_t>(2 * h * h), 0.0);
   for (int a = 0; a < h; ++a)
     for (int b = a + 1; b < h; ++b) {
       const int ra = first_rank[static_cast<std::size_t>(a)];
       const int rb = first_rank[static_cast<std::size_t>(b)];
-      if (rank == ra || rank == rb)
-        latency[static_cast<std::size_t>(a * h + b)] =
-            half_round_trip_us(rank == ra ? rb : ra, rank == ra);
+      if (rank != ra && rank != rb) continue;
+      const double latency = half_round_trip_us(rank == ra ? rb : ra, rank == ra);
+      measured[static_cast<std::size_t>(a * h + b)] = latency;
+      measured[static_cast<std::size_t>(h * h + a * h + b)] =
+          bandwidth(rank == ra, rank == ra ? rb : ra, latency);
     }
-  double result = 0;
-  if (rank == 0 || rank == first_rank[1])
-    result = bandwidth(rank, rank == 0 ? first_rank[1] : 0, latency[1]);
-  std::vector<double> all(latency.size() + 1);
-  latency.push_back(result);
+  std::vector<double> all(measured.size());
   MPI_Request told;
-  PMPI_Iallreduce(latency.data(), all.data(), static_cast<int>(all.size()), MPI_DOUBLE, MPI_MAX,
+  PMPI_Iallreduce(measured.data(), all.data(), static_cast<int>(all.size()), MPI_DOUBLE, MPI_MAX,
                   MPI_COMM_WORLD, &told);
   wait_yielding(&told);
-  network.bytes_per_us = all.back();
+  network.slowest_bytes_per_us = 1e30;
+  for (int a = 0; a < h; ++a)
+    for (int b = a + 1; b < h; ++b) {
+      const double bandwidth = all[static_cast<std::size_t>(h * h + a * h + b)];
+      network.bytes_per_us = std::max(network.bytes_per_us, bandwidth);
+      network.slowest_bytes_per_us = std::min(network.slowest_bytes_per_us, bandwidth);
+    }
   // The quickest routes (Floyd-Warshall over the measured latencies, taken as equal both ways:
   // a round trip cannot tell the two directions apart).
   std::vector<double> route(static_cast<std::size_t>(h * h), 0.0);
@@ -201,7 +212,7 @@ Network measure_network(int rank, int size) {
 
 // The lower bound no all-reduce across hosts can beat: every host must hear from every other
 // (the slowest of the quickest routes), and each host link must carry 2(h-1)/h of the buffer
-// (reduce-scatter plus all-gather volume).
+// (reduce-scatter plus all-gather volume), here at the best pair's bandwidth.
 double lower_bound_us(const Network& network, double bytes) {
   if (network.hosts < 2 || network.bytes_per_us <= 0) return 0;
   const double h = network.hosts;
@@ -250,11 +261,11 @@ int main(int argc, char** argv) {
                 rounds);
     if (network.hosts > 1)
       std::printf(
-          "%d hosts; one way between two of them %.1f-%.1f us, the quickest route between the "
-          "farthest two %.1f us; %.0f MB/s between the first two; bound: the larger of that "
-          "route and 2(h-1)/h x bytes / bandwidth\n",
-          network.hosts, network.nearest_us, network.farthest_us, network.route_us,
-          network.bytes_per_us);
+          "%d hosts; between two of them one way %.1f-%.1f us, %.0f-%.0f MB/s; the quickest "
+          "route between the farthest two %.1f us; bound: the larger of that route and "
+          "2(h-1)/h x bytes / the best bandwidth\n",
+          network.hosts, network.nearest_us, network.farthest_us, network.slowest_bytes_per_us,
+          network.bytes_per_us, network.route_us);
     std::printf("\n| bytes |");
     for (std::size_t k = 0; k < contenders.size(); ++k)
       std::printf(" %s%s |", contenders[k].c_str(), k == kNativeAgain ? " again" : "");
@@ -266,10 +277,10 @@ int main(int argc, char** argv) {
     const int count = static_cast<int>(bytes / 8);
     std::vector<double> in(static_cast<std::size_t>(count), 1.0 + rank), out(in.size());
     // As many iterations as fit in about 0.05 s with the library's algorithm (the same number
-    // on every rank: the slowest rank's time decides), at least 3, at most 200.
+    // on every rank: the slowest rank's time decides), at least 3, at most 1000.
     use("native");
-    const double probe = time_allreduce(count, 3, in, out);
-    const int iterations = static_cast<int>(std::clamp(5e4 / std::max(probe, 1.0), 3.0, 200.0));
+    const double probe = time_allreduce(count, 5, in, out);
+    const int iterations = static_cast<int>(std::clamp(5e4 / std::max(probe, 1.0), 3.0, 1000.0));
     // Interleaved: a slow spell on the machine hits every contender alike, not one of them.
     std::vector<std::vector<double>> times(contenders.size());
     for (int round = 0; round < rounds; ++round)

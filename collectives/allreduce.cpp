@@ -179,6 +179,23 @@ void route(Topology& t, int test_nodes, const Avoid& avoid) {
   for (int node : nodes_in_order)
     for (int rank = 0; rank < t.size; ++rank)
       if (node_of[static_cast<std::size_t>(rank)] == node) t.ring_order.push_back(rank);
+  // Recursive doubling's rounds that stay inside nodes (as with_extra_ranks_folded pairs the
+  // ranks): a round-robin placement keeps some, so the library's recursive doubling may need
+  // fewer network latencies than log2 p.
+  int p2 = 1;
+  while (p2 * 2 <= t.size) p2 *= 2;
+  const int extra = t.size - p2;
+  auto node = [&](int rank) { return node_of[static_cast<std::size_t>(rank)]; };
+  auto real_rank = [extra](int v) { return v < extra ? v * 2 + 1 : v + extra; };
+  bool fold_inside = true;
+  for (int i = 0; i < extra; ++i) fold_inside = fold_inside && node(2 * i) == node(2 * i + 1);
+  t.rd_rounds_within_nodes = extra > 0 && fold_inside ? 1 : 0;
+  for (int distance = 1; distance < p2; distance *= 2) {
+    bool inside = true;
+    for (int v = 0; v < p2; ++v)
+      inside = inside && node(real_rank(v)) == node(real_rank(v ^ distance));
+    t.rd_rounds_within_nodes += inside ? 1 : 0;
+  }
 }
 
 }  // namespace
@@ -803,7 +820,12 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
                                  t.flagged_unmeasured ? 9 * (inter_alpha + n * inter_beta) : 0.0);
   auto unless = [&](bool clear) { return clear ? 0.0 : detour; };
   // Flat algorithms pay the slowest link on every round.
-  const double rd = log2_of(p) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma) + detour;
+  // Recursive doubling: its rounds between nodes at the network's cost, those that stay inside
+  // nodes (round-robin placements) at the node's.
+  const double rd_inside = t.nodes > 1 ? std::min<double>(t.rd_rounds_within_nodes, log2_of(p)) : 0;
+  const double rd =
+      (log2_of(p) - rd_inside) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma) +
+      rd_inside * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta + n * m.gamma) + detour;
   const double ring_rounds = 2 * (p - 1) * (inter_alpha + 2 * o) +
                              2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
   const double ring = ring_rounds + unless(t.ring_clear);
@@ -878,8 +900,11 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
     }
   }
   if (tuning != nullptr) *tuning = {flat_radix, leaders_radix, segment_bytes};
-  // The library is modelled as the best flat algorithm: commtap's must win clearly (10%).
-  const double native = std::min(rd, ring_rounds + detour);
+  // The library is modelled as the best flat algorithm and, for small buffers, as node-aware
+  // (MPICH's and Open MPI's small all-reduces reduce inside nodes first, one network latency
+  // per recursive-doubling round among the nodes: what `hier` does). commtap's must win
+  // clearly (10%).
+  const double native = std::min({rd, ring_rounds + detour, n <= 64 * 1024 ? hier : 1e300});
   // On one host the library's shared-memory algorithms are what commtap's would be built on.
   if (t.nodes <= 1) return Algorithm::native;
   const std::pair<double, Algorithm> forms[] = {{hier_direct, Algorithm::hier_direct},

@@ -72,8 +72,11 @@ struct Topology {
   MPI_Comm peers = MPI_COMM_NULL;    // the ranks with this local rank on every node (regular)
   int size = 0, rank = 0;
   int nodes = 0, node_index = 0, local_size = 0, local_rank = 0;
-  int max_local_size = 0;     // the largest node's ranks (equal on all ranks)
-  bool regular = false;       // every node has the same number of ranks
+  int max_local_size = 0;  // the largest node's ranks (equal on all ranks)
+  bool regular = false;    // every node has the same number of ranks
+  // Of recursive doubling's ceil(log2 size) rounds (the fold of the ranks past a power of two
+  // counted as one), those whose every pair shares a node (round-robin placements have some).
+  int rd_rounds_within_nodes = 0;
   int star_root = 0;          // the star's root in `flat`: the first rank not on an avoided host
   int leaders_star_root = 0;  // the same among the leaders (hier-star), in `leaders`
   // Routing around flagged links (COMMTAP_AVOID_HOSTS). The ring's order of `flat` ranks, each
