@@ -228,11 +228,14 @@ void measure_choices(Topology& topology, CostModel& model, std::int64_t max_byte
 // 8 B and 256 KiB between two ranks of one node and between the leaders of two nodes (the
 // fastest of several), and the local reduction of 1 MiB of doubles. Rank 0's measurements go
 // to every rank, so all choose alike. Levels that do not exist here (one node, one rank per
-// node) keep `defaults`' values. Takes a few milliseconds.
-CostModel measure_cost_model(const Topology& topology, const CostModel& defaults);
+// node) keep `defaults`' values. Takes a few milliseconds. `yield`: every wait tests and yields
+// (COMMTAP_YIELD=1), so that with more ranks than cores the ranks not measuring leave the CPU
+// to those measuring.
+CostModel measure_cost_model(const Topology& topology, const CostModel& defaults,
+                             bool yield = false);
 
-// Rank 0's `model` on every rank of `comm` (collective).
-void broadcast_cost_model(CostModel& model, MPI_Comm comm);
+// Rank 0's `model` on every rank of `comm` (collective; `yield` as above).
+void broadcast_cost_model(CostModel& model, MPI_Comm comm, bool yield = false);
 
 // The cost model as the JSON of a model file (`commtap calibrate` writes one), and back.
 // parse_cost_model returns false with `error` set for anything but a complete, plausible model.

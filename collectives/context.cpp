@@ -137,7 +137,7 @@ CostModel agree_on_cost_model(const Settings& settings, const Context& context, 
   CostModel model;
   if (settings.calibrate) {
     const Topology* topology = topology_of(MPI_COMM_WORLD, context.test_nodes, context.avoid);
-    return measure_cost_model(*topology, model);
+    return measure_cost_model(*topology, model, context.yield);
   }
   if (settings.model.empty()) return model;
   if (rank == 0) {
@@ -148,7 +148,7 @@ CostModel agree_on_cost_model(const Settings& settings, const Context& context, 
       std::fprintf(stderr, "commtap: COMMTAP_MODEL=%s: %s; using the built-in cost model\n",
                    settings.model.c_str(), error.c_str());
   }
-  broadcast_cost_model(model, comm);
+  broadcast_cost_model(model, comm, context.yield);
   return model;
 }
 

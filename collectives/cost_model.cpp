@@ -19,20 +19,33 @@ namespace {
 
 constexpr int kTag = 0x7ca1;  // commtap's private communicators carry no other traffic now
 
+// A blocking send or receive that waits as the algorithms do (`yield`: test and yield, so that a
+// rank waiting here leaves the CPU to the ranks being measured).
+void send_s(const void* data, int count, int peer, MPI_Comm comm, bool yield) {
+  MPI_Request request;
+  PMPI_Isend(data, count, MPI_BYTE, peer, kTag, comm, &request);
+  world::wait_all(1, &request, yield);
+}
+void receive_s(void* data, int count, int peer, MPI_Comm comm, bool yield) {
+  MPI_Request request;
+  PMPI_Irecv(data, count, MPI_BYTE, peer, kTag, comm, &request);
+  world::wait_all(1, &request, yield);
+}
+
 // One-way time of `bytes` between `me` and `peer` on `comm` (the fastest of `repeats` round
 // trips, halved); `me` < `peer` starts. Both ranks call it.
-double one_way_s(MPI_Comm comm, int me, int peer, std::size_t bytes, int repeats) {
+double one_way_s(MPI_Comm comm, int me, int peer, std::size_t bytes, int repeats, bool yield) {
   std::vector<char> buffer(std::max<std::size_t>(1, bytes));
   const int count = static_cast<int>(bytes);
   double best = 1e30;
   for (int i = 0; i < repeats + 1; ++i) {  // the first round trip warms the path up
     const double start = PMPI_Wtime();
     if (me < peer) {
-      PMPI_Send(buffer.data(), count, MPI_BYTE, peer, kTag, comm);
-      PMPI_Recv(buffer.data(), count, MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE);
+      send_s(buffer.data(), count, peer, comm, yield);
+      receive_s(buffer.data(), count, peer, comm, yield);
     } else {
-      PMPI_Recv(buffer.data(), count, MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE);
-      PMPI_Send(buffer.data(), count, MPI_BYTE, peer, kTag, comm);
+      receive_s(buffer.data(), count, peer, comm, yield);
+      send_s(buffer.data(), count, peer, comm, yield);
     }
     if (i > 0) best = std::min(best, (PMPI_Wtime() - start) / 2);
   }
@@ -42,7 +55,7 @@ double one_way_s(MPI_Comm comm, int me, int peer, std::size_t bytes, int repeats
 // What one more message costs: `me` < `peer` sends a burst of 16 messages of 8 bytes at once
 // and `peer` answers when it has all of them; against one message's round trip (2 x `one_way`),
 // the other 15 took the rest (the fastest of 10 bursts). Both ranks call it.
-double per_message_s(MPI_Comm comm, int me, int peer, double one_way) {
+double per_message_s(MPI_Comm comm, int me, int peer, double one_way, bool yield) {
   constexpr int kBurst = 16;
   double data[kBurst] = {};
   MPI_Request requests[kBurst];
@@ -55,24 +68,25 @@ double per_message_s(MPI_Comm comm, int me, int peer, double one_way) {
       else
         PMPI_Irecv(&data[k], 1, MPI_DOUBLE, peer, kTag, comm, &requests[k]);
     }
-    PMPI_Waitall(kBurst, requests, MPI_STATUSES_IGNORE);
+    world::wait_all(kBurst, requests, yield);
     if (me < peer)
-      PMPI_Recv(data, 1, MPI_DOUBLE, peer, kTag, comm, MPI_STATUS_IGNORE);
+      receive_s(data, 1, peer, comm, yield);
     else
-      PMPI_Send(data, 1, MPI_DOUBLE, peer, kTag, comm);
+      send_s(data, 1, peer, comm, yield);
     if (i > 0) best = std::min(best, PMPI_Wtime() - start);
   }
   return std::max(0.0, (best - 2 * one_way) / (kBurst - 1));
 }
 
 // Latency, time per byte and per-message cost of one level, from two message sizes and a burst.
-void fit(MPI_Comm comm, int me, int peer, double& alpha, double& beta, double& overhead) {
+void fit(MPI_Comm comm, int me, int peer, bool yield, double& alpha, double& beta,
+         double& overhead) {
   constexpr std::size_t kSmall = 8, kLarge = 256 * 1024;
-  const double small = one_way_s(comm, me, peer, kSmall, 20);
-  const double large = one_way_s(comm, me, peer, kLarge, 5);
+  const double small = one_way_s(comm, me, peer, kSmall, 20, yield);
+  const double large = one_way_s(comm, me, peer, kLarge, 5, yield);
   alpha = small;
   beta = std::max(0.0, (large - small) / static_cast<double>(kLarge - kSmall));
-  overhead = per_message_s(comm, me, peer, small);
+  overhead = per_message_s(comm, me, peer, small, yield);
 }
 
 bool plausible(double value, double low, double high) {
@@ -81,15 +95,15 @@ bool plausible(double value, double low, double high) {
 
 }  // namespace
 
-CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
+CostModel measure_cost_model(const Topology& t, const CostModel& defaults, bool yield) {
   // Every measurement involves flat rank 0 (local rank 0 of node 0, and leader 0), which then
   // tells everyone.
   CostModel model = defaults;
   if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1)
-    fit(t.node, t.local_rank, 1 - t.local_rank, model.intra_alpha, model.intra_beta,
+    fit(t.node, t.local_rank, 1 - t.local_rank, yield, model.intra_alpha, model.intra_beta,
         model.intra_overhead);
   if (t.leaders != MPI_COMM_NULL && t.nodes > 1 && t.node_index <= 1)
-    fit(t.leaders, t.node_index, 1 - t.node_index, model.inter_alpha, model.inter_beta,
+    fit(t.leaders, t.node_index, 1 - t.node_index, yield, model.inter_alpha, model.inter_beta,
         model.inter_overhead);
   if (t.rank == 0) {
     std::vector<double> in(128 * 1024, 1.0), inout(in.size(), 2.0);
@@ -101,7 +115,9 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
     }
     model.gamma = best / static_cast<double>(in.size() * sizeof(double));
   }
-  broadcast_cost_model(model, t.flat);
+  // The ranks that measure nothing wait in the broadcast; with `yield` they yield the CPU to the
+  // ones measuring (with more ranks than cores, spinning there would be measured as latency).
+  broadcast_cost_model(model, t.flat, yield);
   return model;
 }
 
@@ -191,7 +207,7 @@ void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int 
   }
 }
 
-void broadcast_cost_model(CostModel& m, MPI_Comm comm) {
+void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield) {
   // One array: the seven parameters, the shape, then four numbers per choice.
   std::vector<double> values = {m.intra_alpha,
                                 m.intra_beta,
@@ -208,9 +224,12 @@ void broadcast_cost_model(CostModel& m, MPI_Comm comm) {
                                  static_cast<double>(static_cast<int>(c.algorithm)), c.native_us,
                                  c.algorithm_us});
   int length = static_cast<int>(values.size());
-  PMPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  MPI_Request request;
+  PMPI_Ibcast(&length, 1, MPI_INT, 0, comm, &request);
+  world::wait_all(1, &request, yield);
   values.resize(static_cast<std::size_t>(length));
-  PMPI_Bcast(values.data(), length, MPI_DOUBLE, 0, comm);
+  PMPI_Ibcast(values.data(), length, MPI_DOUBLE, 0, comm, &request);
+  world::wait_all(1, &request, yield);
   m.intra_alpha = values[0];
   m.intra_beta = values[1];
   m.inter_alpha = values[2];
