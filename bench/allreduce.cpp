@@ -25,7 +25,15 @@ namespace {
 
 using Switch = int (*)(const char*);
 
-void wait_yielding(MPI_Request* request);
+// Waits by testing and yielding: with more ranks than cores a blocking wait spins, and the two
+// ranks being timed would wait for the CPU instead of the network.
+void wait_yielding(MPI_Request* request) {
+  for (int done = 0;;) {
+    PMPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    sched_yield();
+  }
+}
 
 // Mean time of one all-reduce of `count` doubles, the slowest rank's, in microseconds. The barrier
 // before the window and the maximum after it wait by testing and yielding: with more ranks than
@@ -70,16 +78,6 @@ struct Network {
   double route_us = 0;                     // the slowest of the quickest routes between two hosts
   double slowest_bytes_per_us = 0, bytes_per_us = 0;  // the worst pair's and the best pair's
 };
-
-// Waits by testing and yielding: with more ranks than cores a blocking wait spins, and the two
-// ranks being timed would wait for the CPU instead of the network.
-void wait_yielding(MPI_Request* request) {
-  for (int done = 0;;) {
-    PMPI_Test(request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    sched_yield();
-  }
-}
 
 void send_yielding(const void* data, int bytes, int peer, int tag) {
   MPI_Request request;

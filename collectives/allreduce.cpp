@@ -854,7 +854,6 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   };
   const auto [knomial, flat_radix] = knomial_of(t.size);
   const auto [leaders_knomial, leaders_radix] = knomial_of(std::max(1, t.nodes));
-
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra =
       local > 1 ? 2 * log2_of(local) * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta) +

@@ -156,6 +156,20 @@ TEST(CostModel, MeasuredOnThisTopologyAndEqualOnAllRanks) {
   EXPECT_EQ(extremes[2], -extremes[3]);
 }
 
+namespace {
+
+// A topology for the formulas alone: `nodes` nodes of `per_node` ranks each (no communicators).
+collectives::Topology regular_nodes(int nodes, int per_node) {
+  collectives::Topology t;
+  t.size = nodes * per_node;
+  t.nodes = nodes;
+  t.max_local_size = t.local_size = per_node;
+  t.regular = true;
+  return t;
+}
+
+}  // namespace
+
 // Many nodes (16 x 2 ranks, 50 us between nodes): the k-nomial among the leaders sits between
 // their direct exchange (one latency, 15 copies) and their recursive doubling (four latencies,
 // one copy each): at 8 KiB two rounds of three copies. At 8 bytes the copies cost nothing but
@@ -164,11 +178,7 @@ TEST(CostModel, MeasuredOnThisTopologyAndEqualOnAllRanks) {
 // stages).
 TEST(CostModel, ManyNodesTakeTheLeadersKnomialAtItsBestRadix) {
   using collectives::Algorithm;
-  collectives::Topology t;
-  t.size = 32;
-  t.nodes = 16;
-  t.max_local_size = t.local_size = 2;
-  t.regular = true;
+  collectives::Topology t = regular_nodes(16, 2);
   collectives::CostModel m;  // built-in: 1 ns/B and 1 us a message between nodes
   m.inter_alpha = 5e-5;
   collectives::Tuning tuning;
@@ -185,11 +195,7 @@ TEST(CostModel, ManyNodesTakeTheLeadersKnomialAtItsBestRadix) {
 // whole once the node stages are counted, so the library keeps the call.
 TEST(CostModel, SmallGainsOverANodeAwareLibraryKeepTheLibrary) {
   using collectives::Algorithm;
-  collectives::Topology t;
-  t.size = 32;
-  t.nodes = 16;
-  t.max_local_size = t.local_size = 2;
-  t.regular = true;
+  collectives::Topology t = regular_nodes(16, 2);
   EXPECT_EQ(collectives::choose(collectives::CostModel{}, t, 1024), Algorithm::native);
 }
 
@@ -199,11 +205,7 @@ TEST(CostModel, SmallGainsOverANodeAwareLibraryKeepTheLibrary) {
 // 64 KiB where the library is not modelled as node-aware.
 TEST(CostModel, RoundRobinPlacementsGiveRecursiveDoublingItsRoundsInsideNodes) {
   using collectives::Algorithm;
-  collectives::Topology t;
-  t.size = 4;
-  t.nodes = 2;
-  t.max_local_size = t.local_size = 2;
-  t.regular = true;
+  collectives::Topology t = regular_nodes(2, 2);
   collectives::CostModel m;
   m.inter_alpha = 1e-3;
   t.rd_rounds_within_nodes = 0;  // a block placement: both rounds cross
@@ -233,11 +235,7 @@ TEST(CostModel, RecursiveDoublingRoundsInsideNodesComeFromThePlacement) {
 // leaders' (6 messages a leader instead of 14 a rank).
 TEST(CostModel, PerMessageCostsKeepTheDirectExchangeToTheLeaders) {
   using collectives::Algorithm;
-  collectives::Topology t;
-  t.size = 8;
-  t.nodes = 4;
-  t.max_local_size = t.local_size = 2;
-  t.regular = true;
+  collectives::Topology t = regular_nodes(4, 2);
   collectives::CostModel m;
   m.inter_alpha = 1e-3;
   m.inter_overhead = m.intra_overhead = 0;
@@ -249,11 +247,7 @@ TEST(CostModel, PerMessageCostsKeepTheDirectExchangeToTheLeaders) {
 // The pipelined form's segments come from the model: more of them for a larger buffer, fewer
 // where each costs more latency, never below 64 KiB, and the whole buffer when it is small.
 TEST(CostModel, PipelineSegmentsFollowTheModel) {
-  collectives::Topology t;
-  t.size = 8;
-  t.nodes = 4;
-  t.max_local_size = t.local_size = 2;
-  t.regular = true;
+  collectives::Topology t = regular_nodes(4, 2);
   auto segment_bytes = [&](const collectives::CostModel& m, MPI_Count bytes) {
     collectives::Tuning tuning;
     collectives::choose(m, t, bytes, &tuning);
