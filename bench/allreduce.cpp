@@ -4,8 +4,11 @@
 // commtap's algorithms alike wait with test-and-yield loops.
 //
 //   mpiexec -n P -genv LD_PRELOAD libcommtap.so ./allreduce [max bytes] [--rounds R]
-//       [--no-finalize]
+//       [--only NAME,NAME...] [--no-finalize]
 //
+// Sizes: 8 bytes, then four times more each row, and the maximum itself last (so that a target
+// stated up to 4 KiB is measured at 4 KiB). --only: these of commtap's algorithms (the library's
+// twice and auto are always there), for a closer look with more rounds.
 // --no-finalize: barrier and exit without MPI_Finalize, which sometimes hangs in UCX across
 // emulated hosts (../shared/ENVIRONMENT.md).
 #include <dlfcn.h>
@@ -227,12 +230,15 @@ int main(int argc, char** argv) {
   long max_bytes = 16L << 20;
   int rounds = 5;
   bool finalize = true;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--no-finalize")
       finalize = false;
     else if (arg == "--rounds" && i + 1 < argc)
       rounds = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--only" && i + 1 < argc)
+      only = "," + std::string(argv[++i]) + ",";
     else
       max_bytes = std::atol(argv[i]);
   }
@@ -249,6 +255,10 @@ int main(int argc, char** argv) {
   COMMTAP_ALLREDUCE_ALGORITHMS(COMMTAP_BENCH_CONTENDER)
 #undef COMMTAP_BENCH_CONTENDER
   contenders.erase(std::find(contenders.begin(), contenders.end(), "auto"));
+  if (!only.empty())
+    std::erase_if(contenders, [&](const std::string& name) {
+      return name != "native" && only.find("," + name + ",") == std::string::npos;
+    });
   contenders.push_back("auto");
   contenders.push_back("native");
   const std::size_t kAuto = contenders.size() - 2, kNativeAgain = contenders.size() - 1;
@@ -271,7 +281,8 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < contenders.size() + 4; ++k) std::printf("---:|");
     std::printf("\n");
   }
-  for (long bytes = 8; bytes <= max_bytes; bytes *= 4) {
+  for (long bytes = 8; bytes <= max_bytes;
+       bytes = bytes < max_bytes && bytes * 4 > max_bytes ? max_bytes : bytes * 4) {
     const int count = static_cast<int>(bytes / 8);
     std::vector<double> in(static_cast<std::size_t>(count), 1.0 + rank), out(in.size());
     // As many iterations as fit in about 0.05 s with the library's algorithm (the same number

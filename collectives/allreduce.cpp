@@ -190,11 +190,16 @@ void route(Topology& t, int test_nodes, const Avoid& avoid) {
   bool fold_inside = true;
   for (int i = 0; i < extra; ++i) fold_inside = fold_inside && node(2 * i) == node(2 * i + 1);
   t.rd_rounds_within_nodes = extra > 0 && fold_inside ? 1 : 0;
-  for (int distance = 1; distance < p2; distance *= 2) {
+  // The same pairs halve the buffer in a reduce-scatter (round k, from distance 1, moves 1/2^k
+  // of it): the share of those halves whose round crosses nodes.
+  t.halving_share_across_nodes = 0;
+  double half = 0.5;
+  for (int distance = 1; distance < p2; distance *= 2, half /= 2) {
     bool inside = true;
     for (int v = 0; v < p2; ++v)
       inside = inside && node(real_rank(v)) == node(real_rank(v ^ distance));
     t.rd_rounds_within_nodes += inside ? 1 : 0;
+    if (!inside) t.halving_share_across_nodes += half;
   }
 }
 
@@ -899,11 +904,31 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
     }
   }
   if (tuning != nullptr) *tuning = {flat_radix, leaders_radix, segment_bytes};
-  // The library is modelled as the best flat algorithm and, for small buffers, as node-aware
-  // (MPICH's and Open MPI's small all-reduces reduce inside nodes first, one network latency
-  // per recursive-doubling round among the nodes: what `hier` does). commtap's must win
+  // The library, as node-aware for small buffers (MPICH's and Open MPI's small all-reduces
+  // reduce inside nodes first, one network latency per recursive-doubling round among the
+  // nodes: what `hier` does), and the best of that and its flat algorithms. commtap's must win
   // clearly (10%).
-  const double native = std::min({rd, ring_rounds + detour, n <= 64 * 1024 ? hier : 1e300});
+  double native = std::min({rd, ring_rounds + detour, n <= 64 * 1024 ? hier : 1e300});
+  if (m.library_short_bytes > 0 && bytes > m.library_short_bytes) {
+    // A known library past its threshold (MPICH): reduce-scatter by recursive halving, then
+    // all-gather by recursive doubling over the same pairs; twice recursive doubling's rounds,
+    // each half of the one before. A buffer of fewer elements than the largest power of two
+    // ranks keeps recursive doubling (16 bytes per element at most, so only below 16 p2 bytes
+    // may it still: the better of the two then).
+    const double across = t.nodes > 1 ? t.halving_share_across_nodes : 0;
+    const double inside = 1 - std::pow(0.5, log2_of(p)) - across;
+    const double rabenseifner =
+        2 * (log2_of(p) - rd_inside) * (inter_alpha + 2 * o) +
+        2 * rd_inside * (m.intra_alpha + 2 * m.intra_overhead) +
+        2 * n * (across * inter_beta + inside * m.intra_beta) + (p - 1) / p * n * m.gamma + detour;
+    // Node-aware up to 64 KiB as above, with the leaders' stage in the same form.
+    const double leaders_rabenseifner = 2 * log2_of(nodes) * (inter_alpha + 2 * o) +
+                                        2 * (nodes - 1) / nodes * n * inter_beta +
+                                        (nodes - 1) / nodes * n * m.gamma + detour;
+    const double p2 = std::pow(2.0, std::floor(std::log2(p)));
+    native = std::min({n >= 16 * p2 ? rabenseifner : std::min(rd, rabenseifner),
+                       n <= 64 * 1024 ? intra + (nodes > 1 ? leaders_rabenseifner : 0) : 1e300});
+  }
   // On one host the library's shared-memory algorithms are what commtap's would be built on.
   if (t.nodes <= 1) return Algorithm::native;
   const std::pair<double, Algorithm> forms[] = {{hier_direct, Algorithm::hier_direct},

@@ -77,6 +77,9 @@ struct Topology {
   // Of recursive doubling's ceil(log2 size) rounds (the fold of the ranks past a power of two
   // counted as one), those whose every pair shares a node (round-robin placements have some).
   int rd_rounds_within_nodes = 0;
+  // Of the buffer a recursive-halving reduce-scatter over the same pairs moves (1/2 in its first
+  // round, 1/4 in the next...), the share sent in rounds that cross nodes.
+  double halving_share_across_nodes = 0;
   int star_root = 0;          // the star's root in `flat`: the first rank not on an avoided host
   int leaders_star_root = 0;  // the same among the leaders (hier-star), in `leaders`
   // Routing around flagged links (COMMTAP_AVOID_HOSTS). The ring's order of `flat` ranks, each
@@ -173,6 +176,11 @@ struct CostModel {
   // beyond the latency that messages sent at once share: a form that sends p-1 messages at
   // once pays it p-1 times.
   double intra_overhead = 2e-7, inter_overhead = 1e-6;
+  // Not measured but known from the library (library_allreduce_threshold()): the largest buffer
+  // its all-reduce sends whole in recursive doubling; above it MPICH reduce-scatters and
+  // all-gathers (Rabenseifner: twice the rounds, 2(p-1)/p of the bytes). 0: a library whose
+  // choice is unknown, modelled as the best of its possible algorithms at every size.
+  std::int64_t library_short_bytes = 0;
   int measured_ranks = 0, measured_nodes = 0, measured_largest_node = 0;  // the choices' shape
   std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };

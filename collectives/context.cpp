@@ -152,6 +152,40 @@ CostModel agree_on_cost_model(const Settings& settings, const Context& context, 
   return model;
 }
 
+// MPICH's all-reduce threshold (MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE, 2048 bytes unless set): up
+// to it recursive doubling, above it a reduce-scatter and an all-gather, blocking or not. 0
+// (unknown) for another library, or where the user chose MPICH's algorithm (a CVAR naming one,
+// or a selection file): the model then assumes nothing of it. Rank 0's answer, sent to all.
+std::int64_t library_short_bytes(MPI_Comm comm, int rank, bool yield) {
+  long long threshold = 0;
+  if (rank == 0) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    PMPI_Get_library_version(version, &length);
+    auto chosen = [](const char* name) {
+      const char* value = std::getenv(name);
+      return value != nullptr && *value != '\0' && std::strcmp(value, "auto") != 0;
+    };
+    if (std::strncmp(version, "MPICH Version:", 14) == 0 &&
+        !chosen("MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM") &&
+        !chosen("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM") &&
+        !chosen("MPIR_CVAR_CH4_COLL_SELECTION_TUNING_JSON_FILE") &&
+        !chosen("MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE")) {
+      threshold = 2048;
+      if (const char* value = std::getenv("MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE");
+          value != nullptr && *value != '\0') {
+        char* end = nullptr;
+        const long long set = std::strtoll(value, &end, 10);
+        threshold = *end == '\0' && set >= 0 ? std::max(1LL, set) : 0;
+      }
+    }
+  }
+  MPI_Request request;
+  PMPI_Ibcast(&threshold, 1, MPI_LONG_LONG, 0, comm, &request);
+  world::wait_all(1, &request, yield);
+  return threshold;
+}
+
 }  // namespace
 
 Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>& problems) {
@@ -171,6 +205,7 @@ Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>&
   reverse_folds_for_tests(settings.test_reversed_fold == rank);
   context.avoid = avoid_from_setting(settings.avoid_hosts, comm, rank);
   context.cost_model = agree_on_cost_model(settings, context, comm, rank);
+  context.cost_model.library_short_bytes = library_short_bytes(comm, rank, context.yield);
   return context;
 }
 

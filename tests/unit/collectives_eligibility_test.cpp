@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -202,7 +204,7 @@ TEST(CostModel, SmallGainsOverANodeAwareLibraryKeepTheLibrary) {
 // Recursive doubling's rounds inside nodes count at the node's cost: on 2 hosts x 2 ranks dealt
 // round-robin the library's recursive doubling needs one network latency (ranks 0-1 across, 0-2
 // inside), as many as the leaders' direct exchange, which therefore wins nothing, also above
-// 64 KiB where the library is not modelled as node-aware.
+// 64 KiB where a library of unknown algorithms is not modelled as node-aware.
 TEST(CostModel, RoundRobinPlacementsGiveRecursiveDoublingItsRoundsInsideNodes) {
   using collectives::Algorithm;
   collectives::Topology t = regular_nodes(2, 2);
@@ -214,8 +216,50 @@ TEST(CostModel, RoundRobinPlacementsGiveRecursiveDoublingItsRoundsInsideNodes) {
   EXPECT_EQ(collectives::choose(m, t, 131072), Algorithm::native);
 }
 
-// The rounds are read from the real placement: every rank on a node of its own, none inside;
-// all on one, every round (the fold of a third rank included).
+// MPICH past its threshold (2048 bytes) reduce-scatters and all-gathers: twice recursive
+// doubling's network latencies. On 2 hosts x 2 ranks at 1 ms, dealt round-robin or in blocks,
+// that is two latencies against the leaders' one at 4 KiB, where at 2 KiB the library needs one
+// too; a library whose algorithm is unknown is given the benefit of the doubt.
+TEST(CostModel, PastMpichsThresholdOneLatencyBeatsTheReduceScatter) {
+  using collectives::Algorithm;
+  collectives::Topology t = regular_nodes(2, 2);
+  collectives::CostModel m;
+  m.inter_alpha = 1e-3;
+  m.library_short_bytes = 2048;
+  t.rd_rounds_within_nodes = 1;  // one of the two rounds stays inside, either way
+  for (const bool round_robin : {true, false}) {
+    // Across: the first round's half (round-robin), or the second's quarter (blocks).
+    t.halving_share_across_nodes = round_robin ? 0.5 : 0.25;
+    EXPECT_EQ(collectives::choose(m, t, 2048), Algorithm::native) << round_robin;
+    EXPECT_NE(collectives::choose(m, t, 4096), Algorithm::native) << round_robin;
+    EXPECT_NE(collectives::choose(m, t, 32768), Algorithm::native) << round_robin;
+  }
+  m.library_short_bytes = 0;
+  EXPECT_EQ(collectives::choose(m, t, 4096), Algorithm::native);
+}
+
+// The threshold comes from the library at MPI_Init: MPICH's default, or the value its CVAR is
+// given; unknown (0) when the user chose MPICH's algorithm.
+TEST(CostModel, TheLibrarysThresholdIsReadFromMpich) {
+  auto threshold = [] {
+    commtap::Settings settings =
+        commtap::parse_settings([](const char* name) -> const char* {
+          return std::string(name) == "COMMTAP_ALLREDUCE" ? "auto" : nullptr;
+        }).settings;
+    std::vector<std::string> problems;
+    return collectives::start(settings, MPI_COMM_WORLD, problems).cost_model.library_short_bytes;
+  };
+  EXPECT_EQ(threshold(), 2048);
+  setenv("MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE", "8192", 1);
+  EXPECT_EQ(threshold(), 8192);
+  setenv("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM", "recursive_doubling", 1);
+  EXPECT_EQ(threshold(), 0);
+  unsetenv("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM");
+  unsetenv("MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE");
+}
+
+// The rounds are read from the real placement: every rank on a node of its own, none inside and
+// every half across; all on one, every round (the fold of a third rank included) and none.
 TEST(CostModel, RecursiveDoublingRoundsInsideNodesComeFromThePlacement) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -223,8 +267,12 @@ TEST(CostModel, RecursiveDoublingRoundsInsideNodesComeFromThePlacement) {
   MPI_Comm_dup(MPI_COMM_WORLD, &apart);
   MPI_Comm_dup(MPI_COMM_WORLD, &together);
   EXPECT_EQ(collectives::topology_of(apart, size)->rd_rounds_within_nodes, 0);
+  const int p2 = size >= 4 ? 4 : 2;  // 2 or 3 ranks: one round of halving; 4: two
+  EXPECT_DOUBLE_EQ(collectives::topology_of(apart, size)->halving_share_across_nodes,
+                   1 - 1.0 / p2);
   EXPECT_EQ(collectives::topology_of(together, 1)->rd_rounds_within_nodes,
             static_cast<int>(std::ceil(std::log2(size))));
+  EXPECT_EQ(collectives::topology_of(together, 1)->halving_share_across_nodes, 0.0);
   MPI_Comm_free(&apart);
   MPI_Comm_free(&together);
 }
