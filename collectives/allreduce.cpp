@@ -817,6 +817,31 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   // Each message sent or received costs its rank `o` (twice per exchange with one peer).
   const double o = t.nodes > 1 ? m.inter_overhead : m.intra_overhead;
   auto log2_of = [](double x) { return std::ceil(std::log2(std::max(1.0, x))); };
+  // What a round of messages of `size` bytes costs beyond alpha + size x beta where the measured
+  // one-way times say so (CostModel::inter_points), interpolated between them; past the
+  // largest, that one's excess.
+  auto excess_of = [](const std::vector<std::pair<double, double>>& points, double alpha,
+                      double beta, double size) {
+    if (points.size() < 2 || size <= points.front().first) return 0.0;
+    auto above = std::lower_bound(points.begin(), points.end(), size,
+                                  [](const auto& point, double s) { return point.first < s; });
+    double at = 0;
+    if (above == points.end()) {
+      at = points.back().second + (size - points.back().first) * beta;
+    } else {
+      const auto& [x1, y1] = *above;
+      const auto& [x0, y0] = *(above - 1);
+      at = y0 + (y1 - y0) * (size - x0) / (x1 - x0);
+    }
+    return std::max(0.0, at - (alpha + size * beta));
+  };
+  auto excess = [&](double size) {
+    return t.nodes > 1 ? excess_of(m.inter_points, m.inter_alpha, m.inter_beta, size)
+                       : excess_of(m.intra_points, m.intra_alpha, m.intra_beta, size);
+  };
+  auto intra_excess = [&](double size) {
+    return excess_of(m.intra_points, m.intra_alpha, m.intra_beta, size);
+  };
   // A flagged link between two of these hosts (COMMTAP_AVOID_HOSTS): a form that may cross it
   // pays what crossing it costs once (the library's too: commtap cannot see its pattern); a
   // star rooted off its ends and a ring ordered around it do not. A link named without figures
@@ -829,16 +854,20 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   // nodes (round-robin placements) at the node's.
   const double rd_inside = t.nodes > 1 ? std::min<double>(t.rd_rounds_within_nodes, log2_of(p)) : 0;
   const double rd =
-      (log2_of(p) - rd_inside) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma) +
-      rd_inside * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta + n * m.gamma) + detour;
-  const double ring_rounds = 2 * (p - 1) * (inter_alpha + 2 * o) +
+      (log2_of(p) - rd_inside) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + excess(n)) +
+      rd_inside * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta + n * m.gamma +
+                   intra_excess(n)) +
+      detour;
+  const double ring_rounds = 2 * (p - 1) * (inter_alpha + 2 * o + excess(n / p)) +
                              2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
   const double ring = ring_rounds + unless(t.ring_clear);
   // The star's root receives p-1 buffers and sends p-1.
   const double star = 2 * inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + n * inter_beta +
-                      2 * (p - 1) * o + unless(t.star_clear);
+                      2 * (p - 1) * o + 2 * excess(std::min(n, 256.0 * 1024)) +
+                      unless(t.star_clear);
   // Direct exchange: one latency, but every rank sends, receives and reduces p-1 copies.
-  const double direct = inter_alpha + (p - 1) * (n * (inter_beta + m.gamma) + 2 * o) + detour;
+  const double direct =
+      inter_alpha + (p - 1) * (n * (inter_beta + m.gamma) + 2 * o) + excess(n) + detour;
   // k-nomial among `ranks`: log_k(p') rounds of k-1 copies each, plus the fold of the ranks past
   // p' (a send in and one back); its cost at the best k for this size, and that k.
   auto knomial_of = [&](int ranks) {
@@ -850,8 +879,10 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
         ++rounds;
       }
       const double cost =
-          rounds * (inter_alpha + (k - 1) * (n * (inter_beta + m.gamma) + 2 * o)) +
-          (participants < ranks ? 2 * (inter_alpha + 2 * o + n * inter_beta) + n * m.gamma : 0) +
+          rounds * (inter_alpha + (k - 1) * (n * (inter_beta + m.gamma) + 2 * o) + excess(n)) +
+          (participants < ranks
+               ? 2 * (inter_alpha + 2 * o + n * inter_beta + excess(n)) + n * m.gamma
+               : 0) +
           detour;
       if (cost < best.first) best = {cost, k};
     }
@@ -861,23 +892,28 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   const auto [leaders_knomial, leaders_radix] = knomial_of(std::max(1, t.nodes));
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra =
-      local > 1 ? 2 * log2_of(local) * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta) +
+      local > 1 ? 2 * log2_of(local) *
+                          (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta +
+                           intra_excess(n)) +
                       log2_of(local) * n * m.gamma
                 : 0;
   // The leaders' stage of hier: recursive doubling up to 64 KiB, a ring above (inter_algorithm).
   const double leaders =
-      n <= 64 * 1024
-          ? log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma) + detour
-          : 2 * (nodes - 1) * (inter_alpha + 2 * o) + 2 * (nodes - 1) / nodes * n * inter_beta +
-                unless(t.leaders_ring_clear);
+      n <= 64 * 1024 ? log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma +
+                                         excess(n)) +
+                           detour
+                     : 2 * (nodes - 1) * (inter_alpha + 2 * o + excess(n / nodes)) +
+                           2 * (nodes - 1) / nodes * n * inter_beta + unless(t.leaders_ring_clear);
   const double hier = intra + (nodes > 1 ? leaders : 0);
   const double hier_direct =
-      intra +
-      (nodes > 1 ? inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) + detour : 0);
+      intra + (nodes > 1 ? inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) +
+                               excess(n) + detour
+                         : 0);
   const double hier_knomial = intra + (nodes > 1 ? leaders_knomial : 0);
   const double hier_star =
       intra + (nodes > 1 ? 2 * inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) +
-                               n * inter_beta + unless(t.leaders_star_clear)
+                               n * inter_beta + 2 * excess(std::min(n, 256.0 * 1024)) +
+                               unless(t.leaders_star_clear)
                          : 0);
   // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
   // and drain the pipeline, plus three latencies per segment (its leaders' stage is the
@@ -887,19 +923,23 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   double pipe = hier;
   MPI_Count segment_bytes = std::max<MPI_Count>(1, bytes);
   if (t.nodes > 1 && t.max_local_size > 1) {
-    const double library_leaders =
-        std::min(
-            log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma),
-            2 * (nodes - 1) * (inter_alpha + 2 * o) + 2 * (nodes - 1) / nodes * n * inter_beta) +
-        detour;
     const double most = std::clamp(std::floor(n / 65536), 1.0, 64.0);
     pipe = 1e300;
     for (double segments = 1; segments <= most; ++segments) {
-      const double cost = std::max(intra, library_leaders) + (intra + library_leaders) / segments +
+      const double s = n / segments;
+      const double library_leaders =
+          std::min(log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma +
+                                     segments * excess(s)),
+                   2 * (nodes - 1) * (inter_alpha + 2 * o + segments * excess(s / nodes)) +
+                       2 * (nodes - 1) / nodes * n * inter_beta) +
+          detour;
+      const double node_stages = intra + segments * 2 * log2_of(local) * intra_excess(s);
+      const double cost = std::max(node_stages, library_leaders) +
+                          (node_stages + library_leaders) / segments +
                           segments * 3 * std::max(m.intra_alpha, inter_alpha);
       if (cost < pipe) {
         pipe = cost;
-        segment_bytes = static_cast<MPI_Count>(std::ceil(n / segments));
+        segment_bytes = static_cast<MPI_Count>(std::ceil(s));
       }
     }
   }
@@ -912,20 +952,29 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   if (m.library_short_bytes > 0 && bytes > m.library_short_bytes) {
     // A known library past its threshold (MPICH): reduce-scatter by recursive halving, then
     // all-gather by recursive doubling over the same pairs; twice recursive doubling's rounds,
-    // each half of the one before. A buffer of fewer elements than the largest power of two
-    // ranks keeps recursive doubling (16 bytes per element at most, so only below 16 p2 bytes
-    // may it still: the better of the two then).
-    const double across = t.nodes > 1 ? t.halving_share_across_nodes : 0;
-    const double inside = 1 - std::pow(0.5, log2_of(p)) - across;
-    const double rabenseifner =
-        2 * (log2_of(p) - rd_inside) * (inter_alpha + 2 * o) +
-        2 * rd_inside * (m.intra_alpha + 2 * m.intra_overhead) +
-        2 * n * (across * inter_beta + inside * m.intra_beta) + (p - 1) / p * n * m.gamma + detour;
-    // Node-aware up to 64 KiB as above, with the leaders' stage in the same form.
-    const double leaders_rabenseifner = 2 * log2_of(nodes) * (inter_alpha + 2 * o) +
-                                        2 * (nodes - 1) / nodes * n * inter_beta +
-                                        (nodes - 1) / nodes * n * m.gamma + detour;
+    // round k moving 1/2^k of the buffer each way. The binary digits of the share across nodes
+    // say which rounds cross. A buffer of fewer elements than the largest power of two ranks
+    // keeps recursive doubling (16 bytes per element at most, so only below 16 p2 bytes may it
+    // still: the better of the two then).
     const double p2 = std::pow(2.0, std::floor(std::log2(p)));
+    double across = t.nodes > 1 ? t.halving_share_across_nodes : 0, rabenseifner = detour;
+    double half = 0.5;
+    for (double round = 0; round < std::log2(p2); ++round, half /= 2) {
+      const bool crosses = across >= half;
+      if (crosses) across -= half;
+      const double message = n * half;
+      rabenseifner += 2 * (crosses ? inter_alpha + 2 * o + message * inter_beta + excess(message)
+                                   : m.intra_alpha + 2 * m.intra_overhead +
+                                         message * m.intra_beta + intra_excess(message)) +
+                      message * m.gamma;
+    }
+    if (p2 < p) rabenseifner += 2 * (inter_alpha + 2 * o + n * inter_beta + excess(n));
+    // Node-aware up to 64 KiB as above, with the leaders' stage in the same form.
+    double leaders_rabenseifner = detour;
+    half = 0.5;
+    for (double round = 0; round < log2_of(nodes); ++round, half /= 2)
+      leaders_rabenseifner +=
+          2 * (inter_alpha + 2 * o + n * half * inter_beta + excess(n * half)) + n * half * m.gamma;
     native = std::min({n >= 16 * p2 ? rabenseifner : std::min(rd, rabenseifner),
                        n <= 64 * 1024 ? intra + (nodes > 1 ? leaders_rabenseifner : 0) : 1e300});
   }

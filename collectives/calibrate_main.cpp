@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "collectives/collectives.hpp"
 
@@ -55,6 +56,15 @@ int main(int argc, char** argv) {
               ? " (a level with one node or one rank per node keeps the built-in values)"
               : "",
           argv[1]);
+      // The one-way times the formulas follow where they leave the line.
+      for (const auto& [name, points] :
+           {std::pair{"intra-node", &model.intra_points}, {"inter-node", &model.inter_points}}) {
+        if (points->empty()) continue;
+        std::printf("  %s one-way:", name);
+        for (const auto& [bytes, seconds] : *points)
+          std::printf(" %.0f B %.1f us;", bytes, seconds * 1e6);
+        std::printf("\n");
+      }
       for (const MeasuredChoice& c : model.choices)
         std::printf("  up to %lld B: %s (library %.1f us, best of commtap's %.1f us)\n",
                     static_cast<long long>(c.up_to_bytes), algorithm_name(c.algorithm), c.native_us,

@@ -176,6 +176,11 @@ struct CostModel {
   // beyond the latency that messages sent at once share: a form that sends p-1 messages at
   // once pays it p-1 times.
   double intra_overhead = 2e-7, inter_overhead = 1e-6;
+  // Per level: measured one-way times of single messages (bytes, s), ascending, from 8 bytes to
+  // 256 KiB. Where they lie above the line alpha + bytes x beta (a protocol switch: a rendezvous
+  // handshake, TCP's window opening over a long round trip), each round of messages of that
+  // size pays the difference. Empty: the line alone.
+  std::vector<std::pair<double, double>> intra_points, inter_points;
   // Not measured but known from the library (library_allreduce_threshold()): the largest buffer
   // its all-reduce sends whole in recursive doubling; above it MPICH reduce-scatters and
   // all-gathers (Rabenseifner: twice the rounds, 2(p-1)/p of the bytes). 0: a library whose

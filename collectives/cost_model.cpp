@@ -78,15 +78,32 @@ double per_message_s(MPI_Comm comm, int me, int peer, double one_way, bool yield
   return std::max(0.0, (best - 2 * one_way) / (kBurst - 1));
 }
 
-// Latency, time per byte and per-message cost of one level, from two message sizes and a burst.
+// Latency, time per byte and per-message cost of one level, from the smallest and the largest
+// message and a burst, and the one-way times of messages from 8 bytes to 256 KiB (doubling from
+// 1 KiB) that show where the time leaves that line.
 void fit(MPI_Comm comm, int me, int peer, bool yield, double& alpha, double& beta,
-         double& overhead) {
+         double& overhead, std::vector<std::pair<double, double>>& points) {
   constexpr std::size_t kSmall = 8, kLarge = 256 * 1024;
-  const double small = one_way_s(comm, me, peer, kSmall, 20, yield);
-  const double large = one_way_s(comm, me, peer, kLarge, 5, yield);
+  points.clear();
+  points.emplace_back(kSmall, one_way_s(comm, me, peer, kSmall, 20, yield));
+  for (std::size_t bytes = 1024; bytes <= kLarge; bytes *= 2)
+    points.emplace_back(bytes, one_way_s(comm, me, peer, bytes, 5, yield));
+  const double small = points.front().second, large = points.back().second;
   alpha = small;
   beta = std::max(0.0, (large - small) / static_cast<double>(kLarge - kSmall));
   overhead = per_message_s(comm, me, peer, small, yield);
+}
+
+// Measured points are positive sizes and times, sizes ascending.
+bool plausible_points(const std::vector<std::pair<double, double>>& points) {
+  double previous = 0;
+  for (const auto& [bytes, seconds] : points) {
+    if (!std::isfinite(bytes) || !std::isfinite(seconds) || bytes <= previous || seconds <= 0 ||
+        seconds > 10)
+      return false;
+    previous = bytes;
+  }
+  return true;
 }
 
 bool plausible(double value, double low, double high) {
@@ -101,10 +118,10 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults, bool 
   CostModel model = defaults;
   if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1)
     fit(t.node, t.local_rank, 1 - t.local_rank, yield, model.intra_alpha, model.intra_beta,
-        model.intra_overhead);
+        model.intra_overhead, model.intra_points);
   if (t.leaders != MPI_COMM_NULL && t.nodes > 1 && t.node_index <= 1)
     fit(t.leaders, t.node_index, 1 - t.node_index, yield, model.inter_alpha, model.inter_beta,
-        model.inter_overhead);
+        model.inter_overhead, model.inter_points);
   if (t.rank == 0) {
     std::vector<double> in(128 * 1024, 1.0), inout(in.size(), 2.0);
     double best = 1e30;
@@ -208,7 +225,8 @@ void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int 
 }
 
 void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield) {
-  // One array: the seven parameters, the shape, then four numbers per choice.
+  // One array: the seven parameters, the shape, the number of each level's points, the points
+  // (two numbers each), then four numbers per choice.
   std::vector<double> values = {m.intra_alpha,
                                 m.intra_beta,
                                 m.inter_alpha,
@@ -218,7 +236,11 @@ void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield) {
                                 m.inter_overhead,
                                 static_cast<double>(m.measured_ranks),
                                 static_cast<double>(m.measured_nodes),
-                                static_cast<double>(m.measured_largest_node)};
+                                static_cast<double>(m.measured_largest_node),
+                                static_cast<double>(m.intra_points.size()),
+                                static_cast<double>(m.inter_points.size())};
+  for (const auto* points : {&m.intra_points, &m.inter_points})
+    for (const auto& [bytes, seconds] : *points) values.insert(values.end(), {bytes, seconds});
   for (const MeasuredChoice& c : m.choices)
     values.insert(values.end(), {static_cast<double>(c.up_to_bytes),
                                  static_cast<double>(static_cast<int>(c.algorithm)), c.native_us,
@@ -240,8 +262,14 @@ void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield) {
   m.measured_ranks = static_cast<int>(values[7]);
   m.measured_nodes = static_cast<int>(values[8]);
   m.measured_largest_node = static_cast<int>(values[9]);
+  std::size_t i = 12;
+  for (auto [points, n] : {std::pair{&m.intra_points, values[10]}, {&m.inter_points, values[11]}}) {
+    points->clear();
+    for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k, i += 2)
+      points->emplace_back(values[i], values[i + 1]);
+  }
   m.choices.clear();
-  for (std::size_t i = 10; i + 3 < values.size(); i += 4)
+  for (; i + 3 < values.size(); i += 4)
     m.choices.push_back({static_cast<std::int64_t>(values[i]),
                          static_cast<Algorithm>(static_cast<int>(values[i + 1])), values[i + 2],
                          values[i + 3]});
@@ -265,6 +293,9 @@ std::string cost_model_json(const CostModel& m, int ranks, int nodes) {
                            {"overhead_s", m.inter_overhead}}},
                          {"gamma_s_per_byte", m.gamma},
                          {"measured", {{"ranks", ranks}, {"nodes", nodes}, {"date", date}}}};
+  // [[bytes, one-way seconds], ...] where measured.
+  if (!m.intra_points.empty()) json["intra"]["one_way_s"] = m.intra_points;
+  if (!m.inter_points.empty()) json["inter"]["one_way_s"] = m.inter_points;
   if (!m.choices.empty()) {
     nlohmann::json sizes = nlohmann::json::array();
     for (const MeasuredChoice& c : m.choices)
@@ -300,6 +331,11 @@ bool parse_cost_model(const std::string& text, CostModel& model, std::string& er
     // Files written before the per-message cost was measured keep the built-in one.
     m.intra_overhead = json.at("intra").value("overhead_s", m.intra_overhead);
     m.inter_overhead = json.at("inter").value("overhead_s", m.inter_overhead);
+    // And before the one-way times were: the line alone.
+    if (json.at("intra").contains("one_way_s"))
+      m.intra_points = json.at("intra").at("one_way_s").get<std::vector<std::pair<double, double>>>();
+    if (json.at("inter").contains("one_way_s"))
+      m.inter_points = json.at("inter").at("one_way_s").get<std::vector<std::pair<double, double>>>();
     if (json.contains("choices")) {
       const nlohmann::json& choices = json.at("choices");
       m.measured_ranks = choices.at("ranks").get<int>();
@@ -333,11 +369,12 @@ bool parse_cost_model(const std::string& text, CostModel& model, std::string& er
     return false;
   }
   // Latencies between 10 ns and 1 s, per-byte times between 0 and 1 us (1 MB/s), per-message
-  // costs between 0 and 0.1 s.
+  // costs between 0 and 0.1 s, one-way times positive and below 10 s, at ascending sizes.
   if (!plausible(m.intra_alpha, 1e-8, 1) || !plausible(m.inter_alpha, 1e-8, 1) ||
       !plausible(m.intra_beta, 0, 1e-6) || !plausible(m.inter_beta, 0, 1e-6) ||
       !plausible(m.gamma, 0, 1e-6) || !plausible(m.intra_overhead, 0, 0.1) ||
-      !plausible(m.inter_overhead, 0, 0.1)) {
+      !plausible(m.inter_overhead, 0, 0.1) || !plausible_points(m.intra_points) ||
+      !plausible_points(m.inter_points)) {
     error = "a parameter is outside the plausible range";
     return false;
   }

@@ -151,6 +151,9 @@ TEST(CostModel, MeasuredOnThisTopologyAndEqualOnAllRanks) {
   EXPECT_LT(m.intra_overhead, 1e-2);
   EXPECT_EQ(m.inter_alpha, 1.234e-5);
   EXPECT_EQ(m.inter_overhead, defaults.inter_overhead);
+  ASSERT_EQ(m.intra_points.size(), 10u) << "8 bytes, then 1 KiB to 256 KiB";
+  EXPECT_EQ(m.intra_points.back().first, 262144);
+  EXPECT_TRUE(m.inter_points.empty()) << "one node";
   double mine[4] = {m.intra_alpha, -m.intra_alpha, m.intra_overhead, -m.intra_overhead};
   double extremes[4];
   MPI_Allreduce(mine, extremes, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -236,6 +239,27 @@ TEST(CostModel, PastMpichsThresholdOneLatencyBeatsTheReduceScatter) {
   }
   m.library_short_bytes = 0;
   EXPECT_EQ(collectives::choose(m, t, 4096), Algorithm::native);
+}
+
+// Measured one-way times above the line (here a step at 32 KiB, as TCP's window and a
+// rendezvous make over 1 ms round trips) are paid by each round of messages that large: at
+// 32 KiB the library's reduce-scatter sends halves of 16 KiB and 8 KiB, below the step, and
+// keeps the call that the leaders' one 32 KiB message would lose; at 64 KiB both cross it, and
+// the library twice.
+TEST(CostModel, MeasuredOneWayTimesChargeTheMessagesPastAStep) {
+  using collectives::Algorithm;
+  collectives::Topology t = regular_nodes(2, 2);
+  t.rd_rounds_within_nodes = 1;
+  t.halving_share_across_nodes = 0.5;  // round-robin
+  collectives::CostModel m;
+  m.inter_alpha = 1e-3;
+  m.library_short_bytes = 2048;
+  EXPECT_NE(collectives::choose(m, t, 32768), Algorithm::native) << "on the line alone";
+  m.inter_points = {{8, 1e-3}, {1024, 1e-3}, {16384, 1.016e-3}, {32768, 6e-3}, {262144, 6.3e-3}};
+  m.inter_beta = (6.3e-3 - 1e-3) / (262144 - 8);
+  EXPECT_EQ(collectives::choose(m, t, 32768), Algorithm::native);
+  EXPECT_NE(collectives::choose(m, t, 65536), Algorithm::native);
+  EXPECT_NE(collectives::choose(m, t, 8192), Algorithm::native);
 }
 
 // The threshold comes from the library at MPI_Init: MPICH's default, or the value its CVAR is
@@ -325,6 +349,11 @@ TEST(CostModel, FilesRoundTripAndBadOnesAreRefused) {
   m.inter_overhead = 4.5e-6;
   ASSERT_TRUE(collectives::parse_cost_model(collectives::cost_model_json(m, 4, 2), read, error));
   EXPECT_DOUBLE_EQ(read.inter_overhead, 4.5e-6);
+  EXPECT_TRUE(read.inter_points.empty());
+  m.inter_points = {{8, 1e-3}, {16384, 1.2e-3}, {32768, 6e-3}};
+  ASSERT_TRUE(collectives::parse_cost_model(collectives::cost_model_json(m, 4, 2), read, error));
+  EXPECT_EQ(read.inter_points, m.inter_points);
+  EXPECT_TRUE(read.intra_points.empty());
   collectives::CostModel older;  // a file written before overhead_s keeps the built-in one
   ASSERT_TRUE(collectives::parse_cost_model(
       R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6,
@@ -338,7 +367,16 @@ TEST(CostModel, FilesRoundTripAndBadOnesAreRefused) {
         R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6}})",
         R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": -1,
             "beta_s_per_byte": 0}, "inter": {"alpha_s": 1e-6, "beta_s_per_byte": 0},
-            "gamma_s_per_byte": 0})"}) {
+            "gamma_s_per_byte": 0})",
+        R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6,
+            "beta_s_per_byte": 0}, "inter": {"alpha_s": 1e-6, "beta_s_per_byte": 0,
+            "one_way_s": [[1024, 1e-5], [8, 1e-6]]}, "gamma_s_per_byte": 0})",
+        R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6,
+            "beta_s_per_byte": 0, "one_way_s": [[8, -1]]}, "inter": {"alpha_s": 1e-6,
+            "beta_s_per_byte": 0}, "gamma_s_per_byte": 0})",
+        R"({"format": "commtap-cost-model", "version": 1, "intra": {"alpha_s": 1e-6,
+            "beta_s_per_byte": 0, "one_way_s": "fast"}, "inter": {"alpha_s": 1e-6,
+            "beta_s_per_byte": 0}, "gamma_s_per_byte": 0})"}) {
     collectives::CostModel untouched;
     untouched.gamma = 42;
     EXPECT_FALSE(collectives::parse_cost_model(bad, untouched, error)) << bad;
