@@ -132,14 +132,28 @@ Avoid avoid_from_setting(const std::string& setting, MPI_Comm comm, int rank) {
   return avoid;
 }
 
+// The model's source, decided by rank 0 (ranks of an MPMD launch may see other files): a model
+// file if COMMTAP_MODEL names one; else a measurement now, with COMMTAP_CALIBRATE=1 (the
+// default), if the algorithm asks the model anything (auto, and the forms it tunes); else the
+// built-in values.
 CostModel agree_on_cost_model(const Settings& settings, const Context& context, MPI_Comm comm,
                               int rank) {
+  enum Source : int { built_in, file, measured };
+  const bool asks_the_model =
+      context.allreduce == Algorithm::automatic || context.allreduce == Algorithm::knomial ||
+      context.allreduce == Algorithm::hier_knomial || context.allreduce == Algorithm::hier_pipe;
+  int source = !settings.model.empty()                     ? file
+               : settings.calibrate && asks_the_model ? measured
+                                                          : built_in;
+  MPI_Request request;
+  PMPI_Ibcast(&source, 1, MPI_INT, 0, comm, &request);
+  world::wait_all(1, &request, context.yield);
   CostModel model;
-  if (settings.calibrate) {
+  if (source == measured) {
     const Topology* topology = topology_of(MPI_COMM_WORLD, context.test_nodes, context.avoid);
     return measure_cost_model(*topology, model, context.yield);
   }
-  if (settings.model.empty()) return model;
+  if (source == built_in) return model;
   if (rank == 0) {
     std::ifstream file(settings.model);
     std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
