@@ -169,6 +169,24 @@ void route(Topology& t, int test_nodes, const Avoid& avoid) {
       leaders.push_back(rank);  // leaders' ranks are node indices, in the order of their ranks
   }
   t.star_root = root_among(all, t.star_clear);
+  auto healthy = [&](int a, int b) {
+    if (avoided_host[static_cast<std::size_t>(a)] || avoided_host[static_cast<std::size_t>(b)])
+      return false;
+    return std::none_of(flagged.begin(), flagged.end(), [&](const std::pair<int, int>& link) {
+      return link == std::pair{a, b} || link == std::pair{b, a};
+    });
+  };
+  t.calibration_nodes[0] = 0;
+  t.calibration_nodes[1] = std::min(1, t.nodes - 1);
+  bool found = false;
+  for (int a = 0; a < t.nodes && !found; ++a)
+    for (int b = a + 1; b < t.nodes && !found; ++b)
+      if (healthy(a, b)) {
+        t.calibration_nodes[0] = a;
+        t.calibration_nodes[1] = b;
+        found = true;
+      }
+  t.calibration_leader = leaders.empty() ? 0 : leaders[static_cast<std::size_t>(t.calibration_nodes[0])];
   t.leaders_star_root = root_among(leaders, t.leaders_star_clear);
   // The rings: nodes in the order that crosses the fewest flagged links, each node's ranks in a
   // row (one step in and one out of each node, not one per rank as rank order would give a

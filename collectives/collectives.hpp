@@ -80,6 +80,12 @@ struct Topology {
   // Of the buffer a recursive-halving reduce-scatter over the same pairs moves (1/2 in its first
   // round, 1/4 in the next...), the share sent in rounds that cross nodes.
   double halving_share_across_nodes = 0;
+  // The two nodes whose leaders measure the network for the cost model (node indices, and the
+  // first one's leader in `flat`): the first pair that no flagged link joins, neither of them
+  // avoided, so that a slow link or host is charged as what crossing it costs and not as what
+  // every link costs.
+  int calibration_nodes[2] = {0, 1};
+  int calibration_leader = 0;
   int star_root = 0;          // the star's root in `flat`: the first rank not on an avoided host
   int leaders_star_root = 0;  // the same among the leaders (hier-star), in `leaders`
   // Routing around flagged links (COMMTAP_AVOID_HOSTS). The ring's order of `flat` ranks, each

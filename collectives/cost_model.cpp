@@ -113,15 +113,41 @@ bool plausible(double value, double low, double high) {
 }  // namespace
 
 CostModel measure_cost_model(const Topology& t, const CostModel& defaults, bool yield) {
-  // Every measurement involves flat rank 0 (local rank 0 of node 0, and leader 0), which then
-  // tells everyone.
+  // Inside a node: the first two ranks of node 0 (flat rank 0 among them). Between nodes: the
+  // leaders of Topology::calibration_nodes (a pair no flagged link joins), the first of which
+  // hands its figures to flat rank 0. Rank 0 then tells everyone.
   CostModel model = defaults;
   if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1)
     fit(t.node, t.local_rank, 1 - t.local_rank, yield, model.intra_alpha, model.intra_beta,
         model.intra_overhead, model.intra_points);
-  if (t.leaders != MPI_COMM_NULL && t.nodes > 1 && t.node_index <= 1)
-    fit(t.leaders, t.node_index, 1 - t.node_index, yield, model.inter_alpha, model.inter_beta,
-        model.inter_overhead, model.inter_points);
+  const auto [first, second] = t.calibration_nodes;
+  if (t.leaders != MPI_COMM_NULL && t.nodes > 1 &&
+      (t.node_index == first || t.node_index == second))
+    fit(t.leaders, t.node_index, t.node_index == first ? second : first, yield, model.inter_alpha,
+        model.inter_beta, model.inter_overhead, model.inter_points);
+  if (t.nodes > 1 && t.calibration_leader != 0 && (t.rank == 0 || t.rank == t.calibration_leader)) {
+    // Three numbers, then the points (two each); at most 64 points.
+    std::vector<double> inter(3 + 2 * 64, 0.0);
+    if (t.rank == t.calibration_leader) {
+      inter[0] = model.inter_alpha;
+      inter[1] = model.inter_beta;
+      inter[2] = model.inter_overhead;
+      for (std::size_t i = 0; i < model.inter_points.size() && i < 64; ++i) {
+        inter[3 + 2 * i] = model.inter_points[i].first;
+        inter[4 + 2 * i] = model.inter_points[i].second;
+      }
+      send_s(inter.data(), static_cast<int>(inter.size() * sizeof(double)), 0, t.flat, yield);
+    } else {
+      receive_s(inter.data(), static_cast<int>(inter.size() * sizeof(double)),
+                t.calibration_leader, t.flat, yield);
+      model.inter_alpha = inter[0];
+      model.inter_beta = inter[1];
+      model.inter_overhead = inter[2];
+      model.inter_points.clear();
+      for (std::size_t i = 0; i < 64 && inter[3 + 2 * i] > 0; ++i)
+        model.inter_points.emplace_back(inter[3 + 2 * i], inter[4 + 2 * i]);
+    }
+  }
   if (t.rank == 0) {
     std::vector<double> in(128 * 1024, 1.0), inout(in.size(), 2.0);
     double best = 1e30;

@@ -128,6 +128,21 @@ TEST(Routing, StarRootsRingOrdersAndTheFlaggedCost) {
     EXPECT_TRUE(link->star_clear);
     EXPECT_TRUE(link->ring_clear);
   }
+  // The cost model's network figures come from the first pair of nodes that no flagged link
+  // joins, neither of them avoided (with two nodes there is none: the first two), and reach
+  // every rank, also when node 0 is not one of them.
+  EXPECT_EQ(plain->calibration_nodes[0], 0);
+  EXPECT_EQ(plain->calibration_nodes[1], 1);
+  if (size >= 3) {
+    EXPECT_EQ(host->calibration_nodes[0], 1);
+    EXPECT_EQ(host->calibration_nodes[1], 2);
+    EXPECT_EQ(host->calibration_leader, 1);
+    EXPECT_EQ(link->calibration_nodes[0], 0);
+    EXPECT_EQ(link->calibration_nodes[1], 2);
+    const collectives::CostModel m = collectives::measure_cost_model(*host, {});
+    EXPECT_EQ(m.inter_points.size(), 10u);
+    EXPECT_NE(m.inter_alpha, collectives::CostModel{}.inter_alpha);
+  }
   const collectives::Topology* elsewhere = topology({{}, {{"test-node-0", "nowhere", 0, 0}}});
   EXPECT_EQ(elsewhere->flagged_alpha, 0.0) << "a link to a host outside the job";
   EXPECT_FALSE(elsewhere->flagged_unmeasured);
