@@ -186,7 +186,8 @@ void route(Topology& t, int test_nodes, const Avoid& avoid) {
         t.calibration_nodes[1] = b;
         found = true;
       }
-  t.calibration_leader = leaders.empty() ? 0 : leaders[static_cast<std::size_t>(t.calibration_nodes[0])];
+  t.calibration_leader =
+      leaders.empty() ? 0 : leaders[static_cast<std::size_t>(t.calibration_nodes[0])];
   t.leaders_star_root = root_among(leaders, t.leaders_star_clear);
   // The rings: nodes in the order that crosses the fewest flagged links, each node's ranks in a
   // row (one step in and one out of each node, not one per rank as rank order would give a
@@ -910,18 +911,18 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   const auto [leaders_knomial, leaders_radix] = knomial_of(std::max(1, t.nodes));
   // Hierarchical: two intra-node stages around a leaders' all-reduce.
   const double intra =
-      local > 1 ? 2 * log2_of(local) *
-                          (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta +
-                           intra_excess(n)) +
-                      log2_of(local) * n * m.gamma
-                : 0;
+      local > 1
+          ? 2 * log2_of(local) *
+                    (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta + intra_excess(n)) +
+                log2_of(local) * n * m.gamma
+          : 0;
   // The leaders' stage of hier: recursive doubling up to 64 KiB, a ring above (inter_algorithm).
   const double leaders =
-      n <= 64 * 1024 ? log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma +
-                                         excess(n)) +
-                           detour
-                     : 2 * (nodes - 1) * (inter_alpha + 2 * o + excess(n / nodes)) +
-                           2 * (nodes - 1) / nodes * n * inter_beta + unless(t.leaders_ring_clear);
+      n <= 64 * 1024
+          ? log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + excess(n)) +
+                detour
+          : 2 * (nodes - 1) * (inter_alpha + 2 * o + excess(n / nodes)) +
+                2 * (nodes - 1) / nodes * n * inter_beta + unless(t.leaders_ring_clear);
   const double hier = intra + (nodes > 1 ? leaders : 0);
   const double hier_direct =
       intra + (nodes > 1 ? inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) +
@@ -946,8 +947,8 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
     for (double segments = 1; segments <= most; ++segments) {
       const double s = n / segments;
       const double library_leaders =
-          std::min(log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma +
-                                     segments * excess(s)),
+          std::min(log2_of(nodes) *
+                       (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + segments * excess(s)),
                    2 * (nodes - 1) * (inter_alpha + 2 * o + segments * excess(s / nodes)) +
                        2 * (nodes - 1) / nodes * n * inter_beta) +
           detour;
@@ -982,8 +983,8 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
       if (crosses) across -= half;
       const double message = n * half;
       rabenseifner += 2 * (crosses ? inter_alpha + 2 * o + message * inter_beta + excess(message)
-                                   : m.intra_alpha + 2 * m.intra_overhead +
-                                         message * m.intra_beta + intra_excess(message)) +
+                                   : m.intra_alpha + 2 * m.intra_overhead + message * m.intra_beta +
+                                         intra_excess(message)) +
                       message * m.gamma;
     }
     if (p2 < p) rabenseifner += 2 * (inter_alpha + 2 * o + n * inter_beta + excess(n));

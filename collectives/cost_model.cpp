@@ -81,8 +81,8 @@ double per_message_s(MPI_Comm comm, int me, int peer, double one_way, bool yield
 // Latency, time per byte and per-message cost of one level, from the smallest and the largest
 // message and a burst, and the one-way times of messages from 8 bytes to 256 KiB (doubling from
 // 1 KiB) that show where the time leaves that line.
-void fit(MPI_Comm comm, int me, int peer, bool yield, double& alpha, double& beta,
-         double& overhead, std::vector<std::pair<double, double>>& points) {
+void fit(MPI_Comm comm, int me, int peer, bool yield, double& alpha, double& beta, double& overhead,
+         std::vector<std::pair<double, double>>& points) {
   constexpr std::size_t kSmall = 8, kLarge = 256 * 1024;
   points.clear();
   points.emplace_back(kSmall, one_way_s(comm, me, peer, kSmall, 20, yield));
@@ -138,8 +138,8 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults, bool 
       }
       send_s(inter.data(), static_cast<int>(inter.size() * sizeof(double)), 0, t.flat, yield);
     } else {
-      receive_s(inter.data(), static_cast<int>(inter.size() * sizeof(double)),
-                t.calibration_leader, t.flat, yield);
+      receive_s(inter.data(), static_cast<int>(inter.size() * sizeof(double)), t.calibration_leader,
+                t.flat, yield);
       model.inter_alpha = inter[0];
       model.inter_beta = inter[1];
       model.inter_overhead = inter[2];
@@ -359,9 +359,11 @@ bool parse_cost_model(const std::string& text, CostModel& model, std::string& er
     m.inter_overhead = json.at("inter").value("overhead_s", m.inter_overhead);
     // And before the one-way times were: the line alone.
     if (json.at("intra").contains("one_way_s"))
-      m.intra_points = json.at("intra").at("one_way_s").get<std::vector<std::pair<double, double>>>();
+      m.intra_points =
+          json.at("intra").at("one_way_s").get<std::vector<std::pair<double, double>>>();
     if (json.at("inter").contains("one_way_s"))
-      m.inter_points = json.at("inter").at("one_way_s").get<std::vector<std::pair<double, double>>>();
+      m.inter_points =
+          json.at("inter").at("one_way_s").get<std::vector<std::pair<double, double>>>();
     if (json.contains("choices")) {
       const nlohmann::json& choices = json.at("choices");
       m.measured_ranks = choices.at("ranks").get<int>();

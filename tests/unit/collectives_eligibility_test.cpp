@@ -307,8 +307,7 @@ TEST(CostModel, RecursiveDoublingRoundsInsideNodesComeFromThePlacement) {
   MPI_Comm_dup(MPI_COMM_WORLD, &together);
   EXPECT_EQ(collectives::topology_of(apart, size)->rd_rounds_within_nodes, 0);
   const int p2 = size >= 4 ? 4 : 2;  // 2 or 3 ranks: one round of halving; 4: two
-  EXPECT_DOUBLE_EQ(collectives::topology_of(apart, size)->halving_share_across_nodes,
-                   1 - 1.0 / p2);
+  EXPECT_DOUBLE_EQ(collectives::topology_of(apart, size)->halving_share_across_nodes, 1 - 1.0 / p2);
   EXPECT_EQ(collectives::topology_of(together, 1)->rd_rounds_within_nodes,
             static_cast<int>(std::ceil(std::log2(size))));
   EXPECT_EQ(collectives::topology_of(together, 1)->halving_share_across_nodes, 0.0);
