@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   using namespace commtap::collectives;
   Topology* topology = topology_of(MPI_COMM_WORLD, 0);
   const bool yield = argc > 4 && std::atoi(argv[4]) == 1;
-  CostModel model = measure_cost_model(*topology, CostModel{}, yield);
+  CostModel model = measure_cost_model(*topology, CostModel{});
   if (up_to > 0 && topology->size > 1) measure_choices(*topology, model, up_to, rounds, yield);
   int status = 0;
   if (rank == 0) {

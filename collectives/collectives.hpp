@@ -243,15 +243,14 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
 void measure_choices(Topology& topology, CostModel& model, std::int64_t max_bytes, int rounds,
                      bool yield);
 
-// Measures the cost model on this topology (collective over `topology.flat`): ping-pongs of
-// 8 B and 256 KiB between two ranks of one node and between the leaders of two nodes (the
-// fastest of several), and the local reduction of 1 MiB of doubles. Rank 0's measurements go
-// to every rank, so all choose alike. Levels that do not exist here (one node, one rank per
-// node) keep `defaults`' values. Takes a few milliseconds. `yield`: every wait tests and yields
-// (COMMTAP_YIELD=1), so that with more ranks than cores the ranks not measuring leave the CPU
-// to those measuring.
-CostModel measure_cost_model(const Topology& topology, const CostModel& defaults,
-                             bool yield = false);
+// Measures the cost model on this topology (collective over `topology.flat`): one-way times of
+// 8 B to 256 KiB and a burst of small messages between two ranks of one node and between the
+// leaders of Topology::calibration_nodes (the fastest of several), and the local reduction of
+// 1 MiB of doubles. The figures go to every rank, so all choose alike. Levels that do not exist
+// here (one node, one rank per node) keep `defaults`' values. Takes a few milliseconds. Every
+// wait tests and yields, whatever COMMTAP_YIELD says: with more ranks than cores, ranks spinning
+// while others measure would be measured as latency (a scheduler tick, milliseconds).
+CostModel measure_cost_model(const Topology& topology, const CostModel& defaults);
 
 // Rank 0's `model` on every rank of `comm` (collective; `yield` as above).
 void broadcast_cost_model(CostModel& model, MPI_Comm comm, bool yield = false);

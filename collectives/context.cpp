@@ -151,7 +151,7 @@ CostModel agree_on_cost_model(const Settings& settings, const Context& context, 
   CostModel model;
   if (source == measured) {
     const Topology* topology = topology_of(MPI_COMM_WORLD, context.test_nodes, context.avoid);
-    return measure_cost_model(*topology, model, context.yield);
+    return measure_cost_model(*topology, model);
   }
   if (source == built_in) return model;
   if (rank == 0) {

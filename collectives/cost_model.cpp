@@ -88,6 +88,12 @@ void fit(MPI_Comm comm, int me, int peer, bool yield, double& alpha, double& bet
   points.emplace_back(kSmall, one_way_s(comm, me, peer, kSmall, 20, yield));
   for (std::size_t bytes = 1024; bytes <= kLarge; bytes *= 2)
     points.emplace_back(bytes, one_way_s(comm, me, peer, bytes, 5, yield));
+  // A message takes no less time than a smaller one; a slower reading than a larger message's
+  // is a moment the rank was off the CPU (more ranks than cores, waiting in blocking mode), not
+  // a cost of that size: each point is no slower than any larger one. A real step (a protocol
+  // switch) holds at every larger size and stays.
+  for (std::size_t i = points.size() - 1; i-- > 0;)
+    points[i].second = std::min(points[i].second, points[i + 1].second);
   const double small = points.front().second, large = points.back().second;
   alpha = small;
   beta = std::max(0.0, (large - small) / static_cast<double>(kLarge - kSmall));
@@ -112,7 +118,8 @@ bool plausible(double value, double low, double high) {
 
 }  // namespace
 
-CostModel measure_cost_model(const Topology& t, const CostModel& defaults, bool yield) {
+CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
+  constexpr bool yield = true;  // see collectives.hpp
   // Inside a node: the first two ranks of node 0 (flat rank 0 among them). Between nodes: the
   // leaders of Topology::calibration_nodes (a pair no flagged link joins), the first of which
   // hands its figures to flat rank 0. Rank 0 then tells everyone.
@@ -158,8 +165,8 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults, bool 
     }
     model.gamma = best / static_cast<double>(in.size() * sizeof(double));
   }
-  // The ranks that measure nothing wait in the broadcast; with `yield` they yield the CPU to the
-  // ones measuring (with more ranks than cores, spinning there would be measured as latency).
+  // The ranks that measure nothing wait in the broadcast, yielding the CPU to the ones
+  // measuring.
   broadcast_cost_model(model, t.flat, yield);
   return model;
 }
