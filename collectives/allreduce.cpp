@@ -1014,6 +1014,11 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   return best->first < 0.9 * native ? best->second : Algorithm::native;
 }
 
+bool asks_the_model(Algorithm algorithm) noexcept {
+  return algorithm == Algorithm::automatic || algorithm == Algorithm::knomial ||
+         algorithm == Algorithm::hier_knomial || algorithm == Algorithm::hier_pipe;
+}
+
 std::optional<int> try_allreduce(const Context& context, const void* sendbuf, void* recvbuf,
                                  MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                                  Algorithm& used, std::vector<Step>* steps) {
@@ -1027,8 +1032,7 @@ std::optional<int> try_allreduce(const Context& context, const void* sendbuf, vo
     return std::nullopt;
   Topology* topology = topology_of(comm, context.test_nodes, context.avoid);
   Algorithm algorithm = context.allreduce;
-  if (algorithm == Algorithm::automatic || algorithm == Algorithm::knomial ||
-      algorithm == Algorithm::hier_knomial || algorithm == Algorithm::hier_pipe) {
+  if (asks_the_model(algorithm)) {
     MPI_Count size = 0;
     PMPI_Type_size_c(type, &size);
     auto cached = topology->chosen.find(count * size);

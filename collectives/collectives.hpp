@@ -187,7 +187,7 @@ struct CostModel {
   // handshake, TCP's window opening over a long round trip), each round of messages of that
   // size pays the difference. Empty: the line alone.
   std::vector<std::pair<double, double>> intra_points, inter_points;
-  // Not measured but known from the library (library_allreduce_threshold()): the largest buffer
+  // Not measured but known from the library (at MPI_Init, collectives::start): the largest buffer
   // its all-reduce sends whole in recursive doubling; above it MPICH reduce-scatters and
   // all-gathers (Rabenseifner: twice the rounds, 2(p-1)/p of the bytes). 0: a library whose
   // choice is unknown, modelled as the best of its possible algorithms at every size.
@@ -199,6 +199,10 @@ struct CostModel {
 // size for this size by the formulas (whether or not one of them is chosen).
 Algorithm choose(const CostModel& model, const Topology& topology, MPI_Count bytes,
                  Tuning* tuning = nullptr);
+
+// Whether `algorithm` asks the cost model anything: auto, and the forms it tunes (knomial's k,
+// hier-pipe's segments).
+bool asks_the_model(Algorithm algorithm) noexcept;
 
 // For commtap's own tests (COMMTAP_TEST_REVERSED_FOLD): this rank folds the direct and knomial
 // exchanges' buffers in the other order, so that its floating-point results differ from the
@@ -252,8 +256,8 @@ void measure_choices(Topology& topology, CostModel& model, std::int64_t max_byte
 // while others measure would be measured as latency (a scheduler tick, milliseconds).
 CostModel measure_cost_model(const Topology& topology, const CostModel& defaults);
 
-// Rank 0's `model` on every rank of `comm` (collective; `yield` as above).
-void broadcast_cost_model(CostModel& model, MPI_Comm comm, bool yield = false);
+// `root`'s `model` on every rank of `comm` (collective; `yield`: every wait tests and yields).
+void broadcast_cost_model(CostModel& model, MPI_Comm comm, bool yield = false, int root = 0);
 
 // The cost model as the JSON of a model file (`commtap calibrate` writes one), and back.
 // parse_cost_model returns false with `error` set for anything but a complete, plausible model.

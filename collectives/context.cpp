@@ -139,12 +139,9 @@ Avoid avoid_from_setting(const std::string& setting, MPI_Comm comm, int rank) {
 CostModel agree_on_cost_model(const Settings& settings, const Context& context, MPI_Comm comm,
                               int rank) {
   enum Source : int { built_in, file, measured };
-  const bool asks_the_model =
-      context.allreduce == Algorithm::automatic || context.allreduce == Algorithm::knomial ||
-      context.allreduce == Algorithm::hier_knomial || context.allreduce == Algorithm::hier_pipe;
-  int source = !settings.model.empty()                ? file
-               : settings.calibrate && asks_the_model ? measured
-                                                      : built_in;
+  int source = !settings.model.empty()                                   ? file
+               : settings.calibrate && asks_the_model(context.allreduce) ? measured
+                                                                         : built_in;
   MPI_Request request;
   PMPI_Ibcast(&source, 1, MPI_INT, 0, comm, &request);
   world::wait_all(1, &request, context.yield);

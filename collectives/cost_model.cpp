@@ -122,7 +122,7 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
   constexpr bool yield = true;  // see collectives.hpp
   // Inside a node: the first two ranks of node 0 (flat rank 0 among them). Between nodes: the
   // leaders of Topology::calibration_nodes (a pair no flagged link joins), the first of which
-  // hands its figures to flat rank 0. Rank 0 then tells everyone.
+  // tells everyone its figures. Rank 0 then tells everyone the whole model.
   CostModel model = defaults;
   if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1)
     fit(t.node, t.local_rank, 1 - t.local_rank, yield, model.intra_alpha, model.intra_beta,
@@ -132,28 +132,14 @@ CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
       (t.node_index == first || t.node_index == second))
     fit(t.leaders, t.node_index, t.node_index == first ? second : first, yield, model.inter_alpha,
         model.inter_beta, model.inter_overhead, model.inter_points);
-  if (t.nodes > 1 && t.calibration_leader != 0 && (t.rank == 0 || t.rank == t.calibration_leader)) {
-    // Three numbers, then the points (two each); at most 64 points.
-    std::vector<double> inter(3 + 2 * 64, 0.0);
-    if (t.rank == t.calibration_leader) {
-      inter[0] = model.inter_alpha;
-      inter[1] = model.inter_beta;
-      inter[2] = model.inter_overhead;
-      for (std::size_t i = 0; i < model.inter_points.size() && i < 64; ++i) {
-        inter[3 + 2 * i] = model.inter_points[i].first;
-        inter[4 + 2 * i] = model.inter_points[i].second;
-      }
-      send_s(inter.data(), static_cast<int>(inter.size() * sizeof(double)), 0, t.flat, yield);
-    } else {
-      receive_s(inter.data(), static_cast<int>(inter.size() * sizeof(double)), t.calibration_leader,
-                t.flat, yield);
-      model.inter_alpha = inter[0];
-      model.inter_beta = inter[1];
-      model.inter_overhead = inter[2];
-      model.inter_points.clear();
-      for (std::size_t i = 0; i < 64 && inter[3 + 2 * i] > 0; ++i)
-        model.inter_points.emplace_back(inter[3 + 2 * i], inter[4 + 2 * i]);
-    }
+  if (t.nodes > 1 && t.calibration_leader != 0) {
+    // The network's figures are the first calibration node's leader's.
+    CostModel network = model;
+    broadcast_cost_model(network, t.flat, yield, t.calibration_leader);
+    model.inter_alpha = network.inter_alpha;
+    model.inter_beta = network.inter_beta;
+    model.inter_overhead = network.inter_overhead;
+    model.inter_points = network.inter_points;
   }
   if (t.rank == 0) {
     std::vector<double> in(128 * 1024, 1.0), inout(in.size(), 2.0);
@@ -257,7 +243,7 @@ void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int 
   }
 }
 
-void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield) {
+void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield, int root) {
   // One array: the seven parameters, the shape, the number of each level's points, the points
   // (two numbers each), then four numbers per choice.
   std::vector<double> values = {m.intra_alpha,
@@ -280,10 +266,10 @@ void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield) {
                                  c.algorithm_us});
   int length = static_cast<int>(values.size());
   MPI_Request request;
-  PMPI_Ibcast(&length, 1, MPI_INT, 0, comm, &request);
+  PMPI_Ibcast(&length, 1, MPI_INT, root, comm, &request);
   world::wait_all(1, &request, yield);
   values.resize(static_cast<std::size_t>(length));
-  PMPI_Ibcast(values.data(), length, MPI_DOUBLE, 0, comm, &request);
+  PMPI_Ibcast(values.data(), length, MPI_DOUBLE, root, comm, &request);
   world::wait_all(1, &request, yield);
   m.intra_alpha = values[0];
   m.intra_beta = values[1];
