@@ -3,6 +3,7 @@
 // database with the monitor's schema, so every query sees all ranks.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,8 +29,16 @@ class JobDatabase {
   JobDatabase(const JobDatabase&) = delete;
   JobDatabase& operator=(const JobDatabase&) = delete;
 
-  // Runs one read-only statement. Statements that would modify the database are refused.
-  std::optional<QueryResult> query(const std::string& sql, std::string& error) const;
+  // Runs one read-only statement. Statements that would modify the database are refused. With
+  // `limits` (a statement a user typed), ATTACH, DETACH, pragmas other than the schema's listings
+  // and functions that reach outside the database are refused too, and the statement stops at
+  // the time and memory limits.
+  struct Limits {
+    double seconds = 60;
+    std::int64_t memory_bytes = std::int64_t{1} << 30;
+  };
+  std::optional<QueryResult> query(const std::string& sql, std::string& error,
+                                   const Limits* limits = nullptr) const;
   // Writes everything loaded to `path` as one database (replacing it only once complete).
   bool save(const std::string& path, std::string& error) const;
   // The rank files (or the one file) that were loaded.

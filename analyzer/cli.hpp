@@ -31,4 +31,17 @@ Subcommand add_export_command(CLI::App& app);
 // The detectors' thresholds as options of `command` (analyze and report share them).
 void add_health_options(CLI::App* command, HealthOptions& options);
 
+// Options of every command that reads job directories: `--follow-symlinks` (see
+// untrusted_input.hpp) and a time limit per job under the name `timeout_flag`.
+void add_input_options(CLI::App* command, double& timeout_s, const std::string& timeout_flag,
+                       const std::string& timeout_help);
+
+// "commtap: <message>" (or "commtap: warning: ...") on stderr, with the message's control
+// characters escaped and invalid UTF-8 replaced (it names files of untrusted directories).
+void print_error(const std::string& message);
+void print_warning(const std::string& message);
+
+// JSON for stdout: indented, invalid UTF-8 replaced rather than thrown on.
+std::string dump_json(const nlohmann::json& value);
+
 }  // namespace commtap::analyzer::cli

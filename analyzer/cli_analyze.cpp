@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "analyzer/cli.hpp"
+#include "analyzer/output_files.hpp"
 #include "analyzer/prometheus.hpp"
+#include "analyzer/untrusted_input.hpp"
 
 namespace commtap::analyzer::cli {
 
@@ -78,6 +80,9 @@ void add_health_options(CLI::App* command, HealthOptions& options) {
       ->add_option("--degradation-windows", options.degradation_windows,
                    "Degradation: latest windows that must all be slow")
       ->capture_default_str();
+  add_input_options(command, options.job_timeout_s, "--job-timeout",
+                    "Seconds to read and analyze one job before it counts as unreadable (0: 30 s "
+                    "and 2 s per MiB of its files)");
 }
 
 Subcommand add_analyze_command(CLI::App& app) {
@@ -119,8 +124,10 @@ Subcommand add_analyze_command(CLI::App& app) {
                        fail_on.c_str());
           return kExitError;
         }
-        std::vector<std::string> errors;
-        const std::vector<std::string> jobs = find_jobs(analyze_paths, errors);
+        // Each job is analyzed alone (analyze_job): an unreadable, hostile or slow one costs its
+        // own line and metric, and every other job is still printed, stored and alerted on.
+        std::vector<UnreadableInput> unreadable;
+        const std::vector<std::string> jobs = find_jobs(analyze_paths, unreadable);
         std::vector<JobHealth> results;
         std::vector<double> seconds;
         for (const std::string& path : jobs) {
@@ -128,26 +135,31 @@ Subcommand add_analyze_command(CLI::App& app) {
           std::string error;
           const auto job_start = Clock::now();
           if (analyze_job(path, health_options, health, error)) {
+            for (const std::string& line : health.skipped) print_warning(line);
             results.push_back(std::move(health));
             seconds.push_back(std::chrono::duration<double>(Clock::now() - job_start).count());
           } else {
-            errors.push_back(error);
+            unreadable.push_back({clean_text(path), clean_text(error)});
           }
         }
-        for (const std::string& error : errors)
-          std::fprintf(stderr, "commtap: %s\n", error.c_str());
+        for (const UnreadableInput& input : unreadable)
+          print_error(input.why.rfind(input.path, 0) == 0 ? input.why
+                                                           : input.path + ": " + input.why);
+        bool output_failed = false;
         if (!store.empty()) weigh_against_other_jobs(store, results);
-        std::cout << (analyze_json ? health_json(results).dump(2) + "\n" : health_text(results));
+        std::cout << (analyze_json ? dump_json(health_json(results, unreadable))
+                                   : health_text(results));
+        std::cout.flush();
         if (!store.empty()) {
           std::string error;
           if (!store_findings(store, results, error)) {
-            std::fprintf(stderr, "commtap: cannot store findings: %s\n", error.c_str());
-            return kExitError;
+            print_error("cannot store findings: " + error);
+            output_failed = true;
           }
         }
         if (!prometheus.empty()) {
           AnalysisRun run;
-          run.unreadable = static_cast<int>(errors.size());
+          for (const UnreadableInput& input : unreadable) run.unreadable.push_back(input.path);
           run.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
           run.finished_unix_s =
               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -155,16 +167,17 @@ Subcommand add_analyze_command(CLI::App& app) {
           run.jobs = results;
           run.analysis_seconds = seconds;
           std::string error;
-          if (!write_file_atomically(prometheus, prometheus_text(run), error)) {
-            std::fprintf(stderr, "commtap: %s\n", error.c_str());
-            return kExitError;
+          if (!write_file_atomically(prometheus, prometheus_text(run), kPrometheusFileMode,
+                                     error)) {
+            print_error(error);
+            output_failed = true;
           }
         }
-        if (!errors.empty()) return kExitError;
+        // A finding is never hidden behind another job's bad input: exit 1 wins over 2.
         for (const JobHealth& job : results)
           for (const Finding& f : job.findings)
             if (f.severity >= threshold) return 1;
-        return 0;
+        return unreadable.empty() && !output_failed ? 0 : kExitError;
       }};
 }
 

@@ -1,12 +1,13 @@
 // `commtap export`: a job in another tool's format. Perfetto / chrome://tracing JSON for now.
-#include <unistd.h>
-
 #include <cstdio>
 #include <memory>
 
 #include "analyzer/cli.hpp"
 #include "analyzer/export_perfetto.hpp"
+#include "analyzer/output_files.hpp"
 #include "analyzer/statistics.hpp"
+#include "analyzer/trace_files.hpp"
+#include "analyzer/untrusted_input.hpp"
 
 namespace commtap::analyzer::cli {
 
@@ -42,28 +43,44 @@ Subcommand add_export_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_flag("!--no-findings", o->perfetto.findings,
                     "Leave out the analyzer's findings (found with its default thresholds)");
+  add_input_options(command, o->perfetto.health.job_timeout_s, "--job-timeout",
+                    "Seconds to read the job before giving up (0: 30 s and 2 s per MiB of its "
+                    "files)");
   return {command, [o]() -> int {
             const bool to_stdout = o->output == "-";
-            const std::string temporary = o->output + ".tmp." + std::to_string(::getpid());
-            std::FILE* out = to_stdout ? stdout : std::fopen(temporary.c_str(), "w");
-            if (out == nullptr) {
-              std::fprintf(stderr, "commtap: cannot write %s\n", temporary.c_str());
-              return kExitError;
+            std::string error;
+            std::vector<std::string> files;
+            job_files(o->job_path, true, files, error);
+            std::unique_ptr<OutputFile> file;
+            if (!to_stdout) {
+              file = OutputFile::create(o->output, mode_for_outputs_of(files), error);
+              if (!file) {
+                print_error(error);
+                return kExitError;
+              }
             }
             PerfettoStats stats;
-            std::string error;
-            const bool ok = export_perfetto(o->job_path, o->perfetto, out, stats, error);
-            if (to_stdout) {
-              std::fflush(stdout);
-            } else if (std::fclose(out) != 0 || !ok ||
-                       std::rename(temporary.c_str(), o->output.c_str()) != 0) {
-              std::remove(temporary.c_str());
-              std::fprintf(stderr, "commtap: %s\n",
-                           ok ? ("cannot write " + o->output).c_str() : error.c_str());
-              return kExitError;
+            bool ok = false;
+            {
+              const Deadline deadline(
+                  job_time_limit(o->job_path, o->perfetto.health.job_timeout_s));
+              try {
+                ok = export_perfetto(o->job_path, o->perfetto, to_stdout ? stdout : file->stream(),
+                                     stats, error);
+              } catch (const std::exception& e) {
+                error = o->job_path + ": cannot be exported: " + e.what();
+              }
+              if (!ok && Deadline::passed())
+                error = o->job_path + ": not read within its time limit (--job-timeout): " + error;
             }
             if (!ok) {
-              std::fprintf(stderr, "commtap: %s\n", error.c_str());
+              print_error(error);
+              return kExitError;
+            }
+            if (to_stdout) {
+              std::fflush(stdout);
+            } else if (!file->commit(error)) {
+              print_error(error);
               return kExitError;
             }
             std::string what = count_text(stats.slices, "slice") + ", " +
@@ -73,7 +90,7 @@ Subcommand add_export_command(CLI::App& app) {
             if (stats.keep_one_in > 1)
               what += " (1 in " + with_commas(stats.keep_one_in) + " kept)";
             std::fprintf(stderr, "commtap: wrote %s: %s\n",
-                         to_stdout ? "the trace" : o->output.c_str(), what.c_str());
+                         to_stdout ? "the trace" : clean_text(o->output).c_str(), what.c_str());
             return 0;
           }};
 }

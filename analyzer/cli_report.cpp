@@ -9,7 +9,9 @@
 
 #include "analyzer/analyzer.hpp"
 #include "analyzer/cli.hpp"
+#include "analyzer/output_files.hpp"
 #include "analyzer/statistics.hpp"
+#include "analyzer/untrusted_input.hpp"
 
 namespace commtap::analyzer::cli {
 
@@ -126,25 +128,32 @@ Subcommand add_report_command(CLI::App& app) {
             JobHealth health;
             std::string error;
             if (!analyze_job(report_path, health_options, health, error)) {
-              std::fprintf(stderr, "commtap: %s\n", error.c_str());
+              print_error(error);
               return kExitError;
             }
+            for (const std::string& line : health.skipped) print_warning(line);
             ReportInputs inputs;
             inputs.slowest_sites_table = "<p>No aggregates.</p>";
-            if (auto job = JobDatabase::open(report_path, error)) {
-              inputs.slowest_sites_table = slowest_sites(*job, error);
-              read_site_series(*job, health, inputs, error);
+            std::vector<std::string> inputs_read;
+            {
+              const Deadline deadline(job_time_limit(report_path, health_options.job_timeout_s));
+              try {
+                if (auto job = JobDatabase::open(report_path, error)) {
+                  inputs_read = job->sources();
+                  inputs.slowest_sites_table = slowest_sites(*job, error);
+                  read_site_series(*job, health, inputs, error);
+                }
+              } catch (const std::exception& e) {  // the charts go; the findings stay
+                print_warning(report_path + ": call sites left out of the report: " + e.what());
+              }
             }
-            const std::string temporary = report_output + ".tmp";
-            FILE* out = std::fopen(temporary.c_str(), "w");
             const std::string html = health_html(health, inputs);
-            if (out == nullptr || std::fwrite(html.data(), 1, html.size(), out) != html.size() ||
-                std::fclose(out) != 0 ||
-                std::rename(temporary.c_str(), report_output.c_str()) != 0) {
-              std::fprintf(stderr, "commtap: cannot write %s\n", report_output.c_str());
+            auto out = OutputFile::create(report_output, mode_for_outputs_of(inputs_read), error);
+            if (!out || !out->write(html.data(), html.size()) || !out->commit(error)) {
+              print_error(error.empty() ? "cannot write " + report_output : error);
               return kExitError;
             }
-            std::fprintf(stderr, "commtap: wrote %s (%s)\n", report_output.c_str(),
+            std::fprintf(stderr, "commtap: wrote %s (%s)\n", clean_text(report_output).c_str(),
                          count_text(health.findings.size(), "finding").c_str());
             return 0;
           }};

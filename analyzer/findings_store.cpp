@@ -5,6 +5,8 @@
 #include <set>
 
 #include "analyzer/health.hpp"
+#include "analyzer/output_files.hpp"
+#include "analyzer/untrusted_input.hpp"
 
 namespace commtap::analyzer {
 
@@ -24,10 +26,12 @@ std::vector<int> ranks_of(const nlohmann::json& evidence) {
 
 void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& jobs) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(store.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(store.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, nullptr) !=
+      SQLITE_OK) {
     sqlite3_close(db);  // a new store: no other jobs yet (a bad one is reported when stored)
     return;
   }
+  harden_connection(db, /*allow_views=*/false);
   sqlite3_busy_timeout(db, 5000);
   struct Past {
     std::string job_id, host, program;
@@ -92,14 +96,17 @@ void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& 
 
 bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs,
                     std::string& error) {
+  // Findings quote trace strings (hosts, paths, command lines): the store is the operator's alone.
+  if (!create_private_database(store, 0600, error)) return false;
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(store.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+  if (sqlite3_open_v2(store.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, nullptr) !=
       SQLITE_OK) {
     error = store + ": " + (db ? sqlite3_errmsg(db) : "cannot open");
     sqlite3_close(db);
     return false;
   }
   sqlite3_busy_timeout(db, 5000);
+  harden_connection(db, /*allow_views=*/false);
   auto exec = [&](const std::string& sql) {
     char* message = nullptr;
     if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
@@ -136,7 +143,8 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
     }() + "'");
     for (const Finding& f : job.findings) {
       if (!ok) break;
-      const std::string evidence = f.evidence.dump();
+      const std::string evidence =
+          f.evidence.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       const std::string severity = severity_name(f.severity);
       const std::string* texts[] = {&job.job_id, &job.path,  &f.kind,  &f.subject,
                                     &severity,   &f.summary, &evidence};

@@ -5,6 +5,7 @@
 
 #include "analyzer/detectors.hpp"
 #include "analyzer/trace_files.hpp"
+#include "analyzer/untrusted_input.hpp"
 
 namespace commtap::analyzer {
 
@@ -66,7 +67,10 @@ void merge_same_subject(std::vector<Finding>& findings) {
 }  // namespace
 
 std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
-                                   std::vector<std::string>& errors) {
+                                   std::vector<UnreadableInput>& unreadable) {
+  auto refuse = [&](const std::string& path, const std::string& why) {
+    unreadable.push_back({clean_text(path), why});
+  };
   std::vector<std::string> jobs;
   for (const std::string& path : paths) {
     std::error_code ec;
@@ -75,7 +79,7 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
       continue;
     }
     if (!fs::is_directory(path, ec)) {
-      errors.push_back(path + ": no such file or directory");
+      refuse(path, "no such file or directory");
       continue;
     }
     std::vector<std::string> files;
@@ -87,24 +91,32 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
     // A directory of job directories (what cron scans).
     std::vector<std::string> children;
     for (const auto& entry : fs::directory_iterator(path, ec)) {
+      std::error_code entry_ec;
+      const bool link = entry.is_symlink(entry_ec);
+      if (!entry.is_directory(entry_ec)) continue;
+      const std::string child = entry.path().string();
+      if (link) {
+        const InputFile in = check_input_file(child, /*directory=*/true);
+        if (!in.why_not.empty()) {
+          refuse(child, "skipped: " + in.why_not);
+          continue;
+        }
+      }
       std::vector<std::string> child_files;
-      if (entry.is_directory() && job_files(entry.path().string(), true, child_files, ignored))
-        children.push_back(entry.path().string());
+      if (job_files(child, true, child_files, ignored)) children.push_back(child);
     }
     std::sort(children.begin(), children.end());
-    if (children.empty()) errors.push_back(path + ": no job directories or trace databases in it");
+    if (children.empty()) refuse(path, "no job directories or trace databases in it");
     jobs.insert(jobs.end(), children.begin(), children.end());
   }
   return jobs;
 }
 
-bool analyze_job(const std::string& path, const HealthOptions& options, JobHealth& health,
-                 std::string& error) {
-  Job job;
-  job.path = path;
-  health = JobHealth{};
-  health.path = path;
-  if (!job_files(path, true, job.files, error) || !load_facts(job, options, error)) return false;
+namespace {
+
+bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job,
+                   std::string& error) {
+  if (!load_facts(job, options, error)) return false;
   health.job_id = job.job_id;
   health.ranks = static_cast<int>(job.ranks.size());
   health.hosts = static_cast<int>(job.hosts.size());
@@ -180,6 +192,36 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   health.details["start_ns"] = job.start_wall();
   health.details["interval_s"] = job.interval_s;
   return true;
+}
+
+}  // namespace
+
+bool analyze_job(const std::string& path, const HealthOptions& options, JobHealth& health,
+                 std::string& error) {
+  health = JobHealth{};
+  health.path = clean_text(path);
+  Job job;
+  job.path = health.path;
+  const bool listed = job_files(path, true, job.files, error, &health.skipped);
+  for (std::string& line : health.skipped) line = clean_text(line);
+  if (!listed) return false;
+  const double seconds = job_time_limit(path, options.job_timeout_s);
+  const Deadline deadline(seconds);
+  bool ok = false;
+  try {
+    ok = analyze_files(options, health, job, error);
+  } catch (const std::exception& e) {
+    // A value no check foresaw must cost this job, never the run over every job.
+    error = health.path + ": cannot be analyzed: " + e.what();
+  }
+  if (!ok && Deadline::passed()) {
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%.0f", seconds);
+    error = health.path + ": not analyzed within its time limit of " + limit +
+            " s (--job-timeout): " + error;
+  }
+  if (!ok) health.findings.clear();
+  return ok;
 }
 
 }  // namespace commtap::analyzer

@@ -40,6 +40,9 @@ struct HealthOptions {
   double degradation_factor = 2.0;   // degradation: recent windows this much slower ...
   double min_degradation_us = 50;    // ... by at least this much per call
   int degradation_windows = 3;       // ... in each of this many latest aggregate windows
+  // Reading and analyzing one job stops after this many seconds, and the job counts as
+  // unreadable (0: default_job_seconds of its files' size, untrusted_input.hpp).
+  double job_timeout_s = 0;
 };
 
 enum class Severity { info, warning, error, critical };
@@ -85,21 +88,30 @@ struct JobHealth {
   std::uint64_t instances = 0;    // aligned collective instances looked at
   std::uint64_t messages = 0;     // joined transfers looked at
   std::vector<Finding> findings;  // most severe first
+  std::vector<std::string> skipped;  // files of the job directory left out, and why
   // For `commtap report`: per-host-pair link latency (median, us) and per-rank lateness.
   nlohmann::json details = nlohmann::json::object();
 };
 
 // The jobs named by `paths`: a job directory (rank-<N>.db or job.db), a database file, or a
-// directory whose subdirectories are jobs. Unreadable paths go to `errors`.
+// directory whose subdirectories are jobs. Unreadable paths go to `unreadable`. A subdirectory that
+// is a symbolic link is followed only as check_input_file (untrusted_input.hpp) follows links.
+struct UnreadableInput {
+  std::string path, why;  // clean_text, like everything taken from a job directory
+};
 std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
-                                   std::vector<std::string>& errors);
+                                   std::vector<UnreadableInput>& unreadable);
 
-// Analyzes one job. False with `error` naming the file for unreadable or corrupt input.
+// Analyzes one job, in isolation: unreadable, corrupt or hostile input, an exception, or reading
+// past options.job_timeout_s make it false with `error` naming the job and why, and nothing
+// else. health.path and every string taken from the files are clean_text.
 bool analyze_job(const std::string& path, const HealthOptions& options, JobHealth& health,
                  std::string& error);
 
 std::string health_text(const std::vector<JobHealth>& jobs);
-nlohmann::json health_json(const std::vector<JobHealth>& jobs);
+// `unreadable` (inputs that could not be analyzed) is listed under "unreadable".
+nlohmann::json health_json(const std::vector<JobHealth>& jobs,
+                           const std::vector<UnreadableInput>& unreadable = {});
 // What `commtap report` draws from the aggregates besides the analysis (read by its caller).
 struct CallSiteSeries {
   std::string label;          // "MPI_Allreduce from train_step(int)", demangled

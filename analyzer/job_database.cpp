@@ -11,8 +11,10 @@
 #include <sstream>
 
 #include "analyzer/analyzer.hpp"
+#include "analyzer/output_files.hpp"
 #include "analyzer/symbols.hpp"
 #include "analyzer/trace_files.hpp"
+#include "analyzer/untrusted_input.hpp"
 #include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
@@ -64,6 +66,9 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
     error = "cannot create an in-memory database: " + error;
     return nullptr;
   }
+  // The job's own views (collectives_aligned, ...) live in this in-memory database and stay
+  // usable; an attached file's schema is checked before anything is read from it.
+  harden_connection(job->db_, /*allow_views=*/true);
   std::vector<std::string> tables;
   {
     sqlite3_stmt* stmt = nullptr;
@@ -87,6 +92,10 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
       ok = exec(job->db_, "SELECT count(*) FROM src.sqlite_master", reason);
     }
     if (ok) {
+      reason = hostile_schema_problem(job->db_, "src");
+      ok = reason.empty();
+    }
+    if (ok) {
       sqlite3_stmt* stmt = nullptr;
       int version = -1;
       if (sqlite3_prepare_v2(job->db_, "PRAGMA src.user_version", -1, &stmt, nullptr) ==
@@ -98,6 +107,10 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
         ok = false;
         reason = problem;
       }
+    }
+    if (ok) {
+      reason = implausible_values_problem(job->db_, "src");
+      ok = reason.empty();
     }
     if (ok) {
       // Every table of the schema, copied row for row (each row carries its rank), by the columns
@@ -153,41 +166,81 @@ JobDatabase::~JobDatabase() {
 }
 
 bool JobDatabase::save(const std::string& path, std::string& error) const {
-  const std::string temporary = path + ".tmp";
-  std::error_code ec;
-  fs::remove(temporary, ec);
-  // The merged file is as private as the most private of its inputs (rank files are 0600 or
-  // 0640: they name hosts and command lines), whatever the umask: it is made empty with that
-  // mode first, and VACUUM INTO fills an empty file.
-  mode_t mode = 0600;
-  if (!sources_.empty()) {
-    mode = 0666;
-    for (const std::string& source : sources_) {
-      struct stat info {};
-      mode &= ::stat(source.c_str(), &info) == 0 ? (info.st_mode & 0666) : 0600;
-    }
-  }
-  const int fd = ::open(temporary.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode);
-  if (fd < 0) {
-    error = "cannot create " + temporary + ": " + std::strerror(errno);
+  // The whole database as one image, written through an OutputFile: SQLite never opens the
+  // output by name (VACUUM INTO would, after a race with whoever owns the directory), and the
+  // file is as private as the most private of its inputs.
+  sqlite3_int64 size = 0;
+  unsigned char* image = sqlite3_serialize(db_, "main", &size, 0);
+  if (image == nullptr) {
+    error = "cannot serialize the merged database (out of memory?)";
     return false;
   }
-  ::fchmod(fd, mode);
-  ::close(fd);
-  if (!exec(db_, "VACUUM INTO " + quoted(temporary), error)) {
-    fs::remove(temporary, ec);
-    return false;
-  }
-  fs::rename(temporary, path, ec);
-  if (ec) {
-    error = "cannot rename " + temporary + " to " + path + ": " + ec.message();
-    fs::remove(temporary, ec);
-    return false;
-  }
-  return true;
+  auto out = OutputFile::create(path, mode_for_outputs_of(sources_), error);
+  const bool ok = out && out->write(image, static_cast<std::size_t>(size)) && out->commit(error);
+  sqlite3_free(image);
+  if (!ok && error.empty()) error = "cannot write " + path;
+  return ok;
 }
 
-std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::string& error) const {
+namespace {
+
+// What a user's statement may do beyond reading the job's tables: list the schema, no more.
+int authorize_user_statement(void*, int action, const char* first, const char* second,
+                             const char*, const char*) {
+  switch (action) {
+    case SQLITE_ATTACH:
+    case SQLITE_DETACH:
+      return SQLITE_DENY;
+    case SQLITE_PRAGMA: {
+      static constexpr const char* kListings[] = {"table_info",  "table_xinfo", "table_list",
+                                                  "index_list",  "index_info",  "index_xinfo",
+                                                  "user_version"};
+      for (const char* allowed : kListings)
+        if (first != nullptr && sqlite3_stricmp(first, allowed) == 0 && second == nullptr)
+          return SQLITE_OK;
+      return SQLITE_DENY;
+    }
+    case SQLITE_FUNCTION: {
+      // fts3_tokenizer returns and takes raw pointers; the others load code or read pages.
+      static constexpr const char* kDenied[] = {"fts3_tokenizer", "load_extension",
+                                                "sqlite_dbpage"};
+      for (const char* denied : kDenied)
+        if (second != nullptr && sqlite3_stricmp(second, denied) == 0) return SQLITE_DENY;
+      return SQLITE_OK;
+    }
+    default:
+      return SQLITE_OK;
+  }
+}
+
+// Limits for one user statement, undone when it is done.
+class UserStatementLimits {
+ public:
+  UserStatementLimits(sqlite3* db, const JobDatabase::Limits& limits)
+      : db_(db), deadline_(limits.seconds) {
+    sqlite3_set_authorizer(db_, authorize_user_statement, nullptr);
+    // The job's own rows are already in memory: the limit is on what the statement adds.
+    previous_heap_limit_ = sqlite3_hard_heap_limit64(sqlite3_memory_used() + limits.memory_bytes);
+  }
+  ~UserStatementLimits() {
+    sqlite3_set_authorizer(db_, nullptr, nullptr);
+    sqlite3_hard_heap_limit64(previous_heap_limit_);
+  }
+  UserStatementLimits(const UserStatementLimits&) = delete;
+  UserStatementLimits& operator=(const UserStatementLimits&) = delete;
+
+ private:
+  sqlite3* db_;
+  Deadline deadline_;
+  sqlite3_int64 previous_heap_limit_ = 0;
+};
+
+}  // namespace
+
+std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::string& error,
+                                              const Limits* limits) const {
+  std::optional<UserStatementLimits> user;
+  if (limits != nullptr) user.emplace(db_, *limits);
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, &tail) != SQLITE_OK) {
@@ -212,16 +265,26 @@ std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::strin
   for (int i = 0; i < sqlite3_column_count(stmt); ++i)
     result.columns.emplace_back(sqlite3_column_name(stmt, i));
   int rc;
+  std::int64_t result_bytes = 0;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     auto& row = result.rows.emplace_back();
     for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
       if (sqlite3_column_type(stmt, i) == SQLITE_NULL)
         row.emplace_back(std::nullopt);
       else
-        row.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, i)));
+        row.emplace_back(column_text(stmt, i));  // for every output: see untrusted_input.hpp
+      result_bytes += static_cast<std::int64_t>(row.back() ? row.back()->size() : 0) + 32;
+    }
+    if (limits != nullptr && result_bytes > limits->memory_bytes) {
+      sqlite3_finalize(stmt);
+      error = "the result is larger than the memory limit (--memory-limit)";
+      return std::nullopt;
     }
   }
   if (rc != SQLITE_DONE) error = sqlite3_errmsg(db_);
+  if (rc == SQLITE_INTERRUPT && limits != nullptr)
+    error = "stopped after " + std::to_string(static_cast<long>(limits->seconds)) +
+            " s (--timeout)";
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return std::nullopt;
   return result;
@@ -323,7 +386,7 @@ std::string format_json(const QueryResult& result) {
       object[result.columns[i]] = row[i] ? nlohmann::json(*row[i]) : nlohmann::json(nullptr);
     rows.push_back(std::move(object));
   }
-  return rows.dump(2) + "\n";
+  return rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string format_raw(const QueryResult& result) {

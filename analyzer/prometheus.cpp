@@ -1,18 +1,18 @@
 #include "analyzer/prometheus.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <map>
+
+#include "analyzer/untrusted_input.hpp"
 
 namespace commtap::analyzer {
 
 namespace {
 
-std::string label_value(const std::string& text) {
+// Label values must be valid UTF-8 (promtool and node_exporter reject the whole file otherwise).
+std::string label_value(const std::string& raw) {
+  const std::string text = clean_text(raw, /*keep_newlines=*/true);
   std::string out;
   for (char c : text) {
     if (c == '\\' || c == '"') out += '\\';
@@ -26,6 +26,8 @@ std::string label_value(const std::string& text) {
 }
 
 std::string number(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
   char text[32];
   std::snprintf(text, sizeof text, "%.15g", value);  // Unix times to the microsecond
   return text;
@@ -121,42 +123,17 @@ std::string prometheus_text(const AnalysisRun& run) {
              i < run.analysis_seconds.size() ? run.analysis_seconds[i] : 0.0);
   e.family("commtap_analyze_jobs", "Jobs analyzed by the last run.");
   e.sample({}, static_cast<double>(run.jobs.size()));
+  e.family("commtap_job_unreadable",
+           "1 for each input of the last run that could not be analyzed (why: its stderr).");
+  for (const std::string& path : run.unreadable) e.sample({{"path", path}}, 1);
   e.family("commtap_analyze_unreadable_inputs",
            "Inputs of the last run that could not be analyzed (see its stderr).");
-  e.sample({}, run.unreadable);
+  e.sample({}, static_cast<double>(run.unreadable.size()));
   e.family("commtap_analyze_duration_seconds", "Time the last run took.");
   e.sample({}, run.seconds);
   e.family("commtap_analyze_last_run_timestamp_seconds", "When the last run finished (Unix time).");
   e.sample({}, run.finished_unix_s);
   return e.text();
-}
-
-bool write_file_atomically(const std::string& path, const std::string& text, std::string& error) {
-  const std::string temporary = path + "." + std::to_string(::getpid()) + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot create " + temporary + ": " + std::strerror(errno);
-    return false;
-  }
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  const int saved = errno;
-  if (::close(fd) != 0 || done != text.size()) {
-    ::unlink(temporary.c_str());
-    error = "cannot write " + temporary + ": " + std::strerror(done != text.size() ? saved : errno);
-    return false;
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    error = "cannot rename " + temporary + " to " + path + ": " + std::strerror(errno);
-    ::unlink(temporary.c_str());
-    return false;
-  }
-  return true;
 }
 
 }  // namespace commtap::analyzer

@@ -13,16 +13,17 @@ namespace commtap::analyzer {
 struct AnalysisRun {
   std::vector<JobHealth> jobs;
   std::vector<double> analysis_seconds;  // per job, same order
-  int unreadable = 0;                    // inputs that could not be analyzed
+  std::vector<std::string> unreadable;   // inputs that could not be analyzed (clean_text)
   double seconds = 0;                    // the whole run
   double finished_unix_s = 0;            // when it finished
 };
 
 std::string prometheus_text(const AnalysisRun& run);
 
-// Writes `text` to `path` through a temporary file in the same directory and a rename, so a
-// reader (the textfile collector) sees the old file or the new one, never half of one. The
-// temporary's name does not end in .prom: the collector reads only *.prom files.
-bool write_file_atomically(const std::string& path, const std::string& text, std::string& error);
+// The file is written by write_file_atomically (output_files.hpp) with mode 0644: node_exporter
+// runs as another user and must read it, so the textfile is world-readable by design; it holds
+// job ids, paths, host names and finding kinds, nothing of the traces' command lines or sources.
+// Its temporary's name does not end in .prom: the collector reads only *.prom files.
+inline constexpr unsigned kPrometheusFileMode = 0644;
 
 }  // namespace commtap::analyzer

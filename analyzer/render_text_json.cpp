@@ -25,8 +25,14 @@ std::string health_text(const std::vector<JobHealth>& jobs) {
   return out;
 }
 
-json health_json(const std::vector<JobHealth>& jobs) {
-  json out = {{"format", "commtap-health"}, {"version", 1}, {"jobs", json::array()}};
+json health_json(const std::vector<JobHealth>& jobs,
+                 const std::vector<UnreadableInput>& unreadable) {
+  json out = {{"format", "commtap-health"},
+              {"version", 1},
+              {"jobs", json::array()},
+              {"unreadable", json::array()}};
+  for (const UnreadableInput& input : unreadable)
+    out["unreadable"].push_back({{"path", input.path}, {"error", input.why}});
   for (const JobHealth& job : jobs) {
     json findings = json::array();
     for (const Finding& f : job.findings)
@@ -46,6 +52,7 @@ json health_json(const std::vector<JobHealth>& jobs) {
                            {"instances", job.instances},
                            {"messages", job.messages},
                            {"healthy", job.findings.empty()},
+                           {"skipped_files", job.skipped},
                            {"findings", findings},
                            {"links", job.details.value("links", json::array())}});
   }

@@ -9,30 +9,54 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
 
+#include "analyzer/untrusted_input.hpp"
 #include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
 
 namespace fs = std::filesystem;
 
+std::string column_text(sqlite3_stmt* s, int i) {
+  const unsigned char* text = sqlite3_column_text(s, i);
+  if (text == nullptr) return "";
+  return clean_text({reinterpret_cast<const char*>(text),
+                     static_cast<std::size_t>(sqlite3_column_bytes(s, i))});
+}
+
 bool job_files(const std::string& path, bool prefer_merged, std::vector<std::string>& files,
-               std::string& error) {
+               std::string& error, std::vector<std::string>* skipped) {
   files.clear();
   std::error_code ec;
+  // A path the user named is read as named (links followed, as `find -H` does); what a
+  // directory holds is checked entry by entry.
   if (fs::is_regular_file(path, ec)) {
     files = {path};
     return true;
   }
   if (!fs::is_directory(path, ec)) {
-    error = path + ": no such file or directory";
+    error = path + (fs::exists(path, ec) ? ": not a regular file or a directory"
+                                         : ": no such file or directory");
     return false;
   }
-  const fs::path merged = fs::path(path) / "job.db";
-  if (prefer_merged && fs::exists(merged, ec)) {
-    files = {merged.string()};
+  std::set<std::pair<dev_t, ino_t>> seen;
+  auto accept = [&](const std::string& entry) {
+    const InputFile in = check_input_file(entry);
+    if (!in.why_not.empty()) {
+      if (skipped) skipped->push_back(entry + ": skipped: " + in.why_not);
+      return false;
+    }
+    if (!seen.insert({in.device, in.inode}).second) {
+      if (skipped) skipped->push_back(entry + ": skipped: the same file as another rank file");
+      return false;
+    }
+    files.push_back(in.read_as);
     return true;
-  }
+  };
+  const fs::path merged = fs::path(path) / "job.db";
+  if (prefer_merged && fs::exists(fs::symlink_status(merged, ec)) && accept(merged.string()))
+    return true;
   std::vector<std::pair<long, std::string>> found;
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
@@ -44,10 +68,11 @@ bool job_files(const std::string& path, bool prefer_merged, std::vector<std::str
     found.emplace_back(std::stol(number), entry.path().string());
   }
   std::sort(found.begin(), found.end());
-  for (auto& [rank, file] : found) files.push_back(file);
+  for (auto& [rank, file] : found) accept(file);
   if (files.empty()) {
-    error = path + (prefer_merged ? ": no rank-<N>.db or job.db files in this directory"
-                                  : ": no rank-<N>.db files in this directory");
+    error = path + (prefer_merged ? ": no readable rank-<N>.db or job.db files in this directory"
+                                  : ": no readable rank-<N>.db files in this directory");
+    if (skipped && !skipped->empty()) error += " (" + skipped->front() + ")";
     return false;
   }
   return true;
@@ -277,7 +302,8 @@ std::string reader_uri(const std::string& path) {
   // journal and 2 for WAL.
   unsigned char header[20] = {};
   bool rollback = false;
-  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+      fd >= 0) {
     rollback = ::pread(fd, header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) &&
                std::memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 1 &&
                header[19] == 1;
@@ -287,10 +313,66 @@ std::string reader_uri(const std::string& path) {
   return uri + "?mode=ro";
 }
 
+namespace {
+
+// The first bytes of every rollback journal SQLite writes.
+constexpr unsigned char kJournalMagic[8] = {0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7};
+
+// An open regular file (never a link, a FIFO or a device), or -1.
+int open_regular(const std::string& path, struct stat& info) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return -1;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool starts_as_journal(const std::string& path) {
+  struct stat info {};
+  const int fd = open_regular(path, info);
+  if (fd < 0) return false;
+  unsigned char head[sizeof kJournalMagic] = {};
+  const bool magic = ::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
+                     std::memcmp(head, kJournalMagic, sizeof head) == 0;
+  ::close(fd);
+  return magic;
+}
+
+// Copies the regular file `from` to the new file `to`, at most `budget` bytes; false otherwise.
+bool copy_bounded(const std::string& from, const std::string& to, std::uint64_t& budget) {
+  struct stat info {};
+  const int in = open_regular(from, info);
+  if (in < 0) return false;
+  // Holes would be written out as zeros: a sparse file's size is not what it occupies.
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+  bool ok = size <= budget && size <= static_cast<std::uint64_t>(info.st_blocks) * 512 + (1 << 20);
+  const int out = ok ? ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+                     : -1;
+  ok = out >= 0;
+  char buffer[1 << 16];
+  std::uint64_t copied = 0;
+  while (ok) {
+    const ssize_t n = ::read(in, buffer, sizeof buffer);
+    if (n == 0) break;
+    ok = n > 0 && copied + static_cast<std::uint64_t>(n) <= size &&
+         ::write(out, buffer, static_cast<std::size_t>(n)) == n;
+    copied += n > 0 ? static_cast<std::uint64_t>(n) : 0;
+  }
+  ::close(in);
+  if (out >= 0) ::close(out);
+  budget -= std::min(budget, copied);
+  return ok;
+}
+
+}  // namespace
+
 ReaderFile::ReaderFile(const std::string& path) {
   std::error_code ec;
   const auto journal = fs::file_size(path + "-journal", ec);
-  if (ec || journal == 0) {
+  // A journal that does not start as SQLite's do is not hot: SQLite ignores it, and so do we.
+  if (ec || journal == 0 || !starts_as_journal(path + "-journal")) {
     uri_ = reader_uri(path);
     return;
   }
@@ -298,10 +380,17 @@ ReaderFile::ReaderFile(const std::string& path) {
   std::string directory = (fs::temp_directory_path(ec) / "commtap-recover-XXXXXX").string();
   if (ec || ::mkdtemp(directory.data()) == nullptr) return;
   directory_ = directory;
+  const fs::space_info space = fs::space(directory, ec);
+  std::uint64_t budget = ec ? 0 : space.available / 2;
   const std::string into = (fs::path(directory) / fs::path(path).filename()).string();
   for (const char* suffix : {"", "-journal", "-wal"}) {
-    if (*suffix != '\0' && !fs::exists(path + suffix, ec)) continue;
-    if (!fs::copy_file(path + suffix, into + suffix, ec)) return;
+    if (*suffix != '\0' && !fs::exists(fs::symlink_status(path + suffix, ec))) continue;
+    if (!copy_bounded(path + suffix, into + suffix, budget)) {
+      problem_ = "a hot journal beside it, and its files are not regular files whose copy fits "
+                 "in half the free space of " +
+                 fs::temp_directory_path(ec).string();
+      return;
+    }
   }
   problem_.clear();
   uri_ = file_uri(into);
@@ -313,7 +402,8 @@ ReaderFile::~ReaderFile() {
 }
 
 int ReaderFile::open_flags() const {
-  return (directory_.empty() ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_URI;
+  return (directory_.empty() ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_URI |
+         SQLITE_OPEN_NOFOLLOW;
 }
 
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::string& error) {
@@ -330,6 +420,11 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
     return nullptr;
   }
   sqlite3_busy_timeout(reader->db_, 2000);
+  harden_connection(reader->db_, /*allow_views=*/false);
+  if (const std::string problem = hostile_schema_problem(reader->db_, "main"); !problem.empty()) {
+    error = path + ": " + problem;
+    return nullptr;
+  }
   int version = -1;
   if (!reader->each(
           "PRAGMA user_version", {}, [&](sqlite3_stmt* s) { version = sqlite3_column_int(s, 0); },
@@ -344,6 +439,11 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
     return nullptr;
   }
   return reader;
+}
+
+std::string TraceReader::implausible_values() const {
+  const std::string problem = implausible_values_problem(db_, "main");
+  return problem.empty() ? "" : path_ + ": " + problem;
 }
 
 TraceReader::~TraceReader() {

@@ -17,9 +17,12 @@ namespace commtap::analyzer {
 
 // The files of the job at `path`: a database file itself, or a directory's rank-<N>.db files in
 // rank order (rank-2.db before rank-10.db); a directory's merged job.db instead when
-// `prefer_merged` and it exists. False with `error` naming the path if there are none.
+// `prefer_merged` and it exists. False with `error` naming the path if there are none. A
+// directory's entries pass check_input_file (untrusted_input.hpp): symbolic links, FIFOs and
+// other non-regular files are left out, each with why in `skipped` (where given), and a file
+// reached under several names (hard links) is read once.
 bool job_files(const std::string& path, bool prefer_merged, std::vector<std::string>& files,
-               std::string& error);
+               std::string& error, std::vector<std::string>* skipped = nullptr);
 
 // Empty if `version` (a file's PRAGMA user_version) is a schema this commtap reads (the current
 // one or an older one it can still read), else why not.
@@ -48,7 +51,9 @@ std::string reader_uri(const std::string& path);
 // immutable=1 would read the half-written pages. So where `path`-journal exists and is not empty,
 // the file and its journals are copied into a temporary directory, where the copy (opened
 // read-write) is rolled back on first read: readers see the last committed state and the job's
-// own files stay as they are. The copy goes with this object.
+// own files stay as they are. The copy goes with this object. It is made only where the journal
+// starts as a rollback journal does, from regular files (no links followed), and where the
+// files' allocated blocks (not their possibly sparse size) fit in half the free space there.
 class ReaderFile {
  public:
   explicit ReaderFile(const std::string& path);
@@ -66,10 +71,15 @@ class ReaderFile {
   std::string directory_, uri_, problem_;
 };
 
-// One database file, opened read-only (a live job's writers are never blocked).
+// One database file, opened read-only (a live job's writers are never blocked) on a hardened
+// connection (untrusted_input.hpp); a file whose schema holds views, triggers or virtual tables
+// where commtap writes tables is refused.
 class TraceReader {
  public:
   static std::unique_ptr<TraceReader> open(const std::string& path, std::string& error);
+  // Empty if every number in the file is one a commtap writer could have written, else why not
+  // (a full scan: the analysis does it once per file).
+  std::string implausible_values() const;
   ~TraceReader();
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;
@@ -88,9 +98,7 @@ class TraceReader {
 inline std::int64_t column_i64(sqlite3_stmt* s, int i) {
   return sqlite3_column_int64(s, i);
 }
-inline std::string column_text(sqlite3_stmt* s, int i) {
-  const unsigned char* text = sqlite3_column_text(s, i);
-  return text ? reinterpret_cast<const char*>(text) : "";
-}
+// A text column as every output may show it: clean_text (valid UTF-8, no control characters).
+std::string column_text(sqlite3_stmt* s, int i);
 
 }  // namespace commtap::analyzer

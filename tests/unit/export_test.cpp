@@ -12,6 +12,7 @@
 
 #include "analyzer/analyzer.hpp"
 #include "analyzer/export_perfetto.hpp"
+#include "analyzer/output_files.hpp"
 #include "analyzer/prometheus.hpp"
 #include "analyzer/symbols.hpp"
 #include "monitor/monitor.hpp"
@@ -321,11 +322,12 @@ TEST(Prometheus, FindingsAsLabelledGaugesEscaped) {
   TempDir dir;
   const std::string path = (dir.path() / "commtap.prom").string();
   std::string error;
-  ASSERT_TRUE(write_file_atomically(path, text, error)) << error;
+  ASSERT_TRUE(write_file_atomically(path, text, kPrometheusFileMode, error)) << error;
   std::ifstream in(path);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), text);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
-  EXPECT_FALSE(write_file_atomically((dir.path() / "missing" / "x.prom").string(), text, error));
+  EXPECT_FALSE(write_file_atomically((dir.path() / "missing" / "x.prom").string(), text,
+                                     kPrometheusFileMode, error));
 }
 
 TEST(Symbols, DemangleCppOnly) {

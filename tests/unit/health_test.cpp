@@ -1172,7 +1172,7 @@ TEST(Health, FindJobsScansAParentDirectory) {
   fs::create_directories(parent.path() / "not-a-job");
   job.write(parent.path() / "a");
   job.write(parent.path() / "b");
-  std::vector<std::string> errors;
+  std::vector<commtap::analyzer::UnreadableInput> errors;
   const auto jobs = commtap::analyzer::find_jobs({parent.path().string()}, errors);
   EXPECT_TRUE(errors.empty());
   ASSERT_EQ(jobs.size(), 2u);
