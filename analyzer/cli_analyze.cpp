@@ -111,74 +111,73 @@ Subcommand add_analyze_command(CLI::App& app) {
                    "Exit 1 when a finding is at least this severe (info, warning, error, "
                    "critical)")
       ->capture_default_str();
-  return {
-      analyze, [o]() -> int {
-        auto& [health_options, analyze_paths, analyze_json, store, fail_on, prometheus] = *o;
-        using Clock = std::chrono::steady_clock;
-        const auto run_start = Clock::now();
-        Severity threshold = Severity::error;
-        if (!parse_severity(fail_on, threshold)) {
-          std::fprintf(stderr,
-                       "commtap analyze: --fail-on %s: expected info, warning, error or "
-                       "critical\n",
-                       fail_on.c_str());
-          return kExitError;
-        }
-        // Each job is analyzed alone (analyze_job): an unreadable, hostile or slow one costs its
-        // own line and metric, and every other job is still printed, stored and alerted on.
-        std::vector<UnreadableInput> unreadable;
-        const std::vector<std::string> jobs = find_jobs(analyze_paths, unreadable);
-        std::vector<JobHealth> results;
-        std::vector<double> seconds;
-        for (const std::string& path : jobs) {
-          JobHealth health;
-          std::string error;
-          const auto job_start = Clock::now();
-          if (analyze_job(path, health_options, health, error)) {
-            for (const std::string& line : health.skipped) print_warning(line);
-            results.push_back(std::move(health));
-            seconds.push_back(std::chrono::duration<double>(Clock::now() - job_start).count());
-          } else {
-            unreadable.push_back({clean_text(path), clean_text(error)});
-          }
-        }
-        for (const UnreadableInput& input : unreadable)
-          print_error(input.why.rfind(input.path, 0) == 0 ? input.why
-                                                           : input.path + ": " + input.why);
-        bool output_failed = false;
-        if (!store.empty()) weigh_against_other_jobs(store, results);
-        std::cout << (analyze_json ? dump_json(health_json(results, unreadable))
-                                   : health_text(results));
-        std::cout.flush();
-        if (!store.empty()) {
-          std::string error;
-          if (!store_findings(store, results, error)) {
-            print_error("cannot store findings: " + error);
-            output_failed = true;
-          }
-        }
-        if (!prometheus.empty()) {
-          AnalysisRun run;
-          for (const UnreadableInput& input : unreadable) run.unreadable.push_back(input.path);
-          run.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
-          run.finished_unix_s =
-              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                  .count();
-          run.jobs = results;
-          run.analysis_seconds = seconds;
-          std::string error;
-          if (!write_file_atomically(prometheus, prometheus_text(run), kPrometheusFileMode,
-                                     error)) {
-            print_error(error);
-            output_failed = true;
-          }
-        }
-        // A finding is never hidden behind another job's bad input: exit 1 wins over 2.
-        for (const JobHealth& job : results)
-          for (const Finding& f : job.findings)
-            if (f.severity >= threshold) return 1;
-        return unreadable.empty() && !output_failed ? 0 : kExitError;
-      }};
+  return {analyze, [o]() -> int {
+            auto& [health_options, analyze_paths, analyze_json, store, fail_on, prometheus] = *o;
+            using Clock = std::chrono::steady_clock;
+            const auto run_start = Clock::now();
+            Severity threshold = Severity::error;
+            if (!parse_severity(fail_on, threshold)) {
+              std::fprintf(stderr,
+                           "commtap analyze: --fail-on %s: expected info, warning, error or "
+                           "critical\n",
+                           fail_on.c_str());
+              return kExitError;
+            }
+            // Each job is analyzed alone (analyze_job): an unreadable, hostile or slow one costs
+            // its own line and metric, and every other job is still printed, stored and alerted on.
+            std::vector<UnreadableInput> unreadable;
+            const std::vector<std::string> jobs = find_jobs(analyze_paths, unreadable);
+            std::vector<JobHealth> results;
+            std::vector<double> seconds;
+            for (const std::string& path : jobs) {
+              JobHealth health;
+              std::string error;
+              const auto job_start = Clock::now();
+              if (analyze_job(path, health_options, health, error)) {
+                for (const std::string& line : health.skipped) print_warning(line);
+                results.push_back(std::move(health));
+                seconds.push_back(std::chrono::duration<double>(Clock::now() - job_start).count());
+              } else {
+                unreadable.push_back({clean_text(path), clean_text(error)});
+              }
+            }
+            for (const UnreadableInput& input : unreadable)
+              print_error(input.why.rfind(input.path, 0) == 0 ? input.why
+                                                              : input.path + ": " + input.why);
+            bool output_failed = false;
+            if (!store.empty()) weigh_against_other_jobs(store, results);
+            std::cout << (analyze_json ? dump_json(health_json(results, unreadable))
+                                       : health_text(results));
+            std::cout.flush();
+            if (!store.empty()) {
+              std::string error;
+              if (!store_findings(store, results, error)) {
+                print_error("cannot store findings: " + error);
+                output_failed = true;
+              }
+            }
+            if (!prometheus.empty()) {
+              AnalysisRun run;
+              for (const UnreadableInput& input : unreadable) run.unreadable.push_back(input.path);
+              run.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+              run.finished_unix_s =
+                  std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+              run.jobs = results;
+              run.analysis_seconds = seconds;
+              std::string error;
+              if (!write_file_atomically(prometheus, prometheus_text(run), kPrometheusFileMode,
+                                         error)) {
+                print_error(error);
+                output_failed = true;
+              }
+            }
+            // A finding is never hidden behind another job's bad input: exit 1 wins over 2.
+            for (const JobHealth& job : results)
+              for (const Finding& f : job.findings)
+                if (f.severity >= threshold) return 1;
+            return unreadable.empty() && !output_failed ? 0 : kExitError;
+          }};
 }
 
 }  // namespace commtap::analyzer::cli

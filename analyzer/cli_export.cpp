@@ -46,53 +46,52 @@ Subcommand add_export_command(CLI::App& app) {
   add_input_options(command, o->perfetto.health.job_timeout_s, "--job-timeout",
                     "Seconds to read the job before giving up (0: 30 s and 2 s per MiB of its "
                     "files)");
-  return {command, [o]() -> int {
-            const bool to_stdout = o->output == "-";
-            std::string error;
-            std::vector<std::string> files;
-            job_files(o->job_path, true, files, error);
-            std::unique_ptr<OutputFile> file;
-            if (!to_stdout) {
-              file = OutputFile::create(o->output, mode_for_outputs_of(files), error);
-              if (!file) {
-                print_error(error);
-                return kExitError;
-              }
-            }
-            PerfettoStats stats;
-            bool ok = false;
-            {
-              const Deadline deadline(
-                  job_time_limit(o->job_path, o->perfetto.health.job_timeout_s));
-              try {
-                ok = export_perfetto(o->job_path, o->perfetto, to_stdout ? stdout : file->stream(),
-                                     stats, error);
-              } catch (const std::exception& e) {
-                error = o->job_path + ": cannot be exported: " + e.what();
-              }
-              if (!ok && Deadline::passed())
-                error = o->job_path + ": not read within its time limit (--job-timeout): " + error;
-            }
-            if (!ok) {
-              print_error(error);
-              return kExitError;
-            }
-            if (to_stdout) {
-              std::fflush(stdout);
-            } else if (!file->commit(error)) {
-              print_error(error);
-              return kExitError;
-            }
-            std::string what = count_text(stats.slices, "slice") + ", " +
-                               count_text(stats.flows, "message") + ", " +
-                               count_text(stats.instants, "instant") + " on " +
-                               count_text(static_cast<std::uint64_t>(stats.tracks), "track");
-            if (stats.keep_one_in > 1)
-              what += " (1 in " + with_commas(stats.keep_one_in) + " kept)";
-            std::fprintf(stderr, "commtap: wrote %s: %s\n",
-                         to_stdout ? "the trace" : clean_text(o->output).c_str(), what.c_str());
-            return 0;
-          }};
+  return {
+      command, [o]() -> int {
+        const bool to_stdout = o->output == "-";
+        std::string error;
+        std::vector<std::string> files;
+        job_files(o->job_path, true, files, error);
+        std::unique_ptr<OutputFile> file;
+        if (!to_stdout) {
+          file = OutputFile::create(o->output, mode_for_outputs_of(files), error);
+          if (!file) {
+            print_error(error);
+            return kExitError;
+          }
+        }
+        PerfettoStats stats;
+        bool ok = false;
+        {
+          const Deadline deadline(job_time_limit(o->job_path, o->perfetto.health.job_timeout_s));
+          try {
+            ok = export_perfetto(o->job_path, o->perfetto, to_stdout ? stdout : file->stream(),
+                                 stats, error);
+          } catch (const std::exception& e) {
+            error = o->job_path + ": cannot be exported: " + e.what();
+          }
+          if (!ok && Deadline::passed())
+            error = o->job_path + ": not read within its time limit (--job-timeout): " + error;
+        }
+        if (!ok) {
+          print_error(error);
+          return kExitError;
+        }
+        if (to_stdout) {
+          std::fflush(stdout);
+        } else if (!file->commit(error)) {
+          print_error(error);
+          return kExitError;
+        }
+        std::string what = count_text(stats.slices, "slice") + ", " +
+                           count_text(stats.flows, "message") + ", " +
+                           count_text(stats.instants, "instant") + " on " +
+                           count_text(static_cast<std::uint64_t>(stats.tracks), "track");
+        if (stats.keep_one_in > 1) what += " (1 in " + with_commas(stats.keep_one_in) + " kept)";
+        std::fprintf(stderr, "commtap: wrote %s: %s\n",
+                     to_stdout ? "the trace" : clean_text(o->output).c_str(), what.c_str());
+        return 0;
+      }};
 }
 
 }  // namespace commtap::analyzer::cli

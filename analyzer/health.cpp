@@ -82,9 +82,14 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
       refuse(path, "no such file or directory");
       continue;
     }
-    std::vector<std::string> files;
-    std::string ignored;
-    if (job_files(path, true, files, ignored)) {
+    // A directory whose rank files are all unreadable (FIFOs, links) is still a job: it is
+    // named as unreadable rather than passed over.
+    auto is_job = [](const std::string& directory) {
+      std::vector<std::string> files, skipped;
+      std::string ignored;
+      return job_files(directory, true, files, ignored, &skipped) || !skipped.empty();
+    };
+    if (is_job(path)) {
       jobs.push_back(path);
       continue;
     }
@@ -102,8 +107,7 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
           continue;
         }
       }
-      std::vector<std::string> child_files;
-      if (job_files(child, true, child_files, ignored)) children.push_back(child);
+      if (is_job(child)) children.push_back(child);
     }
     std::sort(children.begin(), children.end());
     if (children.empty()) refuse(path, "no job directories or trace databases in it");
@@ -114,8 +118,7 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
 
 namespace {
 
-bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job,
-                   std::string& error) {
+bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, std::string& error) {
   if (!load_facts(job, options, error)) return false;
   health.job_id = job.job_id;
   health.ranks = static_cast<int>(job.ranks.size());

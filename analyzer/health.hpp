@@ -83,11 +83,11 @@ struct JobHealth {
   std::string path;
   int ranks = 0;
   int hosts = 0;
-  bool running = false;           // some rank has not ended
-  std::uint64_t now_ns = 0;       // wall clock of the newest heartbeat: "now" for the detectors
-  std::uint64_t instances = 0;    // aligned collective instances looked at
-  std::uint64_t messages = 0;     // joined transfers looked at
-  std::vector<Finding> findings;  // most severe first
+  bool running = false;              // some rank has not ended
+  std::uint64_t now_ns = 0;          // wall clock of the newest heartbeat: "now" for the detectors
+  std::uint64_t instances = 0;       // aligned collective instances looked at
+  std::uint64_t messages = 0;        // joined transfers looked at
+  std::vector<Finding> findings;     // most severe first
   std::vector<std::string> skipped;  // files of the job directory left out, and why
   // For `commtap report`: per-host-pair link latency (median, us) and per-rank lateness.
   nlohmann::json details = nlohmann::json::object();

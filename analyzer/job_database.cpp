@@ -185,8 +185,8 @@ bool JobDatabase::save(const std::string& path, std::string& error) const {
 namespace {
 
 // What a user's statement may do beyond reading the job's tables: list the schema, no more.
-int authorize_user_statement(void*, int action, const char* first, const char* second,
-                             const char*, const char*) {
+int authorize_user_statement(void*, int action, const char* first, const char* second, const char*,
+                             const char*) {
   switch (action) {
     case SQLITE_ATTACH:
     case SQLITE_DETACH:
@@ -283,8 +283,8 @@ std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::strin
   }
   if (rc != SQLITE_DONE) error = sqlite3_errmsg(db_);
   if (rc == SQLITE_INTERRUPT && limits != nullptr)
-    error = "stopped after " + std::to_string(static_cast<long>(limits->seconds)) +
-            " s (--timeout)";
+    error =
+        "stopped after " + std::to_string(static_cast<long>(limits->seconds)) + " s (--timeout)";
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return std::nullopt;
   return result;

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "analyzer/untrusted_input.hpp"
+#include "monitor/shared_fs.hpp"
 #include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
@@ -21,8 +22,8 @@ namespace fs = std::filesystem;
 std::string column_text(sqlite3_stmt* s, int i) {
   const unsigned char* text = sqlite3_column_text(s, i);
   if (text == nullptr) return "";
-  return clean_text({reinterpret_cast<const char*>(text),
-                     static_cast<std::size_t>(sqlite3_column_bytes(s, i))});
+  return clean_text(
+      {reinterpret_cast<const char*>(text), static_cast<std::size_t>(sqlite3_column_bytes(s, i))});
 }
 
 bool job_files(const std::string& path, bool prefer_merged, std::vector<std::string>& files,
@@ -309,8 +310,13 @@ std::string reader_uri(const std::string& path) {
                header[19] == 1;
     ::close(fd);
   }
-  if (rollback) return uri + "?immutable=1&vfs=" + patient_vfs();
-  return uri + "?mode=ro";
+  if (!rollback) return uri + "?mode=ro";
+  // Only a shared filesystem's client can report a stale size (see PatientFile): a local file's
+  // header and size disagree only when the file is damaged, and then nothing is worth waiting for.
+  const std::string directory =
+      fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : std::string(".");
+  if (monitor::filesystem_of(directory).shared) return uri + "?immutable=1&vfs=" + patient_vfs();
+  return uri + "?immutable=1";
 }
 
 namespace {
@@ -348,8 +354,8 @@ bool copy_bounded(const std::string& from, const std::string& to, std::uint64_t&
   // Holes would be written out as zeros: a sparse file's size is not what it occupies.
   const auto size = static_cast<std::uint64_t>(info.st_size);
   bool ok = size <= budget && size <= static_cast<std::uint64_t>(info.st_blocks) * 512 + (1 << 20);
-  const int out = ok ? ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
-                     : -1;
+  const int out =
+      ok ? ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
   ok = out >= 0;
   char buffer[1 << 16];
   std::uint64_t copied = 0;
@@ -386,9 +392,10 @@ ReaderFile::ReaderFile(const std::string& path) {
   for (const char* suffix : {"", "-journal", "-wal"}) {
     if (*suffix != '\0' && !fs::exists(fs::symlink_status(path + suffix, ec))) continue;
     if (!copy_bounded(path + suffix, into + suffix, budget)) {
-      problem_ = "a hot journal beside it, and its files are not regular files whose copy fits "
-                 "in half the free space of " +
-                 fs::temp_directory_path(ec).string();
+      problem_ =
+          "a hot journal beside it, and its files are not regular files whose copy fits "
+          "in half the free space of " +
+          fs::temp_directory_path(ec).string();
       return;
     }
   }

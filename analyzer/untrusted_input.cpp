@@ -131,7 +131,8 @@ InputFile check_input_file(const std::string& path, bool directory) {
     }
   }
   if (directory ? !S_ISDIR(file.st_mode) : !S_ISREG(file.st_mode)) {
-    in.why_not = std::string(kind_of(file.st_mode)) + (directory ? ", not a directory" : ", not a regular file");
+    in.why_not = std::string(kind_of(file.st_mode)) +
+                 (directory ? ", not a directory" : ", not a regular file");
     return in;
   }
   in.device = file.st_dev;
@@ -197,8 +198,7 @@ int past_deadline(void*) {
 
 Deadline::Deadline(double seconds) : saved_ns_(t_deadline_ns) {
   if (seconds <= 0) return;
-  const std::int64_t at =
-      steady_now_ns() + static_cast<std::int64_t>(std::min(seconds, 1e9) * 1e9);
+  const std::int64_t at = steady_now_ns() + static_cast<std::int64_t>(std::min(seconds, 1e9) * 1e9);
   t_deadline_ns = std::min(t_deadline_ns, at);
 }
 Deadline::~Deadline() {

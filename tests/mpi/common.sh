@@ -14,7 +14,7 @@ LIMIT=${COMMTAP_TEST_LIMIT:-90}
 unset LD_PRELOAD COMMTAP_DIR COMMTAP_JOB_ID COMMTAP_DISABLE COMMTAP_YIELD COMMTAP_VERBOSE
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/commtap-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 cd "$WORK"
 
 fail() {
