@@ -71,9 +71,9 @@ bool job_files(const std::string& path, bool prefer_merged, std::vector<std::str
   std::sort(found.begin(), found.end());
   for (auto& [rank, file] : found) accept(file);
   if (files.empty()) {
-    error = path + (prefer_merged ? ": no readable rank-<N>.db or job.db files in this directory"
-                                  : ": no readable rank-<N>.db files in this directory");
-    if (skipped && !skipped->empty()) error += " (" + skipped->front() + ")";
+    error = path + (prefer_merged ? ": no rank-<N>.db or job.db files in this directory"
+                                  : ": no rank-<N>.db files in this directory");
+    if (skipped && !skipped->empty()) error += " that can be read (" + skipped->front() + ")";
     return false;
   }
   return true;

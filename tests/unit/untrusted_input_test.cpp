@@ -1,0 +1,238 @@
+// Reading untrusted trace files and writing outputs beside them (analyzer/untrusted_input,
+// analyzer/output_files). tests/mpi/hostile.sh runs the same attacks through the command.
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "analyzer/output_files.hpp"
+#include "analyzer/trace_files.hpp"
+#include "analyzer/untrusted_input.hpp"
+#include "monitor/trace_schema.hpp"
+#include "tests/unit/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace commtap::analyzer;
+using commtap::testing::TempDir;
+
+namespace {
+
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void exec_or_fail(sqlite3* db, const std::string& sql) {
+  char* message = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message), SQLITE_OK)
+      << (message ? message : "") << " in " << sql;
+}
+
+// A rank file of the current schema with one rank row; `extra` runs after it.
+fs::path make_rank_file(const fs::path& dir, const std::string& extra = "") {
+  const fs::path path = dir / "rank-0.db";
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  exec_or_fail(db, commtap::monitor::schema_sql());
+  exec_or_fail(db, "PRAGMA user_version=" + std::to_string(commtap::monitor::kSchemaVersion));
+  exec_or_fail(db,
+               "INSERT INTO ranks (rank, world_size, host, pid, mpi_library, command_line, "
+               "start_ns, end_ns, ended_by, node, local_rank) VALUES (0, 1, 'h0', 1, 'MPICH', "
+               "'./app', 1790000000000000000, 1790000001000000000, 'finalize', 0, 0)");
+  if (!extra.empty()) exec_or_fail(db, extra);
+  sqlite3_close(db);
+  return path;
+}
+
+}  // namespace
+
+TEST(CleanText, KeepsValidTextAndEscapesTheRest) {
+  EXPECT_EQ(clean_text("rank 2 (node-a) 3.5 \xC2\xB5s \xE2\x86\x92 ok"),
+            "rank 2 (node-a) 3.5 \xC2\xB5s \xE2\x86\x92 ok");
+  EXPECT_EQ(clean_text("a\x1B[2Jb"), "a\\x1B[2Jb");
+  EXPECT_EQ(clean_text("id\nssh-ed25519 AAAA\r"), "id\\x0Assh-ed25519 AAAA\\x0D");
+  EXPECT_EQ(clean_text(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(clean_text("\x7F"), "\\x7F");
+  EXPECT_EQ(clean_text("\xC2\x85"), "\\x85");  // C1 NEL
+  const std::string replacement = "\xEF\xBF\xBD";
+  EXPECT_EQ(clean_text("h\xFFz"), "h" + replacement + "z");
+  EXPECT_EQ(clean_text("\xC0\xAF"), replacement + replacement);                    // overlong '/'
+  EXPECT_EQ(clean_text("\xED\xA0\x80"), replacement + replacement + replacement);  // surrogate
+  EXPECT_EQ(clean_text("\xF4\x90\x80\x80"), replacement + replacement + replacement + replacement);
+  EXPECT_EQ(clean_text("\xE2\x86"), replacement + replacement);  // cut short
+  EXPECT_EQ(clean_text("a\nb", /*keep_newlines=*/true), "a\nb");
+}
+
+TEST(CheckInputFile, OnlyRegularFilesAndLinksWhenAllowed) {
+  TempDir dir;
+  const fs::path file = dir.path() / "rank-0.db";
+  std::ofstream(file) << "x";
+  EXPECT_EQ(check_input_file(file.string()).why_not, "");
+  ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0600), 0);
+  EXPECT_NE(check_input_file((dir.path() / "fifo").string()).why_not.find("FIFO"),
+            std::string::npos);
+  EXPECT_NE(check_input_file(dir.path().string()).why_not.find("directory"), std::string::npos);
+  EXPECT_EQ(check_input_file(dir.path().string(), /*directory=*/true).why_not, "");
+  fs::create_symlink(file, dir.path() / "link.db");
+  const InputFile refused = check_input_file((dir.path() / "link.db").string());
+  EXPECT_NE(refused.why_not.find("symbolic link"), std::string::npos);
+  set_follow_symlinks(true);
+  const InputFile followed = check_input_file((dir.path() / "link.db").string());
+  set_follow_symlinks(false);
+  EXPECT_EQ(followed.why_not, "");  // same owner: followed, to the target itself
+  EXPECT_EQ(fs::path(followed.read_as), fs::canonical(file));
+  fs::create_hard_link(file, dir.path() / "rank-1.db");
+  const InputFile a = check_input_file(file.string());
+  const InputFile b = check_input_file((dir.path() / "rank-1.db").string());
+  EXPECT_EQ(a.inode, b.inode);
+  EXPECT_EQ(a.device, b.device);
+}
+
+TEST(JobFiles, SkipsFifosLinksAndSecondNamesOfOneFile) {
+  TempDir dir;
+  make_rank_file(dir.path());
+  ASSERT_EQ(::mkfifo((dir.path() / "rank-9.db").c_str(), 0600), 0);
+  fs::create_symlink(dir.path() / "rank-0.db", dir.path() / "rank-5.db");
+  for (int i = 1; i <= 3; ++i)
+    fs::create_hard_link(dir.path() / "rank-0.db",
+                         dir.path() / ("rank-1" + std::to_string(i) + ".db"));
+  std::vector<std::string> files, skipped;
+  std::string error;
+  ASSERT_TRUE(job_files(dir.path().string(), true, files, error, &skipped)) << error;
+  EXPECT_EQ(files.size(), 1u);
+  EXPECT_EQ(skipped.size(), 5u);  // the FIFO, the link and three second names
+}
+
+TEST(TraceReader, RefusesViewsTriggersAndImplausibleValues) {
+  {
+    TempDir dir;
+    const auto file = make_rank_file(dir.path());
+    std::string error;
+    auto reader = TraceReader::open(file.string(), error);
+    ASSERT_TRUE(reader) << error;
+    EXPECT_EQ(reader->implausible_values(), "");
+  }
+  const std::pair<const char*, const char*> cases[] = {
+      {"PRAGMA legacy_alter_table=ON; ALTER TABLE heartbeats RENAME TO hb; CREATE VIEW "
+       "heartbeats AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS "
+       "rank FROM r",
+       "is a view"},
+      {"CREATE TRIGGER t AFTER INSERT ON meta BEGIN SELECT 1; END", "trigger"},
+      {"DROP TABLE call_sites; CREATE VIRTUAL TABLE call_sites USING fts4(a)", "virtual table"}};
+  for (const auto& [sql, expected] : cases) {
+    TempDir dir;
+    const auto file = make_rank_file(dir.path(), sql);
+    std::string error;
+    EXPECT_FALSE(TraceReader::open(file.string(), error)) << sql;
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  }
+  const char* values[] = {"UPDATE ranks SET start_ns = -9000000000000000000",
+                          "UPDATE ranks SET end_ns = 9000000000000000000",
+                          "UPDATE ranks SET start_ns = 'abc'", "UPDATE ranks SET pid = 1.5"};
+  for (const char* sql : values) {
+    TempDir dir;
+    const auto file = make_rank_file(dir.path(), sql);
+    std::string error;
+    auto reader = TraceReader::open(file.string(), error);
+    ASSERT_TRUE(reader) << error;
+    EXPECT_NE(reader->implausible_values().find("table ranks"), std::string::npos) << sql;
+  }
+}
+
+TEST(Deadline, StopsAnEndlessStatement) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+  harden_connection(db, /*allow_views=*/true);
+  int rc;
+  {
+    const Deadline deadline(0.2);
+    rc = sqlite3_exec(db,
+                      "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT "
+                      "count(*) FROM r",
+                      nullptr, nullptr, nullptr);
+    EXPECT_TRUE(Deadline::passed());
+  }
+  EXPECT_EQ(rc, SQLITE_INTERRUPT);
+  EXPECT_FALSE(Deadline::passed());  // the scope restored "none"
+  sqlite3_close(db);
+}
+
+TEST(GuardedOpen, SqliteNeverBlocksOnAFifoNorFollowsALink) {
+  sqlite3* probe = nullptr;
+  sqlite3_open(":memory:", &probe);
+  harden_connection(probe, true);  // installs the guard for every later open
+  sqlite3_close(probe);
+  TempDir dir;
+  const fs::path fifo = dir.path() / "rank-0.db";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  sqlite3* db = nullptr;
+  // Blocking here (no writer on the FIFO) would hang until the test's time limit.
+  EXPECT_NE(sqlite3_open_v2(fifo.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  std::ofstream(dir.path() / "secret") << "root's";
+  // SQLite resolves a link at the database's own name (commtap opens with SQLITE_OPEN_NOFOLLOW
+  // against that); the guard covers the names it derives: a journal planted as a link.
+  fs::create_symlink(dir.path() / "secret", dir.path() / "store.db");
+  db = nullptr;
+  EXPECT_NE(sqlite3_open_v2((dir.path() / "store.db").c_str(), &db,
+                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  const fs::path real = dir.path() / "real.db";
+  db = nullptr;
+  ASSERT_EQ(sqlite3_open(real.c_str(), &db), SQLITE_OK);
+  exec_or_fail(db, "CREATE TABLE t (x)");
+  fs::create_symlink(dir.path() / "secret", dir.path() / "real.db-journal");
+  EXPECT_NE(sqlite3_exec(db, "INSERT INTO t VALUES (1)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_EQ(read_all(dir.path() / "secret"), "root's");
+}
+
+TEST(OutputFile, ReplacesAPlantedLinkAndSetsTheMode) {
+  TempDir dir;
+  const fs::path victim = dir.path() / "authorized_keys";
+  std::ofstream(victim) << "root's";
+  const fs::path report = dir.path() / "report.html";
+  fs::create_symlink(victim, report);
+  const mode_t old_umask = ::umask(022);
+  std::string error;
+  ASSERT_TRUE(write_file_atomically(report.string(), "<html>", 0600, error)) << error;
+  ::umask(old_umask);
+  EXPECT_EQ(read_all(victim), "root's");
+  EXPECT_FALSE(fs::is_symlink(report));
+  EXPECT_EQ(read_all(report), "<html>");
+  struct stat info {};
+  ASSERT_EQ(::stat(report.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  ASSERT_TRUE(write_file_atomically((dir.path() / "m.prom").string(), "x 1\n", 0644, error));
+  ASSERT_EQ(::stat((dir.path() / "m.prom").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0644u);
+  {
+    auto abandoned = OutputFile::create((dir.path() / "never").string(), 0600, error);
+    ASSERT_TRUE(abandoned);
+    abandoned->write("half", 4);
+  }  // not committed: nothing stays
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 3);
+  EXPECT_FALSE(write_file_atomically((dir.path() / "missing" / "x").string(), "x", 0600, error));
+  EXPECT_NE(error.find("missing"), std::string::npos);
+}
+
+TEST(OutputFile, ModeIsTheNarrowestOfTheInputs) {
+  TempDir dir;
+  const fs::path a = dir.path() / "a", b = dir.path() / "b";
+  std::ofstream(a) << "a";
+  std::ofstream(b) << "b";
+  fs::permissions(a, fs::perms(0640));
+  fs::permissions(b, fs::perms(0604));
+  EXPECT_EQ(mode_for_outputs_of({a.string(), b.string()}), 0600u);
+  EXPECT_EQ(mode_for_outputs_of({a.string()}), 0640u);
+  EXPECT_EQ(mode_for_outputs_of({}), 0600u);
+  EXPECT_EQ(mode_for_outputs_of({(dir.path() / "gone").string()}), 0600u);
+}
