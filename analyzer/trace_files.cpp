@@ -427,11 +427,8 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
     return nullptr;
   }
   sqlite3_busy_timeout(reader->db_, 2000);
+  // The file's views are off here (no query can reach one); content_problem names them.
   harden_connection(reader->db_, /*allow_views=*/false);
-  if (const std::string problem = hostile_schema_problem(reader->db_, "main"); !problem.empty()) {
-    error = path + ": " + problem;
-    return nullptr;
-  }
   int version = -1;
   if (!reader->each(
           "PRAGMA user_version", {}, [&](sqlite3_stmt* s) { version = sqlite3_column_int(s, 0); },
@@ -448,8 +445,9 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
   return reader;
 }
 
-std::string TraceReader::implausible_values() const {
-  const std::string problem = implausible_values_problem(db_, "main");
+std::string TraceReader::content_problem() const {
+  std::string problem = hostile_schema_problem(db_, "main");
+  if (problem.empty()) problem = implausible_values_problem(db_, "main");
   return problem.empty() ? "" : path_ + ": " + problem;
 }
 

@@ -72,14 +72,14 @@ class ReaderFile {
 };
 
 // One database file, opened read-only (a live job's writers are never blocked) on a hardened
-// connection (untrusted_input.hpp); a file whose schema holds views, triggers or virtual tables
-// where commtap writes tables is refused.
+// connection (untrusted_input.hpp: the file's views and triggers are off).
 class TraceReader {
  public:
   static std::unique_ptr<TraceReader> open(const std::string& path, std::string& error);
-  // Empty if every number in the file is one a commtap writer could have written, else why not
-  // (a full scan: the analysis does it once per file).
-  std::string implausible_values() const;
+  // Empty if the file holds what a commtap writer writes (hostile_schema_problem and
+  // implausible_values_problem), else why not. A full scan of its times: the analysis does it
+  // once per file, not at every open.
+  std::string content_problem() const;
   ~TraceReader();
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;

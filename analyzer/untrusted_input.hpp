@@ -58,9 +58,10 @@ void harden_connection(sqlite3* db, bool allow_views);
 // query), a virtual table.
 std::string hostile_schema_problem(sqlite3* db, const std::string& schema);
 
-// Empty if every integer column of commtap's tables in `schema` holds integers (or NULL) within
-// +-4e18 (times in ns: at least 0), else which table holds what. Bounded values keep every sum
-// and difference of two inside 64 bits, so no window or offset arithmetic can overflow.
+// Empty if every time column (`*_ns`) of commtap's tables in `schema` holds numbers (or NULL)
+// within 0..4e18 (offsets and one-way times within +-4e18), else which table does not. Bounded
+// times keep every sum and difference of two inside 64 bits, so no window or offset arithmetic
+// can overflow; text or a blob in a time column is refused by the same test.
 std::string implausible_values_problem(sqlite3* db, const std::string& schema);
 
 // A per-thread time limit on reading one job: every hardened connection's statements fail with

@@ -124,8 +124,8 @@ for f in analyze.json analyze.err commtap.prom; do no_control_bytes "$out/$f" "$
 grep -q "view-hang.*is a view" "$out/analyze.err" || fail "view job not named: $(cat "$out/analyze.err")"
 grep -q "fifo-only.*FIFO" "$out/analyze.err" || fail "FIFO job not named"
 grep -q "linked-job: skipped: a symbolic link" "$out/analyze.err" || fail "linked job not skipped"
-grep -q "huge-times.*holds a value" "$out/analyze.err" || fail "huge times not refused"
-grep -q "text-times.*holds a value" "$out/analyze.err" || fail "text times not refused"
+grep -q "huge-times.*holds a time" "$out/analyze.err" || fail "huge times not refused"
+grep -q "text-times.*holds a time" "$out/analyze.err" || fail "text times not refused"
 grep -q "trigger.*holds a trigger" "$out/analyze.err" || fail "trigger not refused"
 grep -q "sparse-hot.*hot journal" "$out/analyze.err" || fail "sparse hot file copied?"
 grep -q 'hard-links.*2 ranks' <("$CLI" analyze "$tree/hard-links" 2>/dev/null) ||
