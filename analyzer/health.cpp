@@ -208,7 +208,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   const bool listed = job_files(path, true, job.files, error, &health.skipped);
   for (std::string& line : health.skipped) line = clean_text(line);
   if (!listed) return false;
-  const double seconds = job_time_limit(path, options.job_timeout_s);
+  const double seconds = job_time_limit(job.files, options.job_timeout_s);
   const Deadline deadline(seconds);
   bool ok = false;
   try {

@@ -215,14 +215,19 @@ double default_job_seconds(std::uint64_t bytes) {
   return 30.0 + 2.0 * static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
 
+double job_time_limit(const std::vector<std::string>& files, double configured) {
+  if (configured > 0) return configured;
+  std::uint64_t bytes = 0;
+  for (const std::string& file : files) bytes += allocated_bytes(file);
+  return default_job_seconds(bytes);
+}
+
 double job_time_limit(const std::string& path, double configured) {
   if (configured > 0) return configured;
   std::vector<std::string> files;
   std::string ignored;
-  std::uint64_t bytes = 0;
-  if (job_files(path, true, files, ignored))
-    for (const std::string& file : files) bytes += allocated_bytes(file);
-  return default_job_seconds(bytes);
+  job_files(path, true, files, ignored);
+  return job_time_limit(files, configured);
 }
 
 void harden_connection(sqlite3* db, bool allow_views) {
@@ -267,36 +272,30 @@ std::string lower(std::string text) {
   return text;
 }
 
-// What a plausible value of an INTEGER column is: any integer (ids are 63-bit hashes), or a time
-// in ns within +-4e18 (a sum or difference of two stays inside 64 bits), at least 0 except for
-// offsets and one-way times between two clocks.
-enum class Range { any, time, signed_time };
-struct IntegerColumn {
+// The time columns (INTEGER, `*_ns`) of each table of the current schema, and whether a value
+// may be negative (offsets and one-way times between two clocks). A plausible time lies within
+// +-4e18, so that a sum or difference of two stays inside 64 bits.
+struct TimeColumn {
   std::string name;
-  Range range;
+  bool may_be_negative;
 };
 
-const std::vector<std::pair<std::string, std::vector<IntegerColumn>>>& integer_columns() {
+const std::vector<std::pair<std::string, std::vector<TimeColumn>>>& time_columns() {
   static const auto columns = [] {
-    std::vector<std::pair<std::string, std::vector<IntegerColumn>>> out;
+    std::vector<std::pair<std::string, std::vector<TimeColumn>>> out;
     sqlite3* db = nullptr;
     sqlite3_open(":memory:", &db);
     sqlite3_exec(db, monitor::schema_sql(), nullptr, nullptr, nullptr);
     for (const auto& [table, names] : current_tables()) {
-      auto& entry = out.emplace_back(table, std::vector<IntegerColumn>{});
+      auto& entry = out.emplace_back(table, std::vector<TimeColumn>{});
       std::string ignored;
       each_text_row(
           db, "PRAGMA table_info(\"" + table + "\")",
           [&](sqlite3_stmt* s) {
             const std::string column = column_text(s, 1);
-            if (lower(column_text(s, 2)) != "integer") return;
-            Range range = Range::any;
-            if (column.ends_with("_ns"))
-              range = column.find("offset") != std::string::npos ||
-                              column.find("oneway") != std::string::npos
-                          ? Range::signed_time
-                          : Range::time;
-            entry.second.push_back({column, range});
+            if (lower(column_text(s, 2)) != "integer" || !column.ends_with("_ns")) return;
+            entry.second.push_back({column, column.find("offset") != std::string::npos ||
+                                                column.find("oneway") != std::string::npos});
           },
           ignored);
     }
@@ -334,17 +333,15 @@ std::string hostile_schema_problem(sqlite3* db, const std::string& schema) {
 std::string implausible_values_problem(sqlite3* db, const std::string& schema) {
   // 4e18 ns is the year 2096 as a wall-clock time: any real time fits, and two add up in 64 bits.
   static constexpr char kMost[] = "4000000000000000000";
-  for (const auto& [table, columns] : integer_columns()) {
+  for (const auto& [table, columns] : time_columns()) {
     const std::vector<std::string> in_file = table_columns(db, schema, table);
     std::string condition;
-    for (const IntegerColumn& column : columns) {
+    // Only times enter arithmetic; ids and counts are compared or summed by SQLite. Text and
+    // blobs sort after every number, so the range test refuses them too.
+    for (const TimeColumn& column : columns) {
       if (std::find(in_file.begin(), in_file.end(), column.name) == in_file.end()) continue;
-      // Only times enter arithmetic; ids and counts are compared or summed by SQLite. Text and
-      // blobs sort after every number, so the range test refuses them too.
-      if (column.range == Range::any) continue;
       condition += std::string(condition.empty() ? "" : " OR ") + "\"" + column.name +
-                   "\" NOT BETWEEN " +
-                   (column.range == Range::time ? std::string("0") : std::string("-") + kMost) +
+                   "\" NOT BETWEEN " + (column.may_be_negative ? std::string("-") + kMost : "0") +
                    " AND " + kMost;
     }
     if (condition.empty()) continue;

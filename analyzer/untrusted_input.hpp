@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace commtap::analyzer {
 
@@ -81,7 +82,9 @@ class Deadline {
 // The default time limit for reading a job whose files take `bytes` on disk: 30 s and 2 s per
 // MiB (this machine reads about a MiB of trace per second in the slowest analysis measured).
 double default_job_seconds(std::uint64_t bytes);
-// `configured` where it is > 0, else default_job_seconds of the files of the job at `path`.
+// `configured` where it is > 0, else default_job_seconds of the job's `files` (or of the files
+// of the job at `path`, listed by job_files).
+double job_time_limit(const std::vector<std::string>& files, double configured);
 double job_time_limit(const std::string& path, double configured);
 
 }  // namespace commtap::analyzer
