@@ -42,8 +42,8 @@ constexpr double kMaxMixChange = 0.25;
 
 }  // namespace
 
-bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth& health,
-                        std::string& error) {
+bool detect_degradation(const Job& job, const HealthOptions& options,
+                        std::vector<Finding>& findings, std::string& error) {
   using Key = std::tuple<std::string, std::string, std::int64_t>;  // function, symbol, class
   std::map<Key, std::map<std::int64_t, std::pair<double, double>>> series;  // window -> calls, ns
   std::map<std::int64_t, CallMix> mix;  // window -> the job's calls in it
@@ -115,7 +115,7 @@ bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth&
     f.evidence = {{"function", function}, {"symbol", symbol},        {"size_class", bytes},
                   {"baseline_ns", base},  {"recent_ns", now_mean},   {"windows", windows.size()},
                   {"calls", calls},       {"mix_change", mix_change}};
-    health.findings.push_back(f);
+    findings.push_back(f);
   }
   return true;
 }

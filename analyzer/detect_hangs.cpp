@@ -59,6 +59,7 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
                   {"silent_ns", job.now_wall - heard(r)},
                   {"last_state", r.last.state},
                   {"last_function", r.last.function}};
+    f.host = job.hosts[static_cast<std::size_t>(r.host)];
     out.push_back(f);
   }
   // Ranks stuck in the same collective instance.

@@ -49,8 +49,9 @@ std::string share_text(double share) {
 
 }  // namespace
 
-bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth& health,
-                         std::string& error) {
+bool detect_lost_packets(const Job& job, const HealthOptions& options,
+                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<std::string>& delayed, std::string& error) {
   // Which host each address is: the ranks' own ends of their connections. An address two hosts
   // claim (a private bridge's, loopback) names none.
   std::map<std::string, int> address_hosts;  // -1: ambiguous
@@ -126,15 +127,9 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth
   if (links.empty()) return true;
 
   const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
-  json table = json::array();
   for (const auto& [pair, link] : links)
-    table.push_back({{"from", host_name(pair.first)},
-                     {"to", host_name(pair.second)},
-                     {"segments", link.segments},
-                     {"resent", link.resent},
-                     {"lost", link.lost()},
-                     {"bytes", link.bytes}});
-  health.details["tcp_links"] = table;
+    tcp_links.push_back({host_name(pair.first), host_name(pair.second), link.segments, link.resent,
+                         link.lost(), link.bytes});
 
   // The links that lose: against the lower quartile of the measured links' shares (a host that
   // loses both ways has a lossy link to and from every peer: half the links of 4 hosts, two thirds
@@ -159,9 +154,9 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth
   // A host or link that another rule names already: the same finding is merged with it (so that a
   // host held off the CPU does not explain it away, below in health.cpp); a link whose host is
   // named, or named the other way round, is not named again.
-  const NamedNetworkSubjects named = named_network_subjects(health);
+  const NamedNetworkSubjects named = named_network_subjects(findings);
   std::set<std::string> subjects;
-  for (const Finding& f : health.findings) subjects.insert(f.subject);
+  for (const Finding& f : findings) subjects.insert(f.subject);
   // Each row's difference covers the interval before it.
   const std::string span_text =
       ms_text(static_cast<double>(now - first_counted) + interval_s * 1e9);
@@ -170,10 +165,10 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth
           ? "against " + share_text(baseline) + " on most links (lower quartile of " +
                 std::to_string(shares.size()) + ")"
           : "with too few links to compare (" + std::to_string(shares.size()) + ")";
-  json delayed = health.details.value("delayed_hosts", json::array());
   auto add_finding = [&](const std::string& kind, const std::string& subject,
                          const std::vector<std::pair<int, int>>& mine, json evidence,
-                         const std::string& where, const std::string& cause) {
+                         avoid_list::AvoidList avoid, const std::string& where,
+                         const std::string& cause) {
     LinkLoss total;
     for (const auto& pair : mine) {
       const LinkLoss& link = links[pair];
@@ -196,14 +191,18 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth
                 " in the last " + span_text + ": " + with_commas(total.resent) + " resent, less " +
                 with_commas(total.resent - total.lost()) + " the receiver already had), " +
                 compared + ": " + cause;
-    evidence["source"] = "tcp";
+    evidence["source"] = f.source = "tcp";
     evidence["segments"] = total.segments;
     evidence["lost"] = total.lost();
     evidence["resent"] = total.resent;
     evidence["share"] = total.share();
     evidence["baseline_share"] = baseline;
+    f.host = evidence.value("host", "");
+    f.from = evidence.value("from", "");
+    f.to = evidence.value("to", "");
     f.evidence = std::move(evidence);
-    health.findings.push_back(std::move(f));
+    f.avoid = std::move(avoid);
+    findings.push_back(std::move(f));
   };
 
   // A host: lossy links into it from two hosts at least, or out of it to two, and at most a
@@ -239,7 +238,7 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth
     bool into = false, out_of = false;
     for (const auto& [from, to] : lossy_host_links) (to == lossy_host ? into : out_of) = true;
     add_finding(finding_kind::slow_host_network, "host " + host, lossy_host_links, {{"host", host}},
-                into && out_of ? "to and from it" : (into ? "to it" : "from it"),
+                avoid_host(host), into && out_of ? "to and from it" : (into ? "to it" : "from it"),
                 "packets dropped at its NIC, cable or switch port, or on a congested link");
   } else {
     for (const auto& [from, to] : lossy) {
@@ -251,11 +250,11 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth
       std::vector<std::pair<int, int>> mine = {{from, to}};
       if (both) mine.push_back({to, from});
       add_finding(finding_kind::slow_link, subject, mine,
-                  {{"from", a}, {"to", b}, {"both_directions", both}}, "over it",
+                  {{"from", a}, {"to", b}, {"both_directions", both}}, avoid_link(a, b, both, 0),
+                  "over it",
                   "packets dropped on the way (cable, NIC or switch port, or congestion)");
     }
   }
-  if (!delayed.empty()) health.details["delayed_hosts"] = delayed;
   return true;
 }
 

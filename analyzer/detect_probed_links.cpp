@@ -10,7 +10,7 @@
 
 #include "analyzer/detectors.hpp"
 #include "analyzer/statistics.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/trace_rows.hpp"
 
 namespace commtap::analyzer {
 namespace {
@@ -77,7 +77,8 @@ std::string mb_text(double mb_per_s) {
 void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& options,
                                        const std::map<std::pair<int, int>, PairProbes>& pairs,
                                        double latency_limit, double throughput_limit,
-                                       JobHealth& health) {
+                                       std::vector<Finding>& findings, ProbeEvidence& evidence,
+                                       std::vector<std::string>& delayed) {
   // The last window before the newest data (as the message-based rule counts it): the end is
   // the job's now, not until_aligned(), which is open-ended unless --at is given.
   const std::int64_t since = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned -
@@ -110,18 +111,15 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
         recent(there->second.mb_per_s, [&](double mb) { return mb < throughput_limit; }).second;
     return 2 * std::max(std::min(slow_there, slow_back), slow_throughput) < rounds;
   };
-  json dropped = json::array();
-  json delayed = health.details.value("delayed_hosts", json::array());
-  std::erase_if(health.findings, [&](const Finding& f) {
-    if (f.evidence.value("source", "") == "probes") return false;
+  std::erase_if(findings, [&](const Finding& f) {
+    if (f.source == "probes") return false;
     bool contradicted = false;
     if (f.kind == finding_kind::slow_link) {
-      auto from = node_of.find(f.evidence.value("from", "")),
-           to = node_of.find(f.evidence.value("to", ""));
+      auto from = node_of.find(f.from), to = node_of.find(f.to);
       if (from == node_of.end() || to == node_of.end()) return false;
       contradicted = probed_fine(from->second, to->second).value_or(false);
     } else if (f.kind == finding_kind::slow_host_network) {
-      const std::string host = f.evidence.value("host", "");
+      const std::string& host = f.host;
       auto node = node_of.find(host);
       if (node == node_of.end()) return false;
       int fine = 0, known = 0;
@@ -137,36 +135,31 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
       if (contradicted)
         delayed.erase(std::remove(delayed.begin(), delayed.end(), host), delayed.end());
     }
-    if (contradicted) dropped.push_back(f.subject);
+    if (contradicted) evidence.not_confirmed.push_back(f.subject);
     return contradicted;
   });
-  if (!dropped.empty()) {
-    health.details["not_confirmed_by_probes"] = dropped;
-    health.details["delayed_hosts"] = delayed;
-  }
 }
 
 }  // namespace
 
-bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth& health,
-                         std::string& error) {
+bool detect_probed_links(const Job& job, const HealthOptions& options,
+                         const MessageEvidence& messages, const ClockAlignment& clocks,
+                         std::vector<Finding>& findings, ProbeEvidence& evidence,
+                         std::vector<std::string>& delayed, std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
   std::map<std::pair<int, int>, PairProbes> pairs;  // by (from node, to node)
-  bool ok = each_row(
+  bool ok = each_probe(
       job,
-      "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns FROM probes "
-      "ORDER BY at_ns",
-      [&](sqlite3_stmt* s) {
-        auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
+      [&](const ProbeRow& row) {
+        auto rank = job.ranks.find(row.rank);
         if (rank == job.ranks.end()) return;
-        const std::int64_t at = rank->second.aligned(static_cast<std::uint64_t>(column_i64(s, 1)));
+        const std::int64_t at = rank->second.aligned(row.at_ns);
         if (at < since || at > until) return;
-        PairProbes& p =
-            pairs[{static_cast<int>(column_i64(s, 2)), static_cast<int>(column_i64(s, 3))}];
-        p.from = column_text(s, 4);
-        p.to = column_text(s, 5);
-        const double bytes = static_cast<double>(column_i64(s, 6));
-        const double ns = std::max(1.0, static_cast<double>(column_i64(s, 7)));
+        PairProbes& p = pairs[{row.from_node, row.to_node}];
+        p.from = row.from_host;
+        p.to = row.to_host;
+        const double bytes = static_cast<double>(row.bytes);
+        const double ns = std::max(1.0, static_cast<double>(row.ns));
         if (bytes <= 1)
           p.latency_ns.emplace_back(at, ns);
         else
@@ -247,15 +240,9 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     v.slow = persistent(slow_latency, kLinkRounds) || persistent(slow_throughput, kLinkRounds);
   }
 
-  json probed = json::array();  // for the report's heat map
-  for (const auto& [key, v] : verdicts)
-    probed.push_back({{"from", pairs[key].from},
-                      {"to", pairs[key].to},
-                      {"latency_us", v.latency_ns / 1e3},
-                      {"mb_per_s", v.mb_per_s},
-                      {"rounds", v.rounds},
-                      {"slow", v.slow || v.slow_for_host}});
-  health.details["probed_links"] = probed;
+  for (const auto& [key, v] : verdicts)  // for the report's matrices
+    evidence.links.push_back({pairs[key].from, pairs[key].to, v.latency_ns / 1e3, v.mb_per_s,
+                              v.rounds, v.slow || v.slow_for_host});
   auto involves = [](const std::pair<int, int>& pair, int node) {
     return pair.first == node || pair.second == node;
   };
@@ -288,15 +275,14 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     bool slow = false, fine = false;  // neither: too few messages, or some slow
   };
   std::map<std::pair<std::string, std::string>, MessageVerdict> by_messages;
-  for (const json& l : health.details.value("links", json::array()))
-    by_messages[{l.value("from", ""), l.value("to", "")}] = {
-        l.value("slow", false), !l.value("slow", false) && !l.value("suspect", false) &&
-                                    l.value("recent_fast", 0) >= kMessagesKnownFine};
+  for (const MessageLink& l : messages.links)
+    by_messages[{l.from, l.to}] = {
+        l.slow, !l.slow && !l.suspect && static_cast<int>(l.recent_fast) >= kMessagesKnownFine};
   // A link slow one way slows both directions' probe round trips, and on a busy node one more
   // of its host's pairs crossing the line in two rounds makes the host look slow. Where the
   // messages measured at least two of the host's directed pairs and found exactly one slow and
   // the others fine, the fault is that link, not the host.
-  json host_is_link = json::array();
+
   for (auto it = slow_hosts.begin(); it != slow_hosts.end();) {
     const int node = *it;
     int slow = 0, fine = 0;
@@ -310,19 +296,17 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
       if (m->second.slow) link = p.from + " -> " + p.to;
     }
     if (slow == 1 && fine >= 1) {
-      host_is_link.push_back({{"host", name_of[node]}, {"link", link}});
+      evidence.host_is_a_link.push_back({name_of[node], link});
       it = slow_hosts.erase(it);
     } else {
       ++it;
     }
   }
-  if (!host_is_link.empty()) health.details["probed_host_is_a_link"] = host_is_link;
   // Each direction's one-way time from the probes' round trips on the aligned and corrected
-  // clocks (detect_slow_links). Their baseline is the latencies' (half a healthy round trip),
+  // clocks (align_host_clocks). Their baseline is the latencies' (half a healthy round trip),
   // which no clock error moves.
   std::map<std::pair<std::string, std::string>, double> one_way;
-  for (const json& l : health.details.value("probed_one_way", json::array()))
-    one_way[{l.value("from", ""), l.value("to", "")}] = l.value("one_way_us", 0.0) * 1e3;
+  for (const ProbedOneWay& l : clocks.probed_one_way) one_way[{l.from, l.to}] = l.one_way_us * 1e3;
   // How far from the baseline, to put the clearest of several findings of a kind first.
   auto strength = [&](double latency_ns, double mb_per_s) {
     return std::max(latency_ns / std::max(1.0, base_latency),
@@ -332,7 +316,6 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     return ms_text(v.latency_ns) + " latency, " + mb_text(v.mb_per_s);
   };
   const std::string baseline = ms_text(base_latency) + " latency, " + mb_text(base_throughput);
-  json delayed = health.details.value("delayed_hosts", json::array());
   for (int node : slow_hosts) {
     std::vector<double> lat, tput;
     int rounds = 0;
@@ -366,10 +349,9 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     // The job's messages on its links, named as slow links (a host whose messages go to one
     // peer only is not judged by them), are this finding's.
     json links = json::array();
-    std::erase_if(health.findings, [&](const Finding& m) {
-      const bool absorbed =
-          m.kind == finding_kind::slow_link && m.evidence.value("source", "") != "probes" &&
-          (m.evidence.value("from", "") == host || m.evidence.value("to", "") == host);
+    std::erase_if(findings, [&](const Finding& m) {
+      const bool absorbed = m.kind == finding_kind::slow_link && m.source != "probes" &&
+                            (m.from == host || m.to == host);
       if (absorbed) links.push_back(m.subject);
       return absorbed;
     });
@@ -379,10 +361,12 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
                    (links.size() > 1 ? " and " + std::to_string(links.size() - 1) + " more" : "") +
                    " are slow too";
     }
-    health.findings.push_back(f);
+    f.host = host;
+    f.source = "probes";
+    f.avoid = avoid_host(host);
+    findings.push_back(f);
     if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
   }
-  if (!delayed.empty()) health.details["delayed_hosts"] = delayed;
   for (const auto& [key, v] : verdicts) {
     // A single pair slow in a round or two is no finding: one descheduled leader (a busy node)
     // slows all of its repeats. Hosts are judged on several pairs at once, links need rounds.
@@ -393,13 +377,13 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
     PairProbes p = pairs[key];
     // The job's own messages may have named this link already, with its direction (a probe's
     // latency is half a round trip, so it cannot tell which way is slow): one finding.
-    auto named =
-        std::find_if(health.findings.begin(), health.findings.end(), [&](const Finding& m) {
-          if (m.kind != finding_kind::slow_link) return false;
-          const std::string a = m.evidence.value("from", ""), b = m.evidence.value("to", "");
-          return (a == p.from && b == p.to) || (a == p.to && b == p.from);
-        });
-    if (named != health.findings.end()) {
+    auto named = std::find_if(findings.begin(), findings.end(), [&](const Finding& m) {
+      if (m.kind != finding_kind::slow_link) return false;
+      const std::string &a = m.from, &b = m.to;
+      return (a == p.from && b == p.to) || (a == p.to && b == p.from);
+    });
+    if (named != findings.end()) {
+      named->also_source = "probes";
       named->evidence["also"] = {{"source", "probes"},
                                  {"latency_ns", v.latency_ns},
                                  {"mb_per_s", v.mb_per_s},
@@ -457,9 +441,17 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth
                   {"baseline_mb_per_s", base_throughput},
                   {"slow_rounds", v.slow_rounds},
                   {"rounds", v.rounds}};
-    health.findings.push_back(f);
+    // A probe's latency is half a round trip: a link slow both ways costs a message the whole
+    // excess twice over.
+    f.from = p.from;
+    f.to = p.to;
+    f.source = "probes";
+    f.avoid = avoid_link(p.from, p.to, both, (v.latency_ns - base_latency) * (both ? 2 : 1),
+                         v.mb_per_s, base_throughput);
+    findings.push_back(f);
   }
-  drop_unconfirmed_message_findings(job, options, pairs, latency_limit, throughput_limit, health);
+  drop_unconfirmed_message_findings(job, options, pairs, latency_limit, throughput_limit, findings,
+                                    evidence, delayed);
   return true;
 }
 

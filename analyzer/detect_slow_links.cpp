@@ -1,40 +1,18 @@
-// Slow links and hosts, the network side (docs/analyzer.md).
+// slow_link and slow_host_network from the job's messages: one-way times per directed host pair
+// against the size classes' baselines (docs/analyzer.md).
 #include "analyzer/detectors.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <optional>
 #include <random>
 #include <set>
-#include <unordered_map>
 
 #include "analyzer/statistics.hpp"
-#include "analyzer/trace_files.hpp"
 
 namespace commtap::analyzer {
 
-using json = nlohmann::json;
-
 namespace {
-
-struct MessageKey {
-  std::int64_t comm_id;
-  std::int64_t tag;
-  std::int64_t msg;
-  int sender, receiver;
-  bool operator==(const MessageKey&) const = default;
-};
-struct MessageKeyHash {
-  std::size_t operator()(const MessageKey& k) const {
-    std::size_t h = std::hash<std::int64_t>()(k.comm_id);
-    h = h * 1000003 ^ std::hash<std::int64_t>()(k.tag);
-    h = h * 1000003 ^ std::hash<std::int64_t>()(k.msg);
-    h = h * 1000003 ^ static_cast<std::size_t>(k.sender) * 65599 ^
-        static_cast<std::size_t>(k.receiver);
-    return h;
-  }
-};
 
 // A bounded sample of latencies (reservoir sampling, fixed seed).
 struct Reservoir {
@@ -61,242 +39,49 @@ struct LinkObservation {
   bool later_half = false;  // sent in the second half of the recent window
 };
 
-// A message between two hosts, its times on rank 0's clock.
-struct JoinedMessage {
-  int from_host, to_host;
-  std::int64_t start, posted, done, bytes;
+// One directed host pair's messages, judged.
+struct PairCell {
+  double ratio = 0, median = 0, base = 0;
+  std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
+  std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
+  // Each recent message's time over its size class's baseline, and the excess a slow one
+  // has at least (threshold less baseline), for the round-trip check.
+  std::vector<double> recent_excess, slow_excess;
+  std::vector<double> recent_ns;  // the recent window's measured one-way times
+  bool slow = false;
+  bool clock_only = false;  // read slow, but the round trip is not: a clock error
+  // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
+  bool suspect = false;
 };
+using PairCells = std::map<std::pair<int, int>, PairCell>;
 
-// Per host, what to add to its ranks' aligned times so that the job's messages read the same
-// one-way time both ways on healthy links. The clock offsets are Cristian estimates against
-// rank 0, which assume the way there and back take equally long: a link slow in one direction
-// only (0 -> 1 3 ms late) puts host 1's clock off by half that, and every message into host 1
-// then reads 1.5 ms short and every message out of it 1.5 ms long, so that all of host 1's links
-// look slow and the fault looks like host 1's. Per host pair, half the difference of the fastest
-// message each way (the least queueing) is the offset between the two as their messages see it;
-// a host's correction is the median over the ways to reach it from rank 0's host, directly and
-// through each third host, so that one asymmetric link is outvoted. That needs three ways at
-// least (four hosts): with three hosts, which of the three links is the asymmetric one cannot be
-// told, and the Cristian estimate stands. A host whose every outgoing link is slow is the same
-// as a clock offset to any such reckoning; it stays as it was (a slow host, half the delay each
-// way).
-//
-// Link probes measure every pair both ways whatever the job sends (a ring that sends one way
-// only, a job of collectives only): their round trips' four times give the same half
-// difference, and where they have it for a pair it is used (their newest rounds: the
-// estimates that align the clocks change when a fault begins).
-std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages,
-                                      const std::map<std::pair<int, int>, double>& probe_skews,
-                                      int hosts, int reference) {
-  std::vector<double> correction(static_cast<std::size_t>(hosts), 0.0);
-  if (hosts < 4 || reference < 0 || reference >= hosts) return correction;
-  // The fastest one-way reading per directed pair and size class: any message, whether or not
-  // it was in flight, took at most its completion minus its send.
-  constexpr std::size_t kMinMessages = 3;
-  std::map<std::tuple<int, int, int>, std::pair<double, std::size_t>> fastest;
-  for (const JoinedMessage& m : messages) {
-    auto& [least, count] =
-        fastest.try_emplace({m.from_host, m.to_host, size_class(m.bytes)}, HUGE_VAL, 0)
-            .first->second;
-    least = std::min(least, static_cast<double>(m.done - m.start));
-    ++count;
-  }
-  // skew[a][b]: how far b's clock reads ahead of a's, by the class measured most both ways.
-  std::vector<std::vector<std::optional<double>>> skew(static_cast<std::size_t>(hosts),
-                                                       std::vector<std::optional<double>>(hosts));
-  std::map<std::pair<int, int>, std::size_t> best_count;
-  for (const auto& [pair, half] : probe_skews) {
-    skew[static_cast<std::size_t>(pair.first)][static_cast<std::size_t>(pair.second)] = half;
-    skew[static_cast<std::size_t>(pair.second)][static_cast<std::size_t>(pair.first)] = -half;
-  }
-  for (const auto& [key, forth] : fastest) {
-    const auto [a, b, size] = key;
-    if (a >= b || probe_skews.count({a, b})) continue;
-    auto back = fastest.find({b, a, size});
-    if (back == fastest.end()) continue;
-    const std::size_t n = std::min(forth.second, back->second.second);
-    if (n < kMinMessages || n <= best_count[{a, b}]) continue;
-    best_count[{a, b}] = n;
-    const double half = (forth.first - back->second.first) / 2;
-    skew[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] = half;
-    skew[static_cast<std::size_t>(b)][static_cast<std::size_t>(a)] = -half;
-  }
-  auto at = [&](int a, int b) -> const std::optional<double>& {
-    return skew[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
-  };
-  for (int h = 0; h < hosts; ++h) {
-    if (h == reference) continue;
-    std::vector<double> ways;
-    if (at(reference, h)) ways.push_back(*at(reference, h));
-    for (int m = 0; m < hosts; ++m)
-      if (m != reference && m != h && at(reference, m) && at(m, h))
-        ways.push_back(*at(reference, m) + *at(m, h));
-    if (ways.size() >= 3) correction[static_cast<std::size_t>(h)] = -median_of(ways);
-  }
-  return correction;
+bool involves(const std::pair<int, int>& pair, int h) {
+  return pair.first == h || pair.second == h;
 }
 
-// A probe's fastest round trip between two leaders, aligned to rank 0's clock: the one-way time
-// each way (forth: from the measuring host).
-struct ProbeTrip {
-  int from_host, to_host;
-  double forth, back;
-};
-
-// The probe round trips in the --since range, oldest first.
-bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
-                 std::vector<ProbeTrip>& trips, std::string& error) {
-  std::map<int, int> leader_of_host;  // the lowest rank on each host (its local rank 0)
-  for (const auto& [number, r] : job.ranks) leader_of_host.try_emplace(r.host, number);
-  auto host_index = [&](const std::string& name) {
-    auto found = std::lower_bound(job.hosts.begin(), job.hosts.end(), name);
-    return found != job.hosts.end() && *found == name ? static_cast<int>(found - job.hosts.begin())
-                                                      : -1;
-  };
-  return each_row(
-      job,
-      "SELECT rank, at_ns, from_host, to_host, sent_ns, peer_received_ns, peer_replied_ns, "
-      "received_ns FROM probes WHERE bytes = 1 AND sent_ns IS NOT NULL ORDER BY at_ns",
-      [&](sqlite3_stmt* s) {
-        auto me = job.ranks.find(static_cast<int>(column_i64(s, 0)));
-        const int from = host_index(column_text(s, 2)), to = host_index(column_text(s, 3));
-        if (me == job.ranks.end() || from < 0 || to < 0 || from == to) return;
-        auto peer = job.ranks.find(leader_of_host[to]);
-        if (peer == job.ranks.end()) return;
-        const std::int64_t at = me->second.aligned(static_cast<std::uint64_t>(column_i64(s, 1)));
-        if (at < since || at > until) return;
-        auto mine = [&](int column) {
-          return me->second.aligned(static_cast<std::uint64_t>(column_i64(s, column)));
-        };
-        auto theirs = [&](int column) {
-          return peer->second.aligned(static_cast<std::uint64_t>(column_i64(s, column)));
-        };
-        trips.push_back({from, to, static_cast<double>(theirs(5) - mine(4)),
-                         static_cast<double>(mine(7) - theirs(6))});
-      },
-      error);
-}
-
-// Per host pair (lower index first), how far the second's aligned clock reads ahead of the
-// first's by the probes: half the difference of the one-way times, the median over the pair's
-// newest round trips measured from either end.
-std::map<std::pair<int, int>, double> probe_skews(const std::vector<ProbeTrip>& trips) {
-  constexpr std::size_t kNewest = 6;  // 3 rounds, measured from both ends
-  std::map<std::pair<int, int>, std::vector<double>> halves;
-  for (auto t = trips.rbegin(); t != trips.rend(); ++t) {
-    const bool ordered = t->from_host < t->to_host;
-    auto& list = halves[ordered ? std::make_pair(t->from_host, t->to_host)
-                                : std::make_pair(t->to_host, t->from_host)];
-    const double half = (t->forth - t->back) / 2;
-    if (list.size() < kNewest) list.push_back(ordered ? half : -half);
-  }
-  std::map<std::pair<int, int>, double> skews;
-  for (const auto& [pair, list] : halves) skews[pair] = median_of(list);
-  return skews;
-}
-
-}  // namespace
-
-bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
-                       std::string& error) {
-  const std::int64_t since_aligned = since_aligned_ns(job, options);
-  const std::int64_t until_aligned = job.until_aligned();
+// The job's messages per directed host pair on the corrected clocks, judged against their size
+// classes' baselines; the matrix, the stalled messages and the directions that read slow by a
+// clock error only go to `evidence`. Empty where no message was measured in flight.
+PairCells judge_pairs(const Job& job, const HealthOptions& options,
+                      const std::vector<JoinedMessage>& messages,
+                      const std::vector<double>& correction, MessageEvidence& evidence) {
   // The recent window, on rank 0's clock: where a link is judged slow or not.
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const std::int64_t recent_aligned =
       static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
   const std::int64_t recent_middle = recent_aligned + window_ns / 2;
-  struct Sent {
-    std::int64_t start;
-    std::int64_t bytes;
-  };
-  std::unordered_map<MessageKey, Sent, MessageKeyHash> sends;
-  if (!each_row(
-          job,
-          "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns FROM transfers "
-          "WHERE direction = 'send'",
-          [&](sqlite3_stmt* s) {
-            const int rank = static_cast<int>(column_i64(s, 0));
-            auto r = job.ranks.find(rank);
-            if (r == job.ranks.end()) return;
-            const std::int64_t start =
-                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
-            if (start < since_aligned || start > until_aligned) return;
-            sends[{column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), rank,
-                   static_cast<int>(column_i64(s, 1))}] = {start, column_i64(s, 5)};
-          },
-          error))
-    return false;
   // Per (sender host, receiver host, size class): one-way times of the messages measured in
   // flight (for the baseline and the matrix), and the recent window's observations.
   using CellKey = std::tuple<int, int, int>;
   std::map<CellKey, Reservoir> cells;
   std::map<CellKey, std::vector<LinkObservation>> recent;
   std::mt19937_64 random(12345);
-  std::uint64_t joined = 0;
-  std::vector<JoinedMessage> between_hosts;
-  if (!each_row(
-          job,
-          "SELECT rank, peer, comm_id, tag, msg, start_ns, end_ns FROM transfers "
-          "WHERE direction = 'recv'",
-          [&](sqlite3_stmt* s) {
-            const int rank = static_cast<int>(column_i64(s, 0));
-            const int peer = static_cast<int>(column_i64(s, 1));
-            auto found =
-                sends.find({column_i64(s, 2), column_i64(s, 3), column_i64(s, 4), peer, rank});
-            auto r = job.ranks.find(rank);
-            auto p = job.ranks.find(peer);
-            if (found == sends.end() || r == job.ranks.end() || p == job.ranks.end()) return;
-            const std::int64_t posted =
-                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 5)));
-            const std::int64_t done =
-                r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 6)));
-            if (done > until_aligned) return;
-            ++joined;
-            if (r->second.host == p->second.host) return;  // shared memory: not a link
-            between_hosts.push_back({p->second.host, r->second.host, found->second.start, posted,
-                                     done, found->second.bytes});
-          },
-          error))
-    return false;
-  health.messages = joined;
-  sends.clear();
-  std::vector<ProbeTrip> trips;
-  if (!probe_trips(job, since_aligned, until_aligned, trips, error)) return false;
-  const auto reference = job.ranks.find(0);
-  const std::vector<double> correction =
-      clock_corrections(between_hosts, probe_skews(trips), static_cast<int>(job.hosts.size()),
-                        reference == job.ranks.end() ? -1 : reference->second.host);
-  // Each direction's one-way time by the probes' newest rounds, on the corrected clocks: the
-  // direction of a link whose probes' round trips are slow (detect_probed_links).
-  {
-    constexpr std::size_t kNewest = 3;
-    std::map<std::pair<int, int>, std::vector<double>> one_way;
-    for (auto t = trips.rbegin(); t != trips.rend(); ++t) {
-      const double skew = correction[static_cast<std::size_t>(t->to_host)] -
-                          correction[static_cast<std::size_t>(t->from_host)];
-      auto& forth = one_way[{t->from_host, t->to_host}];
-      if (forth.size() < kNewest) forth.push_back(t->forth + skew);
-      auto& back = one_way[{t->to_host, t->from_host}];
-      if (back.size() < kNewest) back.push_back(t->back - skew);
-    }
-    json probed = json::array();
-    for (const auto& [pair, values] : one_way)
-      probed.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
-                        {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
-                        {"one_way_us", median_of(values) / 1e3}});
-    if (!probed.empty()) health.details["probed_one_way"] = probed;
-  }
-  json corrections = json::object();
-  for (std::size_t h = 0; h < correction.size(); ++h)
-    if (correction[h] != 0) corrections[job.hosts[h]] = correction[h] / 1e3;
-  if (!corrections.empty()) health.details["clock_corrections_us"] = corrections;
   // Messages of the stall span that stalled (detect_stalled_links): kept with their size
   // class, judged against its baseline below.
   const std::int64_t stall_since =
       static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
   std::vector<std::tuple<int, int, int, std::int64_t, double>> stall_candidates;
-  for (const JoinedMessage& m : between_hosts) {
+  for (const JoinedMessage& m : messages) {
     const auto sender =
         static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
     const auto receiver =
@@ -321,9 +106,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
       stall_candidates.emplace_back(m.from_host, m.to_host, std::get<2>(key), start,
                                     static_cast<double>(stalled));
   }
-  between_hosts.clear();
-  between_hosts.shrink_to_fit();
-  if (cells.empty()) return true;
+  if (cells.empty()) return {};
   // Baseline per size class: the lower quartile of the cells' medians (robust to a slow host,
   // whose cells can be most of a small cluster's).
   std::map<int, std::vector<double>> class_medians;
@@ -335,18 +118,11 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   }
   std::map<int, double> baseline;
   for (auto& [c, medians] : class_medians) baseline[c] = lower_quartile_of(medians);
-  {
-    json stalls = json::array();
-    for (const auto& [from, to, size, start, ns] : stall_candidates) {
-      auto c = baseline.find(size);
-      if (c == baseline.end() || ns < kStallFactor * std::max(1000.0, c->second)) continue;
-      stalls.push_back({{"from", job.hosts[static_cast<std::size_t>(from)]},
-                        {"to", job.hosts[static_cast<std::size_t>(to)]},
-                        {"at_ns", start},
-                        {"ns", ns},
-                        {"baseline_ns", c->second}});
-    }
-    if (!stalls.empty()) health.details["message_stalls"] = stalls;
+  for (const auto& [from, to, size, start, ns] : stall_candidates) {
+    auto c = baseline.find(size);
+    if (c == baseline.end() || ns < kStallFactor * std::max(1000.0, c->second)) continue;
+    evidence.stalls.push_back({job.hosts[static_cast<std::size_t>(from)],
+                               job.hosts[static_cast<std::size_t>(to)], start, ns, c->second});
   }
   // Per directed host pair. A link is slow when, in the recent window, at least kMinSlow
   // messages took longer than the threshold (link_factor times the baseline and
@@ -357,22 +133,9 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   // already there, so a median over the measured ones alone would be mostly from before the
   // fault. The matrix shows the medians over the whole --since range.
   constexpr std::uint64_t kMinSlow = 3;
-  struct Cell {
-    double ratio = 0, median = 0, base = 0;
-    std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
-    std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
-    // Each recent message's time over its size class's baseline, and the excess a slow one
-    // has at least (threshold less baseline), for the round-trip check.
-    std::vector<double> recent_excess, slow_excess;
-    std::vector<double> recent_ns;  // the recent window's measured one-way times
-    bool slow = false;
-    bool clock_only = false;  // read slow, but the round trip is not: a clock error
-    // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
-    bool suspect = false;
-  };
-  std::map<std::pair<int, int>, Cell> pairs;
+  PairCells pairs;
   for (auto& [key, reservoir] : cells) {
-    Cell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
+    PairCell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
     const double base = std::max(1000.0, baseline[std::get<2>(key)]);
     const double weight = static_cast<double>(reservoir.seen);
     cell.ratio += weight * cell_median[key] / base;
@@ -381,7 +144,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     cell.messages += reservoir.seen;
   }
   for (auto& [key, observations] : recent) {
-    Cell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
+    PairCell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
     auto c = baseline.find(std::get<2>(key));
     if (c == baseline.end()) continue;  // no message of this size class measured anywhere
     const double base = std::max(1000.0, c->second);
@@ -419,7 +182,7 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
   // median excess and the reverse's (negative where it reads early) together still reach the
   // threshold's excess: the round trip is slow. Messages that only bound their time from above
   // count as measured in the reverse, which can only keep a finding.
-  json clock_not_link = json::array();
+
   for (auto& [pair, cell] : pairs) {
     if (!cell.slow && !cell.suspect) continue;
     auto back = pairs.find({pair.second, pair.first});
@@ -429,29 +192,24 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     if (round_trip_excess >= median_of(cell.slow_excess)) continue;
     cell.slow = cell.suspect = false;
     cell.clock_only = true;
-    clock_not_link.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
-                              {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
-                              {"round_trip_excess_us", round_trip_excess / 1e3}});
+    evidence.slow_one_way_by_clock_only.push_back({job.hosts[static_cast<std::size_t>(pair.first)],
+                                                   job.hosts[static_cast<std::size_t>(pair.second)],
+                                                   round_trip_excess / 1e3});
   }
-  if (!clock_not_link.empty()) health.details["slow_one_way_by_clock_only"] = clock_not_link;
-  json matrix = json::array();
-  for (auto& [pair, cell] : pairs) {
-    matrix.push_back({{"from", job.hosts[static_cast<std::size_t>(pair.first)]},
-                      {"to", job.hosts[static_cast<std::size_t>(pair.second)]},
-                      {"median_us", cell.median / 1e3},
-                      {"ratio", cell.ratio},
-                      {"messages", cell.messages},
-                      {"recent_slow", cell.recent_slow},
-                      {"recent_fast", cell.recent_fast},
-                      {"slow", cell.slow},
-                      {"suspect", cell.suspect}});
-  }
-  health.details["links"] = matrix;
-  // Hosts that receive slow (or suspect) messages, and those that send slow ones: a sender that
-  // waits for the answer (a pipeline stage for its partner's gradients) arrives at the next
-  // collective as late as the receiver. (A host that lost CPU is told apart by its stall
-  // counters, see health.cpp.)
-  json delayed = json::array();
+  for (auto& [pair, cell] : pairs)
+    evidence.links.push_back({job.hosts[static_cast<std::size_t>(pair.first)],
+                              job.hosts[static_cast<std::size_t>(pair.second)], cell.median / 1e3,
+                              cell.ratio, cell.messages, cell.recent_slow, cell.recent_fast,
+                              cell.slow, cell.suspect});
+  return pairs;
+}
+
+// Hosts that receive slow (or suspect) messages, and those that send slow ones: a sender that
+// waits for the answer (a pipeline stage for its partner's gradients) arrives at the next
+// collective as late as the receiver. (A host that lost CPU is told apart by its stall
+// counters, see health.cpp.)
+std::vector<std::string> delayed_hosts_of(const Job& job, const PairCells& pairs) {
+  std::vector<std::string> delayed;
   auto add_delayed = [&](int host) {
     const std::string& name = job.hosts[static_cast<std::size_t>(host)];
     if (std::find(delayed.begin(), delayed.end(), name) == delayed.end()) delayed.push_back(name);
@@ -460,16 +218,16 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     if (cell.slow || cell.suspect) add_delayed(pair.second);
     if (cell.slow) add_delayed(pair.first);
   }
-  health.details["delayed_hosts"] = delayed;
-  // A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
-  // network; the remaining slow cells are links. Candidates are taken strongest first (by the
-  // fewest slow messages on any of their slow pairs), and a later one counts only the pairs no
-  // accepted host explains: behind a slow host, a neighbour that sends to it completes its
-  // other messages late too (a receive completed by the same MPI_Waitall as a send stuck
-  // towards the slow host reads slow), so the neighbour can look like a second slow host.
-  auto involves = [](const std::pair<int, int>& pair, int h) {
-    return pair.first == h || pair.second == h;
-  };
+  return delayed;
+}
+
+// A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
+// network; the remaining slow cells are links. Candidates are taken strongest first (by the
+// fewest slow messages on any of their slow pairs), and a later one counts only the pairs no
+// accepted host explains: behind a slow host, a neighbour that sends to it completes its
+// other messages late too (a receive completed by the same MPI_Waitall as a send stuck
+// towards the slow host reads slow), so the neighbour can look like a second slow host.
+std::set<int> slow_hosts_of(const Job& job, const HealthOptions& options, const PairCells& pairs) {
   // A host is judged on its pairs with two other hosts at least: when its messages go to one
   // peer only (a pipeline stage and its partner), slow pairs both ways say as much about the
   // peer, or the link between them, as about the host; they are named as a link, and the link
@@ -510,6 +268,13 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
     }
     if (involved >= 2 && slow >= options.host_cell_fraction * involved) slow_hosts.insert(h);
   }
+  return slow_hosts;
+}
+
+// slow_host_network for each of `slow_hosts` whose recent messages are clearly slower than the
+// others'.
+void name_slow_hosts(const Job& job, const HealthOptions& options, const PairCells& pairs,
+                     const std::set<int>& slow_hosts, std::vector<Finding>& findings) {
   for (int h : slow_hosts) {
     // The evidence is the recent window's, where the pairs were judged: the medians over the
     // --since range can still be mostly from before the fault.
@@ -540,8 +305,15 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                   {"median_latency_ns", median_of(mine)},
                   {"others_latency_ns", median_of(others)},
                   {"messages", n}};
-    health.findings.push_back(f);
+    f.host = job.hosts[static_cast<std::size_t>(h)];
+    f.avoid = avoid_host(f.host);
+    findings.push_back(f);
   }
+}
+
+// slow_link for each slow pair of no slow host whose neighbourhood is known.
+void name_slow_links(const Job& job, const HealthOptions& options, const PairCells& pairs,
+                     const std::set<int>& slow_hosts, std::vector<Finding>& findings) {
   // A slow link is named only once its hosts' other links are known to be fine (at least
   // kMinKnown fast messages in the window, none suspect or slow): until then the slow link may
   // be the first sign of a slow host (behind a slow host the receivers are late, so evidence
@@ -588,9 +360,25 @@ bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& 
                   {"recent_slow", cell.recent_slow},
                   {"recent_fast", cell.recent_fast},
                   {"messages", cell.messages}};
-    health.findings.push_back(f);
+    f.from = from;
+    f.to = to;
+    f.avoid = avoid_link(from, to, both, cell.median - cell.base);
+    findings.push_back(f);
   }
-  return true;
+}
+
+}  // namespace
+
+void detect_slow_links(const Job& job, const HealthOptions& options,
+                       const std::vector<JoinedMessage>& messages, const ClockAlignment& clocks,
+                       std::vector<Finding>& findings, MessageEvidence& evidence,
+                       std::vector<std::string>& delayed_hosts) {
+  const PairCells pairs = judge_pairs(job, options, messages, clocks.correction_ns, evidence);
+  if (pairs.empty()) return;
+  delayed_hosts = delayed_hosts_of(job, pairs);
+  const std::set<int> slow_hosts = slow_hosts_of(job, options, pairs);
+  name_slow_hosts(job, options, pairs, slow_hosts, findings);
+  name_slow_links(job, options, pairs, slow_hosts, findings);
 }
 
 }  // namespace commtap::analyzer

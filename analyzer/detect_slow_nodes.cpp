@@ -119,7 +119,7 @@ std::set<int> stalled_hosts_of(const std::map<int, double>& shares) {
 
 }  // namespace
 
-bool find_stalled_hosts(const Job& job, const HealthOptions& options, JobHealth& health,
+bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls& out,
                         std::string& error) {
   StallCounters stalls;
   if (!stalls.load(job, error)) return false;
@@ -129,17 +129,15 @@ bool find_stalled_hosts(const Job& job, const HealthOptions& options, JobHealth&
       std::min<std::uint64_t>(job.now_wall, static_cast<std::uint64_t>(job.until_wall)));
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const std::map<int, double> shares = host_stall_shares(job, stalls, end - window_ns, end);
-  json shares_json = json::object(), stalled_json = json::object();
   for (const auto& [host, share] : shares)
-    shares_json[job.hosts[static_cast<std::size_t>(host)]] = share;
+    out.shares[job.hosts[static_cast<std::size_t>(host)]] = share;
   for (int host : stalled_hosts_of(shares))
-    stalled_json[job.hosts[static_cast<std::size_t>(host)]] = shares.at(host);
-  health.details["stall_shares"] = shares_json;
-  if (!stalled_json.empty()) health.details["stalled_hosts"] = stalled_json;
+    out.stalled[job.hosts[static_cast<std::size_t>(host)]] = shares.at(host);
   return true;
 }
 
-bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& health,
+bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
+                       std::uint64_t& instances_compared, std::optional<LatenessTable>& lateness,
                        std::string& error) {
   const char* sql =
       "SELECT rank, comm_id, seq, enter_ns FROM collectives WHERE exit_ns IS NOT NULL";
@@ -180,7 +178,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
     last = std::max(last, it->second.earliest);
     ++it;
   }
-  health.instances = instances.size();
+  instances_compared = instances.size();
   if (instances.empty()) return true;
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const int windows_total = static_cast<int>((last - first) / window_ns) + 1;
@@ -245,14 +243,14 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
   // For `commtap report`: every rank's median lateness in every kept window (null where it had
   // too few instances), with the windows' start on the job's clock, so that a chart can put
   // them on a time axis and a heat map has one cell per rank and window.
-  json lateness_ms = json::array();
+  std::vector<std::vector<std::optional<double>>> lateness_ms;
   for (auto& [rank, ws] : per_rank) {
-    json row = json::array();
+    std::vector<std::optional<double>> row;
     for (const RankWindow& rw : ws)
       row.push_back(rw.instances < static_cast<std::uint32_t>(options.min_instances)
-                        ? json(nullptr)
-                        : json(rw.lateness.quantile(0.5) / 1e6));
-    lateness_ms.push_back(row);
+                        ? std::nullopt
+                        : std::optional<double>(rw.lateness.quantile(0.5) / 1e6));
+    lateness_ms.push_back(std::move(row));
   }
   for (int w = 0; w < windows; ++w) {
     std::vector<double> medians;
@@ -293,18 +291,14 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
     }
   }
   {
-    json ranks = json::array();
-    for (const auto& [rank, ws] : per_rank) ranks.push_back(rank);
+    LatenessTable& table = lateness.emplace();
+    for (const auto& [rank, ws] : per_rank) table.ranks.push_back(rank);
     // Seconds since the job's start (its earliest MPI_Init) on the wall clock.
-    const double first_s =
-        static_cast<double>(first + job.wall_minus_aligned - job.start_wall()) / 1e9 +
-        first_kept * options.window_s;
-    health.details["lateness"] = {
-        {"window_s", options.window_s},
-        {"first_s", first_s},
-        {"last_s", static_cast<double>(last + job.wall_minus_aligned - job.start_wall()) / 1e9},
-        {"ranks", ranks},
-        {"ms", lateness_ms}};
+    table.first_s = static_cast<double>(first + job.wall_minus_aligned - job.start_wall()) / 1e9 +
+                    first_kept * options.window_s;
+    table.window_s = options.window_s;
+    table.last_s = static_cast<double>(last + job.wall_minus_aligned - job.start_wall()) / 1e9;
+    table.ms = std::move(lateness_ms);
   }
 
   // Persistence is judged on the latest windows: late in at least that share of some run of
@@ -469,7 +463,9 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& 
                        " of the time vs " + percent_text(median_of(others_stall)) +
                        " for the other hosts";
       }
-      health.findings.push_back(f);
+      f.host = host_name;
+      if (whole_host) f.avoid = avoid_host(host_name);
+      out.push_back(f);
     }
   }
   return true;

@@ -7,7 +7,7 @@
 
 #include "analyzer/detectors.hpp"
 #include "analyzer/statistics.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/trace_rows.hpp"
 
 namespace commtap::analyzer {
 namespace {
@@ -42,12 +42,12 @@ std::int64_t stall_span_ns(const HealthOptions& options) {
   return static_cast<std::int64_t>(6 * std::max(0.001, options.window_s) * 1e9);
 }
 
-bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealth& health,
-                          std::string& error) {
+bool detect_stalled_links(const Job& job, const HealthOptions& options,
+                          const std::vector<MessageStall>& message_stalls,
+                          std::vector<Finding>& findings, std::string& error) {
   std::vector<Stall> stalls;
-  for (const json& m : health.details.value("message_stalls", json::array()))
-    stalls.push_back({m.value("from", ""), m.value("to", ""), m.value("at_ns", std::int64_t{0}),
-                      m.value("ns", 0.0), m.value("baseline_ns", 0.0)});
+  for (const MessageStall& m : message_stalls)
+    stalls.push_back({m.from, m.to, m.at_ns, m.ns, m.baseline_ns});
   // Probes: each measure's baseline is the lower quartile of all its values in the range.
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
@@ -55,30 +55,27 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   const std::int64_t stall_since = now - stall_span, recent_since = now - stall_span / 2;
   std::vector<Stall> probed;
   std::vector<double> latency_ns, transfer_ns;
-  if (!each_row(
+  if (!each_probe(
           job,
-          "SELECT rank, at_ns, from_host, to_host, bytes, ns, slowest_ns, slowest_oneway_ns "
-          "FROM probes",
-          [&](sqlite3_stmt* s) {
-            auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
+          [&](const ProbeRow& p) {
+            auto rank = job.ranks.find(p.rank);
             if (rank == job.ranks.end()) return;
-            const std::int64_t at =
-                rank->second.aligned(static_cast<std::uint64_t>(column_i64(s, 1)));
+            const std::int64_t at = rank->second.aligned(p.at_ns);
             if (at < since || at > until) return;
-            const bool latency = column_i64(s, 4) <= 1;
-            const auto fastest = static_cast<double>(column_i64(s, 5));
+            const bool latency = p.bytes <= 1;
+            const auto fastest = static_cast<double>(p.ns);
             (latency ? latency_ns : transfer_ns).push_back(fastest);
             // The longest one-way leg of the round (version 9), else the slowest round trip's
             // half or transfer (version 8), whose packets crossed both ways, else the fastest.
             // A transfer's data leg has no direction either: in slow start its sender waits for
             // the acknowledgements coming back, and a lost one stalls it (seen in sweeps); a
             // small message is one packet, delivered when it arrives.
-            const bool one_way = sqlite3_column_type(s, 7) != SQLITE_NULL;
-            const double ns = one_way ? static_cast<double>(column_i64(s, 7))
-                                      : std::max(fastest, static_cast<double>(column_i64(s, 6)));
+            const bool one_way = p.slowest_oneway_ns.has_value();
+            const double ns = one_way ? static_cast<double>(*p.slowest_oneway_ns)
+                                      : std::max(fastest, static_cast<double>(p.slowest_ns));
             if (at >= stall_since && ns >= kProbeStallNs)
-              probed.push_back({column_text(s, 2), column_text(s, 3), at, ns, 0, true,
-                                !one_way || !latency, latency});
+              probed.push_back(
+                  {p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency});
           },
           error))
     return false;
@@ -90,7 +87,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   }
   if (stalls.empty()) return true;
 
-  const NamedNetworkSubjects named = named_network_subjects(health);
+  const NamedNetworkSubjects named = named_network_subjects(findings);
   auto describe = [&](const std::vector<const Stall*>& mine) {
     std::vector<std::int64_t> times;
     std::int64_t newest = INT64_MIN;
@@ -111,7 +108,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   const std::string span = ms_text(static_cast<double>(stall_span));
   auto add_finding = [&](const std::string& kind, const std::string& subject,
                          const std::vector<const Stall*>& mine, std::size_t elsewhere,
-                         json evidence, const std::string& where) {
+                         json evidence, avoid_list::AvoidList avoid, const std::string& where) {
     const auto [moments, longest, baseline, probes] = describe(mine);
     Finding f;
     f.kind = kind;
@@ -129,14 +126,18 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
                 ms_text(kProbeStallNs) + " or more), " + std::to_string(elsewhere) +
                 " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
                 "switch port)";
-    evidence["source"] = "stalls";
+    evidence["source"] = f.source = "stalls";
     evidence["stalls"] = mine.size();
     evidence["moments"] = moments;
     evidence["longest_ns"] = longest;
     evidence["baseline_ns"] = baseline;
     evidence["stalls_elsewhere"] = elsewhere;
+    f.host = evidence.value("host", "");
+    f.from = evidence.value("from", "");
+    f.to = evidence.value("to", "");
     f.evidence = std::move(evidence);
-    health.findings.push_back(std::move(f));
+    f.avoid = std::move(avoid);
+    findings.push_back(std::move(f));
   };
 
   // A host: stalls on its pairs with two other hosts at least, into it and out of it (a
@@ -171,7 +172,8 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
   if (!lossy_host.empty()) {
     if (!named.hosts.count(lossy_host))
       add_finding(finding_kind::slow_host_network, "host " + lossy_host, lossy_stalls,
-                  stalls.size() - lossy_stalls.size(), {{"host", lossy_host}}, "to and from it");
+                  stalls.size() - lossy_stalls.size(), {{"host", lossy_host}},
+                  avoid_host(lossy_host), "to and from it");
     return true;
   }
   // A link: stalls on one host pair, at separate moments, and few elsewhere, in the direction
@@ -199,7 +201,8 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealt
     if (forth == 0 && back > 0) std::swap(from, to);
     if (named.names_link(from, to)) continue;
     add_finding(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
-                elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}}, "on it");
+                elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}},
+                avoid_link(from, to, both, 0), "on it");
   }
   return true;
 }

@@ -1,7 +1,10 @@
-// analyzer/detectors: one function per kind of finding, each in its own file. Each reads what it
-// needs of the job's files and appends its findings (and, for the report, details) to `health`.
+// analyzer/detectors: one function per kind of finding, each in its own file (detect_*.cpp). Each
+// reads what it needs of the job's files and of the evidence of the detectors before it, and
+// appends its findings and writes its own part of the job's evidence (job_evidence.hpp).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -12,39 +15,74 @@
 
 namespace commtap::analyzer {
 
+// Each detector's parameters say what it reads (const) and what it writes; health.cpp runs them
+// in an order that follows from that.
+
 // hang, communication_hang, rank_lost: from the latest heartbeats and communicator progress.
 void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out);
-// details.stall_shares and stalled_hosts: each host's share of the latest window its process
-// was held off the CPU (heartbeats.stalled_ns), and those that stand out. Run first: a stalled
-// host's messages and probes arrive late, and the stall, not its network, is the cause.
-bool find_stalled_hosts(const Job& job, const HealthOptions& options, JobHealth& health,
+// Each host's share of the latest window its process was held off the CPU
+// (heartbeats.stalled_ns), and those that stand out: a stalled host's messages and probes arrive
+// late, and the stall, not its network, is the cause (health.cpp leaves such findings out).
+bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls& stalls,
                         std::string& error);
 // slow_rank, slow_host: arrival lateness at aligned collective instances, in persistence windows.
-bool detect_slow_nodes(const Job& job, const HealthOptions& options, JobHealth& health,
+// `instances`: the aligned instances compared; `lateness`: per rank and window, for the report.
+bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
+                       std::uint64_t& instances, std::optional<LatenessTable>& lateness,
                        std::string& error);
-// slow_link, slow_host_network: one-way times of joined messages per directed host pair.
-bool detect_slow_links(const Job& job, const HealthOptions& options, JobHealth& health,
+
+// The job's point-to-point messages between hosts, sends joined with their receives, times on
+// rank 0's clock (message_links.cpp).
+struct JoinedMessage {
+  int from_host, to_host;
+  std::int64_t start, posted, done, bytes;
+};
+struct JoinedMessages {
+  std::vector<JoinedMessage> between_hosts;
+  std::uint64_t joined = 0;  // every joined message, shared memory included
+};
+bool join_messages(const Job& job, const HealthOptions& options, JoinedMessages& out,
+                   std::string& error);
+// Per host, the correction of its clock that makes the job's messages (or the link probes) read
+// the same one-way time both ways on healthy links, and the probes' one-way times on the
+// corrected clocks (clock_alignment.cpp).
+bool align_host_clocks(const Job& job, const HealthOptions& options,
+                       const std::vector<JoinedMessage>& messages, ClockAlignment& out,
                        std::string& error);
+// slow_link, slow_host_network: one-way times of joined messages per directed host pair, on the
+// corrected clocks. Writes the per-pair matrix and the stalled messages to `evidence`, and the
+// hosts that wait for slow messages to `delayed_hosts`.
+void detect_slow_links(const Job& job, const HealthOptions& options,
+                       const std::vector<JoinedMessage>& messages, const ClockAlignment& clocks,
+                       std::vector<Finding>& findings, MessageEvidence& evidence,
+                       std::vector<std::string>& delayed_hosts);
 // slow_host_network, slow_link: latency and throughput of commtap's link probes per directed
-// host pair (the probes table), against the other pairs'.
-bool detect_probed_links(const Job& job, const HealthOptions& options, JobHealth& health,
-                         std::string& error);
+// host pair (the probes table), against the other pairs'. Reads the messages' matrix (which
+// direction is slow) and the probes' one-way times; drops message findings the probes
+// contradict, absorbs message links into a host finding of its own, and adds to
+// `delayed_hosts`.
+bool detect_probed_links(const Job& job, const HealthOptions& options,
+                         const MessageEvidence& messages, const ClockAlignment& clocks,
+                         std::vector<Finding>& findings, ProbeEvidence& evidence,
+                         std::vector<std::string>& delayed_hosts, std::string& error);
 // slow_host_network, slow_link from the kernel's TCP counters (the tcp_links table): directed host
 // pairs whose connections lost (resent, less the resends the receiver already had) a share of their
 // segments well above most links', at two moments at least, over the stall span; a host where its
 // links to or from two hosts lose. Merges with the same finding of an earlier rule. Adds the
-// receiving hosts to details.delayed_hosts (they wait for the resends) and the per-pair counts to
-// details.tcp_links.
-bool detect_lost_packets(const Job& job, const HealthOptions& options, JobHealth& health,
-                         std::string& error);
+// receiving hosts to `delayed_hosts` (they wait for the resends); the per-pair counts go to
+// `tcp_links`.
+bool detect_lost_packets(const Job& job, const HealthOptions& options,
+                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<std::string>& delayed_hosts, std::string& error);
 // slow_host_network, slow_link from stalls: transfers between hosts (the job's messages, from
-// detect_slow_links' details.message_stalls, and link probes) that took kStallNs or more and
+// detect_slow_links' `message_stalls`, and link probes) that took kStallNs or more and
 // kStallFactor times their baseline, at several separate moments, on one host's pairs or one
 // link and not elsewhere: packets lost and retransmitted after a timeout (a flaky cable, NIC or
-// switch port), which slows a job by its tail while every median reads healthy. Run after the
-// other network detectors: a host or link they name already is not named again.
-bool detect_stalled_links(const Job& job, const HealthOptions& options, JobHealth& health,
-                          std::string& error);
+// switch port), which slows a job by its tail while every median reads healthy. Reads the
+// other network detectors' findings: a host or link they name already is not named again.
+bool detect_stalled_links(const Job& job, const HealthOptions& options,
+                          const std::vector<MessageStall>& message_stalls,
+                          std::vector<Finding>& findings, std::string& error);
 // What counts as a stalled transfer, and over what span stalls are counted.
 inline constexpr double kStallNs = 20e6, kStallFactor = 20;
 std::int64_t stall_span_ns(const HealthOptions& options);  // six persistence windows
@@ -58,12 +96,12 @@ struct NamedNetworkSubjects {
     return links.count({from, to}) || hosts.count(from) || hosts.count(to);
   }
 };
-inline NamedNetworkSubjects named_network_subjects(const JobHealth& health) {
+inline NamedNetworkSubjects named_network_subjects(const std::vector<Finding>& findings) {
   NamedNetworkSubjects named;
-  for (const Finding& f : health.findings) {
-    if (f.kind == finding_kind::slow_host_network) named.hosts.insert(f.evidence.value("host", ""));
+  for (const Finding& f : findings) {
+    if (f.kind == finding_kind::slow_host_network) named.hosts.insert(f.host);
     if (f.kind == finding_kind::slow_link) {
-      const std::string from = f.evidence.value("from", ""), to = f.evidence.value("to", "");
+      const std::string &from = f.from, &to = f.to;
       named.links.insert({from, to});
       named.links.insert({to, from});
     }
@@ -72,7 +110,7 @@ inline NamedNetworkSubjects named_network_subjects(const JobHealth& health) {
 }
 
 // degradation: a call site's recent aggregate windows against its own earlier ones.
-bool detect_degradation(const Job& job, const HealthOptions& options, JobHealth& health,
-                        std::string& error);
+bool detect_degradation(const Job& job, const HealthOptions& options,
+                        std::vector<Finding>& findings, std::string& error);
 
 }  // namespace commtap::analyzer

@@ -1,4 +1,5 @@
-// The findings store of `commtap analyze --store`: one row per (job, kind, subject).
+// The findings store of `commtap analyze --store`: one row per (job, kind, subject), and the
+// avoid list of the active findings (avoid_list/).
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -141,6 +142,16 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
       for (char c : job.job_id) q += c == '\'' ? std::string("''") : std::string(1, c);
       return q;
     }() + "'");
+    // The job's hosts and links to route around, replaced like its findings (collectives/ reads
+    // them through avoid_list/).
+    std::vector<avoid_list::StoredEntry> avoid;
+    for (const Finding& f : job.findings)
+      if (!f.avoid.empty())
+        avoid.push_back({job.job_id, f.kind, f.subject, f.last_seen_ns, f.avoid});
+    if (ok && !avoid_list::replace_job_entries(db, job.job_id, avoid, error)) {
+      error = store + ": " + error;
+      ok = false;
+    }
     for (const Finding& f : job.findings) {
       if (!ok) break;
       const std::string evidence =

@@ -60,6 +60,7 @@ void merge_same_subject(std::vector<Finding>& findings) {
     if (f.severity > same->severity) std::swap(*same, f);
     same->summary += "; also " + f.summary.substr(f.subject.size() + 2);
     same->evidence["also"] = f.evidence;
+    same->also_source = f.source;
   }
   findings = std::move(merged);
 }
@@ -125,75 +126,74 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, st
   health.hosts = static_cast<int>(job.hosts.size());
   health.now_ns = job.now_wall;
   for (const auto& [number, r] : job.ranks) health.running |= r.ended_by == "running";
-  detect_hangs(job, options, health.findings);
-  if (!find_stalled_hosts(job, options, health, error) ||
-      !detect_slow_nodes(job, options, health, error) ||
-      !detect_slow_links(job, options, health, error) ||
-      !detect_probed_links(job, options, health, error) ||
-      !detect_lost_packets(job, options, health, error) ||
-      !detect_stalled_links(job, options, health, error) ||
-      !detect_degradation(job, options, health, error))
+  JobEvidence& evidence = health.evidence;
+  std::vector<Finding>& findings = health.findings;
+  detect_hangs(job, options, findings);
+  if (!find_stalled_hosts(job, options, evidence.stalls, error) ||
+      !detect_slow_nodes(job, options, findings, health.instances, evidence.lateness, error))
     return false;
-  merge_same_subject(health.findings);
+  // The network side: the messages' one-way times need the hosts' clocks corrected first; the
+  // probes read which direction the messages found slow; the TCP counters and the stalls then
+  // name only what the others have not.
+  {
+    JoinedMessages messages;
+    if (!join_messages(job, options, messages, error) ||
+        !align_host_clocks(job, options, messages.between_hosts, evidence.clocks, error))
+      return false;
+    health.messages = messages.joined;
+    detect_slow_links(job, options, messages.between_hosts, evidence.clocks, findings,
+                      evidence.messages, evidence.delayed_hosts);
+  }
+  if (!detect_probed_links(job, options, evidence.messages, evidence.clocks, findings,
+                           evidence.probes, evidence.delayed_hosts, error) ||
+      !detect_lost_packets(job, options, findings, evidence.tcp_links, evidence.delayed_hosts,
+                           error) ||
+      !detect_stalled_links(job, options, evidence.messages.stalls, findings, error) ||
+      !detect_degradation(job, options, findings, error))
+    return false;
+  merge_same_subject(findings);
   // A host whose process was held off the CPU in the latest window receives late (its receives
   // complete when it runs again), answers probes late and sends late: its links and its network
-  // read slow, and the stall is the cause. Those findings are left out (listed in details), and
-  // it counts as no delayed host below. Lost packets are the exception: the kernel counts them
-  // whether or not the process runs.
-  if (health.details.contains("stalled_hosts")) {
-    const json stalled = health.details["stalled_hosts"];
-    json explained = json::array();
-    std::erase_if(health.findings, [&](const Finding& f) {
+  // read slow, and the stall is the cause. Those findings are left out (listed in the evidence),
+  // and it counts as no delayed host below. Lost packets are the exception: the kernel counts
+  // them whether or not the process runs.
+  const std::map<std::string, double>& stalled = evidence.stalls.stalled;
+  if (!stalled.empty()) {
+    std::erase_if(findings, [&](const Finding& f) {
       const bool network =
           (f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network) &&
-          f.evidence.value("source", "") != "tcp" &&
-          !(f.evidence.contains("also") && f.evidence["also"].value("source", "") == "tcp");
-      const bool touches = stalled.contains(f.evidence.value("host", "")) ||
-                           stalled.contains(f.evidence.value("from", "")) ||
-                           stalled.contains(f.evidence.value("to", ""));
-      if (network && touches) explained.push_back({{"kind", f.kind}, {"subject", f.subject}});
+          f.source != "tcp" && f.also_source != "tcp";
+      const bool touches = stalled.count(f.host) || stalled.count(f.from) || stalled.count(f.to);
+      if (network && touches) evidence.explained_by_stalls.push_back({f.kind, f.subject});
       return network && touches;
     });
-    if (!explained.empty()) health.details["explained_by_stalls"] = explained;
-    if (health.details.contains("delayed_hosts")) {
-      json& delayed = health.details["delayed_hosts"];
-      json kept = json::array();
-      for (const json& host : delayed)
-        if (!stalled.contains(host.get<std::string>())) kept.push_back(host);
-      delayed = kept;
-    }
+    std::erase_if(evidence.delayed_hosts,
+                  [&](const std::string& host) { return stalled.count(host) > 0; });
   }
   // A host that receives slow messages arrives late at the next collective because it waits for
   // them: the network finding explains it, so no compute-side finding is made for it.
-  if (health.details.contains("delayed_hosts")) {
-    const auto delayed = health.details["delayed_hosts"];
-    std::erase_if(health.findings, [&](const Finding& f) {
-      if (f.kind != finding_kind::slow_host && f.kind != finding_kind::slow_rank) return false;
-      const std::string host = f.evidence.value("host", "");
-      return std::find(delayed.begin(), delayed.end(), host) != delayed.end();
-    });
-  }
+  const std::vector<std::string>& delayed = evidence.delayed_hosts;
+  std::erase_if(findings, [&](const Finding& f) {
+    if (f.kind != finding_kind::slow_host && f.kind != finding_kind::slow_rank) return false;
+    return std::find(delayed.begin(), delayed.end(), f.host) != delayed.end();
+  });
   // A call that became slower because everyone now waits for a slow, stuck or lost rank, host or
   // link is that finding's consequence, not a second problem: the cause is reported alone.
-  const bool explained =
-      std::any_of(health.findings.begin(), health.findings.end(),
-                  [](const Finding& f) { return f.kind != finding_kind::degradation; });
+  const bool explained = std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+    return f.kind != finding_kind::degradation;
+  });
   if (explained)
-    std::erase_if(health.findings,
-                  [](const Finding& f) { return f.kind == finding_kind::degradation; });
-  std::stable_sort(health.findings.begin(), health.findings.end(),
-                   [](const Finding& a, const Finding& b) {
-                     if (a.severity != b.severity) return a.severity > b.severity;
-                     if (a.kind != b.kind) return kind_order(a.kind) < kind_order(b.kind);
-                     return a.strength > b.strength;
-                   });
-  json hosts = json::array();
-  for (const std::string& h : job.hosts) hosts.push_back(h);
-  health.details["hosts"] = hosts;
+    std::erase_if(findings, [](const Finding& f) { return f.kind == finding_kind::degradation; });
+  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+    if (a.severity != b.severity) return a.severity > b.severity;
+    if (a.kind != b.kind) return kind_order(a.kind) < kind_order(b.kind);
+    return a.strength > b.strength;
+  });
+  evidence.hosts = job.hosts;
   // The report's time axes start at the job's start; its aggregates come in windows of the
   // job's COMMTAP_INTERVAL.
-  health.details["start_ns"] = job.start_wall();
-  health.details["interval_s"] = job.interval_s;
+  evidence.start_ns = job.start_wall();
+  evidence.interval_s = job.interval_s;
   return true;
 }
 

@@ -1,6 +1,7 @@
 // analyzer/health: C4-style health analysis of trace databases (`commtap analyze`, `commtap
-// report`). Each job is read rank by rank, in a few streaming passes, so memory grows with the
-// number of collective instances and ranks, not with instances x ranks.
+// report`); render/ turns its results into text, JSON, HTML and other tools' formats. Each job is
+// read rank by rank, in a few streaming passes, so memory grows with the number of collective
+// instances and ranks, not with instances x ranks.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "analyzer/job_evidence.hpp"
+#include "avoid_list/avoid_list.hpp"
 
 namespace commtap::analyzer {
 
@@ -76,7 +80,25 @@ struct Finding {
   // How far from healthy (a ratio to the baseline): of several findings of one kind and
   // severity, the clearest comes first. Not stored or printed.
   double strength = 0;
+  // What the later stages read of it (the network detectors, health.cpp), also in `evidence`:
+  // the host it names, or its link's ends; the data its rule read ("probes", "tcp", "stalls";
+  // empty: the job's messages or collectives); and that of another rule's finding of the same
+  // subject merged into it (`evidence.also`).
+  std::string host, from, to, source, also_source;
+  // What a later job's collectives route around because of it (slow_host, slow_host_network:
+  // the host; slow_link: its directed link or links and their costs), stored next to the
+  // findings (avoid_list/). Not printed.
+  avoid_list::AvoidList avoid;
 };
+
+// A slow host's share of the avoid list.
+avoid_list::AvoidList avoid_host(const std::string& host);
+// A slow link's: from -> to, and to -> from too where `both_directions`, each costing
+// `extra_latency_ns` (clamped at 0) more per message and, where both throughputs are known and
+// the link's is below the baseline's, the difference of their times per byte.
+avoid_list::AvoidList avoid_link(const std::string& from, const std::string& to,
+                                 bool both_directions, double extra_latency_ns, double mb_per_s = 0,
+                                 double baseline_mb_per_s = 0);
 
 struct JobHealth {
   std::string job_id;
@@ -89,8 +111,7 @@ struct JobHealth {
   std::uint64_t messages = 0;        // joined transfers looked at
   std::vector<Finding> findings;     // most severe first
   std::vector<std::string> skipped;  // files of the job directory left out, and why
-  // For `commtap report`: per-host-pair link latency (median, us) and per-rank lateness.
-  nlohmann::json details = nlohmann::json::object();
+  JobEvidence evidence;              // what the detectors measured, for the report and --json
 };
 
 // The jobs named by `paths`: a job directory (rank-<N>.db or job.db), a database file, or a
@@ -107,26 +128,6 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
 // else. health.path and every string taken from the files are clean_text.
 bool analyze_job(const std::string& path, const HealthOptions& options, JobHealth& health,
                  std::string& error);
-
-std::string health_text(const std::vector<JobHealth>& jobs);
-// `unreadable` (inputs that could not be analyzed) is listed under "unreadable".
-nlohmann::json health_json(const std::vector<JobHealth>& jobs,
-                           const std::vector<UnreadableInput>& unreadable = {});
-// What `commtap report` draws from the aggregates besides the analysis (read by its caller).
-struct CallSiteSeries {
-  std::string label;          // "MPI_Allreduce from train_step(int)", demangled
-  std::vector<double> share;  // per window of bucket_s since the job's start: its MPI time over
-                              // all ranks' time (-1: no row)
-};
-struct ReportInputs {
-  std::string slowest_sites_table;    // an HTML table
-  double bucket_s = 1.0;              // the windows: COMMTAP_INTERVAL (wider in long jobs)
-  double end_s = 0;                   // the newest write, s since the job's start
-  std::vector<CallSiteSeries> sites;  // the call sites with the most MPI time, most first
-};
-
-// One self-contained HTML page (inline SVG, no scripts, no network) for one job.
-std::string health_html(const JobHealth& job, const ReportInputs& inputs);
 
 // Records findings in `store` (created if missing) without duplicates across runs: a finding
 // seen again updates last_seen; the job's findings not seen in this run become inactive.

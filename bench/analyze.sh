@@ -13,7 +13,7 @@ trap 'rm -rf "$job"' EXIT
 start=$(date +%s.%N)
 "$build/bench/synthetic_job" "$job" "$ranks" "$instances"
 made=$(date +%s.%N)
-/usr/bin/time -f "%e %M" -o "$job/time.txt" "$build/analyzer/commtap" analyze "$job" \
+/usr/bin/time -f "%e %M" -o "$job/time.txt" "$build/cli/commtap" analyze "$job" \
   >"$job/findings.txt" || true
 read -r seconds kib < <(tail -n 1 "$job/time.txt")  # after "Command exited with ..."
 records=$((ranks * instances))

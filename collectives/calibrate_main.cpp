@@ -16,7 +16,8 @@
 #include <string>
 #include <utility>
 
-#include "collectives/collectives.hpp"
+#include "collectives/cost_model.hpp"
+#include "collectives/topology.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -1,5 +1,6 @@
-#include <sqlite3.h>
-
+// collectives::start: the context agreed at MPI_Init from the settings: the algorithm, the
+// avoid list (COMMTAP_AVOID_HOSTS: written out, or a findings store's), the cost model (a model
+// file, a measurement now, or the built-in one) and the library's all-reduce threshold.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -7,137 +8,75 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
-#include "collectives/collectives.hpp"
+#include "avoid_list/avoid_list.hpp"
+#include "collectives/algorithms.hpp"
+#include "collectives/context.hpp"
+#include "collectives/cost_model.hpp"
+#include "collectives/topology.hpp"
 #include "monitor/clock.hpp"
 #include "world/world.hpp"
 
 namespace commtap::collectives {
 namespace {
 
-// One entry of COMMTAP_AVOID_HOSTS as rank 0 sends it on: a host name, or a directed link
-// "FROM>TO>EXTRA_ALPHA>EXTRA_BETA" (host names hold neither ',' nor '>').
-std::string link_entry(const std::string& from, const std::string& to, double alpha, double beta) {
-  char figures[64];
-  std::snprintf(figures, sizeof figures, ">%.9g>%.9g", alpha, beta);
-  return from + ">" + to + figures;
+// COMMTAP_AVOID_HOSTS written out: comma-separated host names and links (FROM->TO, or A<->B for
+// both directions, costs unmeasured); an entry that is neither is reported and skipped.
+avoid_list::AvoidList parse_avoid_setting(const std::string& setting) {
+  avoid_list::AvoidList list;
+  std::size_t begin = 0;
+  while (begin <= setting.size()) {
+    const std::size_t comma = std::min(setting.find(',', begin), setting.size());
+    const std::string item = setting.substr(begin, comma - begin);
+    begin = comma + 1;
+    const std::size_t both = item.find("<->"), one = item.find("->");
+    if (item.empty() || item.find('>') == std::string::npos) {
+      if (!item.empty()) list.hosts.push_back(item);
+    } else if (both != std::string::npos && both > 0 && both + 3 < item.size()) {
+      list.links.push_back({item.substr(0, both), item.substr(both + 3), 0, 0});
+      list.links.push_back({item.substr(both + 3), item.substr(0, both), 0, 0});
+    } else if (both == std::string::npos && one != std::string::npos && one > 0 &&
+               one + 2 < item.size()) {
+      list.links.push_back({item.substr(0, one), item.substr(one + 2), 0, 0});
+    } else {
+      std::fprintf(stderr,
+                   "commtap: COMMTAP_AVOID_HOSTS: '%s' is neither a host nor a link "
+                   "(FROM->TO, A<->B); ignored\n",
+                   item.c_str());
+    }
+  }
+  return list;
 }
 
-// A findings store's active findings of the last day, as entries: the hosts of slow_host and
-// slow_host_network, and each slow_link with what crossing it costs by its evidence (the link
-// probes' latency is half a round trip, so a link they found slow both ways may hide its whole
-// delay in one direction: twice the excess is charged; messages give one-way times).
-bool read_findings_store(const std::string& path, std::vector<std::string>& entries,
-                         std::string& error) {
-  sqlite3* db = nullptr;
-  const std::string since = std::to_string(monitor::wall_ns() - 86'400'000'000'000ull);
-  const std::string sql =
-      "SELECT kind, substr(subject, 6), json_extract(evidence, '$.from'), "
-      "json_extract(evidence, '$.to'), coalesce(json_extract(evidence, '$.both_directions'), 0), "
-      "coalesce(json_extract(evidence, '$.latency_ns') - "
-      "json_extract(evidence, '$.baseline_latency_ns'), json_extract(evidence, "
-      "'$.median_latency_ns') - json_extract(evidence, '$.baseline_ns'), 0), "
-      "json_extract(evidence, '$.source') = 'probes', json_extract(evidence, '$.mb_per_s'), "
-      "json_extract(evidence, '$.baseline_mb_per_s') FROM findings WHERE active = 1 AND "
-      "last_seen_ns > " +
-      since +
-      " AND (kind IN ('slow_host', 'slow_host_network') AND subject LIKE 'host %' OR "
-      "kind = 'slow_link') ORDER BY kind, subject";
-  auto add = [](void* out, int, char** v, char**) {
-    auto& list = *static_cast<std::vector<std::string>*>(out);
-    const std::string kind = v[0] != nullptr ? v[0] : "";
-    if (kind != "slow_link") {
-      if (v[1] != nullptr) list.emplace_back(v[1]);
-      return 0;
-    }
-    if (v[2] == nullptr || v[3] == nullptr) return 0;
-    const bool both = v[4] != nullptr && std::atoi(v[4]) != 0;
-    const bool probes = v[6] != nullptr && std::atoi(v[6]) != 0;
-    const double excess_ns = v[5] != nullptr ? std::max(0.0, std::atof(v[5])) : 0.0;
-    const double alpha = excess_ns * 1e-9 * (probes && both ? 2 : 1);
-    double beta = 0;
-    if (v[7] != nullptr && v[8] != nullptr) {
-      const double slow = std::atof(v[7]), healthy = std::atof(v[8]);
-      if (slow > 0 && healthy > slow) beta = (1 / slow - 1 / healthy) * 1e-6;
-    }
-    list.push_back(link_entry(v[2], v[3], alpha, beta));
-    if (both) list.push_back(link_entry(v[3], v[2], alpha, beta));
-    return 0;
-  };
-  bool ok = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK;
-  if (ok) ok = sqlite3_exec(db, sql.c_str(), add, &entries, nullptr) == SQLITE_OK;
-  if (!ok) error = db != nullptr ? sqlite3_errmsg(db) : "cannot open";
-  sqlite3_close(db);
-  return ok;
-}
-
-// COMMTAP_AVOID_HOSTS, read by rank 0 and sent to all: comma-separated host names and links
-// (FROM->TO, or A<->B for both directions, costs unmeasured), or @FILE, a findings store.
-Avoid avoid_from_setting(const std::string& setting, MPI_Comm comm, int rank) {
-  std::vector<std::string> entries;
+// COMMTAP_AVOID_HOSTS, read by rank 0 and sent to all: the list written out, or @FILE, a findings
+// store of `commtap analyze --store` whose avoid list of the last day is read.
+avoid_list::AvoidList avoid_from_setting(const std::string& setting, MPI_Comm comm, int rank) {
+  avoid_list::AvoidList list;
   if (rank == 0 && !setting.empty()) {
     if (setting[0] == '@') {
       std::string error;
-      if (!read_findings_store(setting.substr(1), entries, error)) {
+      const std::uint64_t since_ns = monitor::wall_ns() - 86'400'000'000'000ull;
+      if (!avoid_list::read_recent(setting.substr(1), since_ns, list, error)) {
         std::fprintf(stderr,
                      "commtap: COMMTAP_AVOID_HOSTS: cannot read findings from %s (%s); nothing "
                      "is avoided\n",
                      setting.c_str() + 1, error.c_str());
-        entries.clear();
+        list = {};
       }
     } else {
-      std::size_t begin = 0;
-      while (begin <= setting.size()) {
-        const std::size_t comma = std::min(setting.find(',', begin), setting.size());
-        const std::string item = setting.substr(begin, comma - begin);
-        begin = comma + 1;
-        const std::size_t both = item.find("<->"), one = item.find("->");
-        if (item.empty() || item.find('>') == std::string::npos) {
-          if (!item.empty()) entries.push_back(item);
-        } else if (both != std::string::npos && both > 0 && both + 3 < item.size()) {
-          entries.push_back(link_entry(item.substr(0, both), item.substr(both + 3), 0, 0));
-          entries.push_back(link_entry(item.substr(both + 3), item.substr(0, both), 0, 0));
-        } else if (both == std::string::npos && one != std::string::npos && one > 0 &&
-                   one + 2 < item.size()) {
-          entries.push_back(link_entry(item.substr(0, one), item.substr(one + 2), 0, 0));
-        } else {
-          std::fprintf(stderr,
-                       "commtap: COMMTAP_AVOID_HOSTS: '%s' is neither a host nor a link "
-                       "(FROM->TO, A<->B); ignored\n",
-                       item.c_str());
-        }
-      }
+      list = parse_avoid_setting(setting);
     }
   }
-  std::string list;
-  for (const std::string& entry : entries) list += (list.empty() ? "" : ",") + entry;
-  list = world::broadcast_string(list, comm, rank);
-  Avoid avoid;
-  std::size_t begin = 0;
-  while (begin < list.size()) {
-    const std::size_t comma = std::min(list.find(',', begin), list.size());
-    const std::string entry = list.substr(begin, comma - begin);
-    begin = comma + 1;
-    const std::size_t a = entry.find('>');
-    if (a == std::string::npos) {
-      avoid.hosts.push_back(entry);
-      continue;
-    }
-    const std::size_t b = entry.find('>', a + 1), c = entry.find('>', b + 1);
-    if (b == std::string::npos || c == std::string::npos) continue;
-    avoid.links.push_back({entry.substr(0, a), entry.substr(a + 1, b - a - 1),
-                           std::atof(entry.substr(b + 1, c - b - 1).c_str()),
-                           std::atof(entry.substr(c + 1).c_str())});
-  }
-  return avoid;
+  return avoid_list::decode(world::broadcast_string(avoid_list::encode(list), comm, rank));
 }
 
 // The model's source, decided by rank 0 (ranks of an MPMD launch may see other files): a model
 // file if COMMTAP_MODEL names one; else a measurement now, with COMMTAP_CALIBRATE=1 (the
 // default), if the algorithm asks the model anything (auto, and the forms it tunes); else the
 // built-in values.
-CostModel agree_on_cost_model(const Settings& settings, const Context& context, MPI_Comm comm,
-                              int rank) {
+CostModel agree_on_cost_model(const CollectivesSettings& settings, const Context& context,
+                              const avoid_list::AvoidList& avoid, MPI_Comm comm, int rank) {
   enum Source : int { built_in, file, measured };
   int source = !settings.model.empty()                                   ? file
                : settings.calibrate && asks_the_model(context.allreduce) ? measured
@@ -147,7 +86,7 @@ CostModel agree_on_cost_model(const Settings& settings, const Context& context, 
   world::wait_all(1, &request, context.yield);
   CostModel model;
   if (source == measured) {
-    const Topology* topology = topology_of(MPI_COMM_WORLD, context.test_nodes, context.avoid);
+    const Topology* topology = topology_of(MPI_COMM_WORLD, context.test_nodes, avoid);
     return measure_cost_model(*topology, model);
   }
   if (source == built_in) return model;
@@ -199,11 +138,17 @@ std::int64_t library_short_bytes(MPI_Comm comm, int rank, bool yield) {
 
 }  // namespace
 
-Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>& problems) {
+const Agreement& agreement_of(const Context& context) noexcept {
+  static const Agreement built_in;
+  return context.agreed != nullptr ? *context.agreed : built_in;
+}
+
+Context start(const CollectivesSettings& settings, bool yield, MPI_Comm comm,
+              std::vector<std::string>& problems) {
   Context context;
   context.test_nodes = static_cast<int>(settings.test_nodes);
   context.knomial_radix = static_cast<int>(settings.knomial_radix);
-  context.yield = settings.yield;
+  context.yield = yield;
   if (!parse_algorithm(settings.allreduce, context.allreduce)) {
     problems.push_back("commtap: COMMTAP_ALLREDUCE=" + settings.allreduce + " is not one of " +
                        algorithm_names() + "; using native");
@@ -214,9 +159,11 @@ Context start(const Settings& settings, MPI_Comm comm, std::vector<std::string>&
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   reverse_folds_for_tests(settings.test_reversed_fold == rank);
-  context.avoid = avoid_from_setting(settings.avoid_hosts, comm, rank);
-  context.cost_model = agree_on_cost_model(settings, context, comm, rank);
-  context.cost_model.library_short_bytes = library_short_bytes(comm, rank, context.yield);
+  auto agreed = std::make_shared<Agreement>();
+  agreed->avoid = avoid_from_setting(settings.avoid_hosts, comm, rank);
+  agreed->cost_model = agree_on_cost_model(settings, context, agreed->avoid, comm, rank);
+  agreed->cost_model.library_short_bytes = library_short_bytes(comm, rank, context.yield);
+  context.agreed = std::move(agreed);
   return context;
 }
 

@@ -1,406 +1,218 @@
-// The cost model's parameters: measured on a topology (at MPI_Init with COMMTAP_CALIBRATE=init,
-// or by `commtap calibrate`), written to and read from a small JSON file.
-#include <mpi.h>
+// The cost model's formulas: what each form costs for a call's size on a topology (latency,
+// bandwidth, reduction, per-message overheads, measured protocol steps, flagged links), what
+// the library's own all-reduce is modelled to cost, and the choice between them.
+#include "collectives/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <iterator>
-#include <vector>
-
-#include <nlohmann/json.hpp>
-
-#include "collectives/collectives.hpp"
-#include "world/world.hpp"
 
 namespace commtap::collectives {
 
-namespace {
-
-constexpr int kTag = 0x7ca1;  // commtap's private communicators carry no other traffic now
-
-// A blocking send or receive that waits as the algorithms do (`yield`: test and yield, so that a
-// rank waiting here leaves the CPU to the ranks being measured).
-void send_s(const void* data, int count, int peer, MPI_Comm comm, bool yield) {
-  MPI_Request request;
-  PMPI_Isend(data, count, MPI_BYTE, peer, kTag, comm, &request);
-  world::wait_all(1, &request, yield);
-}
-void receive_s(void* data, int count, int peer, MPI_Comm comm, bool yield) {
-  MPI_Request request;
-  PMPI_Irecv(data, count, MPI_BYTE, peer, kTag, comm, &request);
-  world::wait_all(1, &request, yield);
-}
-
-// One-way time of `bytes` between `me` and `peer` on `comm` (the fastest of `repeats` round
-// trips, halved); `me` < `peer` starts. Both ranks call it.
-double one_way_s(MPI_Comm comm, int me, int peer, std::size_t bytes, int repeats, bool yield) {
-  std::vector<char> buffer(std::max<std::size_t>(1, bytes));
-  const int count = static_cast<int>(bytes);
-  double best = 1e30;
-  for (int i = 0; i < repeats + 1; ++i) {  // the first round trip warms the path up
-    const double start = PMPI_Wtime();
-    if (me < peer) {
-      send_s(buffer.data(), count, peer, comm, yield);
-      receive_s(buffer.data(), count, peer, comm, yield);
+Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning* tuning) {
+  // Measured choices knew nothing of a link flagged since: the formulas route around it.
+  const bool flagged = t.flagged_alpha > 0 || t.flagged_beta > 0 || t.flagged_unmeasured;
+  if (!flagged && !m.choices.empty() && bytes <= m.choices.back().up_to_bytes &&
+      m.measured_ranks == t.size && m.measured_nodes == t.nodes &&
+      m.measured_largest_node == t.max_local_size) {
+    // A size between two measured ones gets commtap's algorithm only if both chose it: a
+    // choice measured at 256 KiB said nothing about 128 KiB on the emulated cluster.
+    for (std::size_t i = 0; i < m.choices.size(); ++i) {
+      const MeasuredChoice& choice = m.choices[i];
+      if (bytes > choice.up_to_bytes) continue;
+      if (i == 0 || bytes == choice.up_to_bytes || m.choices[i - 1].algorithm == choice.algorithm)
+        return choice.algorithm;
+      return Algorithm::native;
+    }
+  }
+  const double n = static_cast<double>(bytes);
+  const double p = t.size, nodes = std::max(1, t.nodes), local = std::max(1, t.max_local_size);
+  const double inter_alpha = t.nodes > 1 ? m.inter_alpha : m.intra_alpha;
+  const double inter_beta = t.nodes > 1 ? m.inter_beta : m.intra_beta;
+  // Each message sent or received costs its rank `o` (twice per exchange with one peer).
+  const double o = t.nodes > 1 ? m.inter_overhead : m.intra_overhead;
+  auto log2_of = [](double x) { return std::ceil(std::log2(std::max(1.0, x))); };
+  // What a round of messages of `size` bytes costs beyond alpha + size x beta where the measured
+  // one-way times say so (CostModel::inter_points), interpolated between them; past the
+  // largest, that one's excess.
+  auto excess_of = [](const std::vector<std::pair<double, double>>& points, double alpha,
+                      double beta, double size) {
+    if (points.size() < 2 || size <= points.front().first) return 0.0;
+    auto above = std::lower_bound(points.begin(), points.end(), size,
+                                  [](const auto& point, double s) { return point.first < s; });
+    double at = 0;
+    if (above == points.end()) {
+      at = points.back().second + (size - points.back().first) * beta;
     } else {
-      receive_s(buffer.data(), count, peer, comm, yield);
-      send_s(buffer.data(), count, peer, comm, yield);
+      const auto& [x1, y1] = *above;
+      const auto& [x0, y0] = *(above - 1);
+      at = y0 + (y1 - y0) * (size - x0) / (x1 - x0);
     }
-    if (i > 0) best = std::min(best, (PMPI_Wtime() - start) / 2);
-  }
-  return best;
-}
-
-// What one more message costs: `me` < `peer` sends a burst of 16 messages of 8 bytes at once
-// and `peer` answers when it has all of them; against one message's round trip (2 x `one_way`),
-// the other 15 took the rest (the fastest of 10 bursts). Both ranks call it.
-double per_message_s(MPI_Comm comm, int me, int peer, double one_way, bool yield) {
-  constexpr int kBurst = 16;
-  double data[kBurst] = {};
-  MPI_Request requests[kBurst];
-  double best = 1e30;
-  for (int i = 0; i < 11; ++i) {  // the first burst warms up
-    const double start = PMPI_Wtime();
-    for (int k = 0; k < kBurst; ++k) {
-      if (me < peer)
-        PMPI_Isend(&data[k], 1, MPI_DOUBLE, peer, kTag, comm, &requests[k]);
-      else
-        PMPI_Irecv(&data[k], 1, MPI_DOUBLE, peer, kTag, comm, &requests[k]);
-    }
-    world::wait_all(kBurst, requests, yield);
-    if (me < peer)
-      receive_s(data, 1, peer, comm, yield);
-    else
-      send_s(data, 1, peer, comm, yield);
-    if (i > 0) best = std::min(best, PMPI_Wtime() - start);
-  }
-  return std::max(0.0, (best - 2 * one_way) / (kBurst - 1));
-}
-
-// Latency, time per byte and per-message cost of one level, from the smallest and the largest
-// message and a burst, and the one-way times of messages from 8 bytes to 256 KiB (doubling from
-// 1 KiB) that show where the time leaves that line.
-void fit(MPI_Comm comm, int me, int peer, bool yield, double& alpha, double& beta, double& overhead,
-         std::vector<std::pair<double, double>>& points) {
-  constexpr std::size_t kSmall = 8, kLarge = 256 * 1024;
-  points.clear();
-  points.emplace_back(kSmall, one_way_s(comm, me, peer, kSmall, 20, yield));
-  for (std::size_t bytes = 1024; bytes <= kLarge; bytes *= 2)
-    points.emplace_back(bytes, one_way_s(comm, me, peer, bytes, 5, yield));
-  // A message takes no less time than a smaller one; a slower reading than a larger message's
-  // is a moment the rank was off the CPU (more ranks than cores, waiting in blocking mode), not
-  // a cost of that size: each point is no slower than any larger one. A real step (a protocol
-  // switch) holds at every larger size and stays.
-  for (std::size_t i = points.size() - 1; i-- > 0;)
-    points[i].second = std::min(points[i].second, points[i + 1].second);
-  const double small = points.front().second, large = points.back().second;
-  alpha = small;
-  beta = std::max(0.0, (large - small) / static_cast<double>(kLarge - kSmall));
-  overhead = per_message_s(comm, me, peer, small, yield);
-}
-
-// Measured points are positive sizes and times, sizes ascending.
-bool plausible_points(const std::vector<std::pair<double, double>>& points) {
-  double previous = 0;
-  for (const auto& [bytes, seconds] : points) {
-    if (!std::isfinite(bytes) || !std::isfinite(seconds) || bytes <= previous || seconds <= 0 ||
-        seconds > 10)
-      return false;
-    previous = bytes;
-  }
-  return true;
-}
-
-bool plausible(double value, double low, double high) {
-  return std::isfinite(value) && value >= low && value <= high;
-}
-
-}  // namespace
-
-CostModel measure_cost_model(const Topology& t, const CostModel& defaults) {
-  constexpr bool yield = true;  // see collectives.hpp
-  // Inside a node: the first two ranks of node 0 (flat rank 0 among them). Between nodes: the
-  // leaders of Topology::calibration_nodes (a pair no flagged link joins), the first of which
-  // tells everyone its figures. Rank 0 then tells everyone the whole model.
-  CostModel model = defaults;
-  if (t.local_size > 1 && t.node_index == 0 && t.local_rank <= 1)
-    fit(t.node, t.local_rank, 1 - t.local_rank, yield, model.intra_alpha, model.intra_beta,
-        model.intra_overhead, model.intra_points);
-  const auto [first, second] = t.calibration_nodes;
-  if (t.leaders != MPI_COMM_NULL && t.nodes > 1 &&
-      (t.node_index == first || t.node_index == second))
-    fit(t.leaders, t.node_index, t.node_index == first ? second : first, yield, model.inter_alpha,
-        model.inter_beta, model.inter_overhead, model.inter_points);
-  if (t.nodes > 1 && t.calibration_leader != 0) {
-    // The network's figures are the first calibration node's leader's.
-    CostModel network = model;
-    broadcast_cost_model(network, t.flat, yield, t.calibration_leader);
-    model.inter_alpha = network.inter_alpha;
-    model.inter_beta = network.inter_beta;
-    model.inter_overhead = network.inter_overhead;
-    model.inter_points = network.inter_points;
-  }
-  if (t.rank == 0) {
-    std::vector<double> in(128 * 1024, 1.0), inout(in.size(), 2.0);
-    double best = 1e30;
-    for (int i = 0; i < 5; ++i) {
-      const double start = PMPI_Wtime();
-      PMPI_Reduce_local(in.data(), inout.data(), static_cast<int>(in.size()), MPI_DOUBLE, MPI_SUM);
-      best = std::min(best, PMPI_Wtime() - start);
-    }
-    model.gamma = best / static_cast<double>(in.size() * sizeof(double));
-  }
-  // The ranks that measure nothing wait in the broadcast, yielding the CPU to the ones
-  // measuring.
-  broadcast_cost_model(model, t.flat, yield);
-  return model;
-}
-
-namespace {
-
-// The slowest rank's mean time of one all-reduce of `count` doubles with `algorithm` (native:
-// the library's), over enough calls to take about 20 ms (at least 3).
-double time_algorithm(Algorithm algorithm, Topology& t, int count, bool yield) {
-  std::vector<double> in(static_cast<std::size_t>(count), 1.0), out(in.size());
-  auto once = [&] {
-    if (algorithm != Algorithm::native) {
-      allreduce(algorithm, in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t, yield);
-      return;
-    }
-    if (!yield) {
-      PMPI_Allreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t.flat);
-      return;
-    }
-    MPI_Request request;  // as commtap runs the library's in yield mode
-    PMPI_Iallreduce(in.data(), out.data(), count, MPI_DOUBLE, MPI_SUM, t.flat, &request);
-    world::wait_all(1, &request, true);
+    return std::max(0.0, at - (alpha + size * beta));
   };
-  // The barriers and the maximum wait as the algorithms do: with more ranks than cores, a rank
-  // spinning in a blocking barrier keeps the last one from arriving, and that skew would be
-  // charged to the few calls that fill the window.
-  auto slowest = [&](double mine) {
-    double max = 0;
-    MPI_Request request;
-    PMPI_Iallreduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, t.flat, &request);
-    world::wait_all(1, &request, yield);
-    return max;
+  auto excess = [&](double size) {
+    return t.nodes > 1 ? excess_of(m.inter_points, m.inter_alpha, m.inter_beta, size)
+                       : excess_of(m.intra_points, m.intra_alpha, m.intra_beta, size);
   };
-  auto barrier = [&] {
-    MPI_Request request;
-    PMPI_Ibarrier(t.flat, &request);
-    world::wait_all(1, &request, yield);
+  auto intra_excess = [&](double size) {
+    return excess_of(m.intra_points, m.intra_alpha, m.intra_beta, size);
   };
-  barrier();
-  double start = PMPI_Wtime();
-  once();  // also warms up
-  const int calls = static_cast<int>(std::clamp(0.02 / slowest(PMPI_Wtime() - start), 3.0, 1e4));
-  barrier();
-  start = PMPI_Wtime();
-  for (int i = 0; i < calls; ++i) once();
-  return slowest((PMPI_Wtime() - start) / calls);
-}
-
-}  // namespace
-
-void measure_choices(Topology& t, CostModel& model, std::int64_t max_bytes, int rounds,
-                     bool yield) {
-  // The library's first, then every one of commtap's.
-  std::vector<Algorithm> candidates;
-  for (int i = 0; i <= static_cast<int>(kLastAlgorithm); ++i)
-    if (static_cast<Algorithm>(i) != Algorithm::automatic)
-      candidates.push_back(static_cast<Algorithm>(i));
-  const std::size_t kCandidates = candidates.size();
-  model.measured_ranks = t.size;
-  model.measured_nodes = t.nodes;
-  model.measured_largest_node = t.max_local_size;
-  model.choices.clear();
-  for (std::int64_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
-    const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 8));
-    // The tuned forms run with the k and segments the formulas give this size, as in the job.
-    choose(model, t, count * 8, &t.tuning);
-    std::vector<std::vector<double>> seconds(kCandidates);
-    for (int round = 0; round < rounds; ++round)
-      for (std::size_t k = 0; k < kCandidates; ++k)
-        seconds[k].push_back(time_algorithm(candidates[k], t, count, yield));
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    };
-    auto slowest = [](const std::vector<double>& v) {
-      return *std::max_element(v.begin(), v.end());
-    };
-    std::size_t best = 1;
-    for (std::size_t k = 2; k < kCandidates; ++k)
-      if (median(seconds[k]) < median(seconds[best])) best = k;
-    // Clearly and consistently faster: 10% by the medians, and even its slowest round no slower
-    // than the library's median one (a noisy machine then keeps the library's).
-    const double native = median(seconds[0]);
-    const bool clear_win =
-        median(seconds[best]) <= 0.9 * native && slowest(seconds[best]) <= native;
-    model.choices.push_back({bytes, clear_win ? candidates[best] : Algorithm::native, native * 1e6,
-                             median(seconds[best]) * 1e6});
-  }
-}
-
-void broadcast_cost_model(CostModel& m, MPI_Comm comm, bool yield, int root) {
-  // One array: the seven parameters, the shape, the number of each level's points, the points
-  // (two numbers each), then four numbers per choice.
-  std::vector<double> values = {m.intra_alpha,
-                                m.intra_beta,
-                                m.inter_alpha,
-                                m.inter_beta,
-                                m.gamma,
-                                m.intra_overhead,
-                                m.inter_overhead,
-                                static_cast<double>(m.measured_ranks),
-                                static_cast<double>(m.measured_nodes),
-                                static_cast<double>(m.measured_largest_node),
-                                static_cast<double>(m.intra_points.size()),
-                                static_cast<double>(m.inter_points.size())};
-  for (const auto* points : {&m.intra_points, &m.inter_points})
-    for (const auto& [bytes, seconds] : *points) values.insert(values.end(), {bytes, seconds});
-  for (const MeasuredChoice& c : m.choices)
-    values.insert(values.end(), {static_cast<double>(c.up_to_bytes),
-                                 static_cast<double>(static_cast<int>(c.algorithm)), c.native_us,
-                                 c.algorithm_us});
-  int length = static_cast<int>(values.size());
-  MPI_Request request;
-  PMPI_Ibcast(&length, 1, MPI_INT, root, comm, &request);
-  world::wait_all(1, &request, yield);
-  values.resize(static_cast<std::size_t>(length));
-  PMPI_Ibcast(values.data(), length, MPI_DOUBLE, root, comm, &request);
-  world::wait_all(1, &request, yield);
-  m.intra_alpha = values[0];
-  m.intra_beta = values[1];
-  m.inter_alpha = values[2];
-  m.inter_beta = values[3];
-  m.gamma = values[4];
-  m.intra_overhead = values[5];
-  m.inter_overhead = values[6];
-  m.measured_ranks = static_cast<int>(values[7]);
-  m.measured_nodes = static_cast<int>(values[8]);
-  m.measured_largest_node = static_cast<int>(values[9]);
-  std::size_t i = 12;
-  for (auto [points, n] : {std::pair{&m.intra_points, values[10]}, {&m.inter_points, values[11]}}) {
-    points->clear();
-    for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k, i += 2)
-      points->emplace_back(values[i], values[i + 1]);
-  }
-  m.choices.clear();
-  for (; i + 3 < values.size(); i += 4)
-    m.choices.push_back({static_cast<std::int64_t>(values[i]),
-                         static_cast<Algorithm>(static_cast<int>(values[i + 1])), values[i + 2],
-                         values[i + 3]});
-}
-
-std::string cost_model_json(const CostModel& m, int ranks, int nodes) {
-  char date[32] = {};
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  nlohmann::json json = {{"format", "commtap-cost-model"},
-                         {"version", 1},
-                         {"intra",
-                          {{"alpha_s", m.intra_alpha},
-                           {"beta_s_per_byte", m.intra_beta},
-                           {"overhead_s", m.intra_overhead}}},
-                         {"inter",
-                          {{"alpha_s", m.inter_alpha},
-                           {"beta_s_per_byte", m.inter_beta},
-                           {"overhead_s", m.inter_overhead}}},
-                         {"gamma_s_per_byte", m.gamma},
-                         {"measured", {{"ranks", ranks}, {"nodes", nodes}, {"date", date}}}};
-  // [[bytes, one-way seconds], ...] where measured.
-  if (!m.intra_points.empty()) json["intra"]["one_way_s"] = m.intra_points;
-  if (!m.inter_points.empty()) json["inter"]["one_way_s"] = m.inter_points;
-  if (!m.choices.empty()) {
-    nlohmann::json sizes = nlohmann::json::array();
-    for (const MeasuredChoice& c : m.choices)
-      sizes.push_back({{"up_to_bytes", c.up_to_bytes},
-                       {"algorithm", algorithm_name(c.algorithm)},
-                       {"native_us", c.native_us},
-                       {"best_other_us", c.algorithm_us}});
-    json["choices"] = {{"ranks", m.measured_ranks},
-                       {"nodes", m.measured_nodes},
-                       {"largest_node", m.measured_largest_node},
-                       {"sizes", sizes}};
-  }
-  return json.dump(2) + "\n";
-}
-
-bool parse_cost_model(const std::string& text, CostModel& model, std::string& error) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
-  if (json.is_discarded() || !json.is_object()) {
-    error = "not JSON";
-    return false;
-  }
-  if (json.value("format", "") != "commtap-cost-model" || json.value("version", 0) != 1) {
-    error = "not a commtap cost model of version 1";
-    return false;
-  }
-  CostModel m;
-  try {
-    m.intra_alpha = json.at("intra").at("alpha_s").get<double>();
-    m.intra_beta = json.at("intra").at("beta_s_per_byte").get<double>();
-    m.inter_alpha = json.at("inter").at("alpha_s").get<double>();
-    m.inter_beta = json.at("inter").at("beta_s_per_byte").get<double>();
-    m.gamma = json.at("gamma_s_per_byte").get<double>();
-    // Files written before the per-message cost was measured keep the built-in one.
-    m.intra_overhead = json.at("intra").value("overhead_s", m.intra_overhead);
-    m.inter_overhead = json.at("inter").value("overhead_s", m.inter_overhead);
-    // And before the one-way times were: the line alone.
-    if (json.at("intra").contains("one_way_s"))
-      m.intra_points =
-          json.at("intra").at("one_way_s").get<std::vector<std::pair<double, double>>>();
-    if (json.at("inter").contains("one_way_s"))
-      m.inter_points =
-          json.at("inter").at("one_way_s").get<std::vector<std::pair<double, double>>>();
-    if (json.contains("choices")) {
-      const nlohmann::json& choices = json.at("choices");
-      m.measured_ranks = choices.at("ranks").get<int>();
-      m.measured_nodes = choices.at("nodes").get<int>();
-      m.measured_largest_node = choices.at("largest_node").get<int>();
-      std::int64_t previous = 0;
-      for (const nlohmann::json& size : choices.at("sizes")) {
-        MeasuredChoice c;
-        c.up_to_bytes = size.at("up_to_bytes").get<std::int64_t>();
-        const std::string name = size.at("algorithm").get<std::string>();
-        if (!parse_algorithm(name, c.algorithm) || c.algorithm == Algorithm::automatic) {
-          error = "choices: '" + name + "' is not an algorithm";
-          return false;
-        }
-        if (c.up_to_bytes <= previous) {
-          error = "choices: sizes must be positive and ascending";
-          return false;
-        }
-        previous = c.up_to_bytes;
-        c.native_us = size.value("native_us", 0.0);
-        c.algorithm_us = size.value("best_other_us", 0.0);
-        m.choices.push_back(c);
+  // A flagged link between two of these hosts (COMMTAP_AVOID_HOSTS): a form that may cross it
+  // pays what crossing it costs once (the library's too: commtap cannot see its pattern); a
+  // star rooted off its ends and a ring ordered around it do not. A link named without figures
+  // counts as ten times a healthy one, the analyzer's threshold for a slow link.
+  const double detour = std::max(t.flagged_alpha + n * t.flagged_beta,
+                                 t.flagged_unmeasured ? 9 * (inter_alpha + n * inter_beta) : 0.0);
+  auto unless = [&](bool clear) { return clear ? 0.0 : detour; };
+  // Flat algorithms pay the slowest link on every round.
+  // Recursive doubling: its rounds between nodes at the network's cost, those that stay inside
+  // nodes (round-robin placements) at the node's.
+  const double rd_inside = t.nodes > 1 ? std::min<double>(t.rd_rounds_within_nodes, log2_of(p)) : 0;
+  const double rd =
+      (log2_of(p) - rd_inside) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + excess(n)) +
+      rd_inside * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta + n * m.gamma +
+                   intra_excess(n)) +
+      detour;
+  const double ring_rounds = 2 * (p - 1) * (inter_alpha + 2 * o + excess(n / p)) +
+                             2 * (p - 1) / p * n * inter_beta + (p - 1) / p * n * m.gamma;
+  const double ring = ring_rounds + unless(t.ring_clear);
+  // The star's root receives p-1 buffers and sends p-1.
+  const double star = 2 * inter_alpha + (p - 1) * n * (inter_beta + m.gamma) + n * inter_beta +
+                      2 * (p - 1) * o + 2 * excess(std::min(n, 256.0 * 1024)) +
+                      unless(t.star_clear);
+  // Direct exchange: one latency, but every rank sends, receives and reduces p-1 copies.
+  const double direct =
+      inter_alpha + (p - 1) * (n * (inter_beta + m.gamma) + 2 * o) + excess(n) + detour;
+  // k-nomial among `ranks`: log_k(p') rounds of k-1 copies each, plus the fold of the ranks past
+  // p' (a send in and one back); its cost at the best k for this size, and that k.
+  auto knomial_of = [&](int ranks) {
+    std::pair<double, int> best{1e300, 2};
+    for (int k = 2; k <= std::max(2, std::min(ranks, 64)); ++k) {
+      int participants = 1, rounds = 0;
+      while (participants <= ranks / k) {
+        participants *= k;
+        ++rounds;
       }
-      if (m.measured_ranks < 1 || m.measured_nodes < 1 || m.measured_largest_node < 1) {
-        error = "choices: the shape must be positive";
-        return false;
+      const double cost =
+          rounds * (inter_alpha + (k - 1) * (n * (inter_beta + m.gamma) + 2 * o) + excess(n)) +
+          (participants < ranks
+               ? 2 * (inter_alpha + 2 * o + n * inter_beta + excess(n)) + n * m.gamma
+               : 0) +
+          detour;
+      if (cost < best.first) best = {cost, k};
+    }
+    return best;
+  };
+  const auto [knomial, flat_radix] = knomial_of(t.size);
+  const auto [leaders_knomial, leaders_radix] = knomial_of(std::max(1, t.nodes));
+  // Hierarchical: two intra-node stages around a leaders' all-reduce.
+  const double intra =
+      local > 1
+          ? 2 * log2_of(local) *
+                    (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta + intra_excess(n)) +
+                log2_of(local) * n * m.gamma
+          : 0;
+  // The leaders' stage of hier: recursive doubling up to 64 KiB, a ring above (inter_algorithm).
+  const double leaders =
+      n <= 64 * 1024
+          ? log2_of(nodes) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + excess(n)) +
+                detour
+          : 2 * (nodes - 1) * (inter_alpha + 2 * o + excess(n / nodes)) +
+                2 * (nodes - 1) / nodes * n * inter_beta + unless(t.leaders_ring_clear);
+  const double hier = intra + (nodes > 1 ? leaders : 0);
+  const double hier_direct =
+      intra + (nodes > 1 ? inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) +
+                               excess(n) + detour
+                         : 0);
+  const double hier_knomial = intra + (nodes > 1 ? leaders_knomial : 0);
+  const double hier_star =
+      intra + (nodes > 1 ? 2 * inter_alpha + (nodes - 1) * (n * (inter_beta + m.gamma) + 2 * o) +
+                               n * inter_beta + 2 * excess(std::min(n, 256.0 * 1024)) +
+                               unless(t.leaders_star_clear)
+                         : 0);
+  // Pipelined: the slower of the two levels, plus one segment's pass through the other to fill
+  // and drain the pipeline, plus three latencies per segment (its leaders' stage is the
+  // library's). Fewer segments fill longer, more pay more latencies: the best count by these
+  // formulas, 1 to 64, segments of 64 KiB at least (what each costs beyond its latency, the
+  // nonblocking collectives' own work, is not in the formulas).
+  double pipe = hier;
+  MPI_Count segment_bytes = std::max<MPI_Count>(1, bytes);
+  if (t.nodes > 1 && t.max_local_size > 1) {
+    const double most = std::clamp(std::floor(n / 65536), 1.0, 64.0);
+    pipe = 1e300;
+    for (double segments = 1; segments <= most; ++segments) {
+      const double s = n / segments;
+      const double library_leaders =
+          std::min(log2_of(nodes) *
+                       (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + segments * excess(s)),
+                   2 * (nodes - 1) * (inter_alpha + 2 * o + segments * excess(s / nodes)) +
+                       2 * (nodes - 1) / nodes * n * inter_beta) +
+          detour;
+      const double node_stages = intra + segments * 2 * log2_of(local) * intra_excess(s);
+      const double cost = std::max(node_stages, library_leaders) +
+                          (node_stages + library_leaders) / segments +
+                          segments * 3 * std::max(m.intra_alpha, inter_alpha);
+      if (cost < pipe) {
+        pipe = cost;
+        segment_bytes = static_cast<MPI_Count>(std::ceil(s));
       }
     }
-  } catch (const nlohmann::json::exception& e) {
-    error = std::string("missing or wrong field: ") + e.what();
-    return false;
   }
-  // Latencies between 10 ns and 1 s, per-byte times between 0 and 1 us (1 MB/s), per-message
-  // costs between 0 and 0.1 s, one-way times positive and below 10 s, at ascending sizes.
-  if (!plausible(m.intra_alpha, 1e-8, 1) || !plausible(m.inter_alpha, 1e-8, 1) ||
-      !plausible(m.intra_beta, 0, 1e-6) || !plausible(m.inter_beta, 0, 1e-6) ||
-      !plausible(m.gamma, 0, 1e-6) || !plausible(m.intra_overhead, 0, 0.1) ||
-      !plausible(m.inter_overhead, 0, 0.1) || !plausible_points(m.intra_points) ||
-      !plausible_points(m.inter_points)) {
-    error = "a parameter is outside the plausible range";
-    return false;
+  if (tuning != nullptr) *tuning = {flat_radix, leaders_radix, segment_bytes};
+  // The library, as node-aware for small buffers (MPICH's and Open MPI's small all-reduces
+  // reduce inside nodes first, one network latency per recursive-doubling round among the
+  // nodes: what `hier` does), and the best of that and its flat algorithms. commtap's must win
+  // clearly (10%).
+  double native = std::min({rd, ring_rounds + detour, n <= 64 * 1024 ? hier : 1e300});
+  if (m.library_short_bytes > 0 && bytes > m.library_short_bytes) {
+    // A known library past its threshold (MPICH): reduce-scatter by recursive halving, then
+    // all-gather by recursive doubling over the same pairs; twice recursive doubling's rounds,
+    // round k moving 1/2^k of the buffer each way. The binary digits of the share across nodes
+    // say which rounds cross. A buffer of fewer elements than the largest power of two ranks
+    // keeps recursive doubling (16 bytes per element at most, so only below 16 p2 bytes may it
+    // still: the better of the two then).
+    const double p2 = std::pow(2.0, std::floor(std::log2(p)));
+    double across = t.nodes > 1 ? t.halving_share_across_nodes : 0, rabenseifner = detour;
+    double half = 0.5;
+    for (double round = 0; round < std::log2(p2); ++round, half /= 2) {
+      const bool crosses = across >= half;
+      if (crosses) across -= half;
+      const double message = n * half;
+      rabenseifner += 2 * (crosses ? inter_alpha + 2 * o + message * inter_beta + excess(message)
+                                   : m.intra_alpha + 2 * m.intra_overhead + message * m.intra_beta +
+                                         intra_excess(message)) +
+                      message * m.gamma;
+    }
+    if (p2 < p) rabenseifner += 2 * (inter_alpha + 2 * o + n * inter_beta + excess(n));
+    // Node-aware up to 64 KiB as above, with the leaders' stage in the same form.
+    double leaders_rabenseifner = detour;
+    half = 0.5;
+    for (double round = 0; round < log2_of(nodes); ++round, half /= 2)
+      leaders_rabenseifner +=
+          2 * (inter_alpha + 2 * o + n * half * inter_beta + excess(n * half)) + n * half * m.gamma;
+    native = std::min({n >= 16 * p2 ? rabenseifner : std::min(rd, rabenseifner),
+                       n <= 64 * 1024 ? intra + (nodes > 1 ? leaders_rabenseifner : 0) : 1e300});
   }
-  model = m;
-  return true;
+  // On one host the library's shared-memory algorithms are what commtap's would be built on.
+  if (t.nodes <= 1) return Algorithm::native;
+  const std::pair<double, Algorithm> forms[] = {{hier_direct, Algorithm::hier_direct},
+                                                {direct, Algorithm::direct},
+                                                {knomial, Algorithm::knomial},
+                                                {hier_knomial, Algorithm::hier_knomial},
+                                                {hier, Algorithm::hier},
+                                                {pipe, Algorithm::hier_pipe},
+                                                {star, Algorithm::star},
+                                                {hier_star, Algorithm::hier_star},
+                                                {ring, Algorithm::ring}};
+  const auto best = std::min_element(std::begin(forms), std::end(forms), [](auto& a, auto& b) {
+    return a.first < b.first;  // the first of equals: the list's order of preference
+  });
+  return best->first < 0.9 * native ? best->second : Algorithm::native;
+}
+
+bool asks_the_model(Algorithm algorithm) noexcept {
+  return algorithm == Algorithm::automatic || algorithm == Algorithm::knomial ||
+         algorithm == Algorithm::hier_knomial || algorithm == Algorithm::hier_pipe;
 }
 
 }  // namespace commtap::collectives

@@ -556,13 +556,6 @@ Method Stager::pick(const DeviceShape& shape, std::int64_t span_bytes, bool rece
   return model_.choose(shape, span_bytes, receiving);
 }
 
-Method Stager::method_for(const PackPlan& plan, std::int64_t count, bool receiving) {
-  const auto shape = make_shape(plan, count);
-  if (!shape) return Method::host;
-  const Span span = span_of(plan.element(), plan.extent(), count);
-  return pick(*shape, span.hi - span.lo, receiving);
-}
-
 bool Stager::blocks(const DeviceShape& shape, char* typed, char* packed, bool packing) {
   bool ok = true;
   auto one = [&](std::int64_t offset, std::int64_t bytes, std::int64_t at) {
@@ -862,12 +855,13 @@ void Stager::progress() {
   if (!orphans_.empty()) have_orphans_.store(true, std::memory_order_release);
 }
 
-std::unique_ptr<Stager> make_stager(bool staging, bool fake, const std::string& method,
-                                    const std::string& model, PlanCache& plans,
+std::unique_ptr<Stager> make_stager(const DatatypeSettings& settings, PlanCache& plans,
                                     std::vector<std::string>& problems) {
-  if (!staging) return nullptr;
+  if (!settings.device_staging) return nullptr;
+  const std::string& method = settings.device_method;
+  const std::string& model = settings.device_model;
   DeviceMemory* device = nullptr;
-  if (fake) {
+  if (settings.test_fake_device) {
     device = &fake_device();
   } else {
     static DeviceMemory* cuda = cuda_device().release();  // never destroyed

@@ -20,6 +20,7 @@
 
 #include "datatypes/datatypes.hpp"
 #include "datatypes/device_index.hpp"
+#include "settings/module_settings.hpp"
 
 namespace commtap::datatypes {
 
@@ -192,8 +193,6 @@ class Stager {
   // what arrived goes to the device buffer (none if cancelled or failed), then staging is freed.
   void finish_receive(Staged& staged, const MPI_Status& status, int rc);
   void release(Staged& staged);
-  // The method a transfer of `count` elements of `plan` would take (benchmarks, tests).
-  Method method_for(const PackPlan& plan, std::int64_t count, bool receiving);
 
   // ---- Requests: nonblocking staged operations, completed by whichever Wait/Test completes
   // the library's request (the application holds the library's own handle: no fake handles).
@@ -258,8 +257,7 @@ class Stager {
 // The stager the settings ask for (COMMTAP_DEVICE_STAGING, _METHOD, _MODEL and
 // COMMTAP_TEST_FAKE_DEVICE), or nullptr: staging off, or neither a GPU nor the fake. A bad value
 // adds one line to `problems` and its default is used.
-std::unique_ptr<Stager> make_stager(bool staging, bool fake, const std::string& method,
-                                    const std::string& model, PlanCache& plans,
+std::unique_ptr<Stager> make_stager(const DatatypeSettings& settings, PlanCache& plans,
                                     std::vector<std::string>& problems);
 
 }  // namespace commtap::datatypes

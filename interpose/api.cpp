@@ -1,3 +1,5 @@
+// The public C API (include/commtap.h): the few symbols libcommtap.so exports besides the MPI
+// and NCCL entry points it interposes.
 #include <mpi.h>
 
 #include <algorithm>

@@ -1,6 +1,10 @@
+// The library's lifecycle: at MPI_Init it reads the settings, agrees on rank 0's where ranks must
+// agree, starts each module with its own settings and starts recording; at MPI_Finalize, exit,
+// MPI_Abort or a fatal signal it stops them; in forked children it stays out of the way.
 #include "interpose/runtime.hpp"
 
 #include "interpose/fortran_routes.hpp"
+#include "interpose/recording.hpp"
 #include "monitor/shared_fs.hpp"
 #include "monitor/tcp_links.hpp"
 #include "probes/probes.hpp"
@@ -9,10 +13,8 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,77 +134,30 @@ std::string mpi_library_version() {
   return clean;
 }
 
-// Settings that decide which collective calls commtap makes on its private communicators (or,
-// for COMMTAP_SAMPLE, which instances all ranks record): a rank with other values than the rest
-// would wait for them forever. An MPMD launch can give ranks different environments, so rank 0's
-// values are used everywhere and a rank that had others says so. (COMMTAP_DISABLE cannot be
-// agreed on: a disabled rank makes no call at all. It must be equal on all ranks.)
+// The agreed settings (the `scope` column of the settings tables) decide which collective calls
+// commtap makes on its private communicators, which instances all ranks record, or what rank 0
+// alone reads for all: a rank with other values than the rest would wait for them forever. An
+// MPMD launch can give ranks different environments, so rank 0's values are used everywhere and
+// a rank that had others says so. (COMMTAP_DISABLE cannot be agreed on: a disabled rank makes no
+// call at all. It must be equal on all ranks.)
 void agree_with_rank_0(Settings& settings, MPI_Comm comm, int rank) {
-  struct Agreed {
-    const char* name;
-    long* value;
-  };
-  long calibrate = settings.calibrate ? 1 : 0;
-  const Agreed agreed[] = {{"COMMTAP_CLOCK_SYNC", &settings.clock_sync},
-                           {"COMMTAP_SAMPLE", &settings.sample},
-                           {"COMMTAP_PROBE_INTERVAL", &settings.probe_interval},
-                           {"COMMTAP_PROBE_BYTES", &settings.probe_bytes},
-                           {"COMMTAP_TEST_NODES", &settings.test_nodes},
-                           {"COMMTAP_KNOMIAL_RADIX", &settings.knomial_radix},
-                           {"COMMTAP_CALIBRATE", &calibrate}};
-  constexpr int kCount = static_cast<int>(std::size(agreed));
-  long rank_0[kCount];
-  for (int i = 0; i < kCount; ++i) rank_0[i] = *agreed[i].value;
-  PMPI_Bcast(rank_0, kCount, MPI_LONG, 0, comm);
-  std::string differences;
-  for (int i = 0; i < kCount; ++i) {
-    if (*agreed[i].value != rank_0[i])
-      differences += std::string(differences.empty() ? "" : ", ") + agreed[i].name + "=" +
-                     std::to_string(*agreed[i].value) + " (rank 0: " + std::to_string(rank_0[i]) +
-                     ")";
-    *agreed[i].value = rank_0[i];
-  }
-  settings.calibrate = calibrate != 0;
-  const std::string allreduce = world::broadcast_string(settings.allreduce, comm, rank);
-  if (allreduce != settings.allreduce)
-    differences += std::string(differences.empty() ? "" : ", ") +
-                   "COMMTAP_ALLREDUCE=" + settings.allreduce + " (rank 0: " + allreduce + ")";
-  settings.allreduce = allreduce;
+  const std::string rank_0 = world::broadcast_string(agreed_values(settings), comm, rank);
+  const std::vector<std::string> differences = adopt_agreed_values(settings, rank_0);
   // One line for the job, from the lowest rank that differs.
-  int size = 1;
-  PMPI_Comm_size(comm, &size);
-  int candidate = differences.empty() ? size : rank, first = size;
-  PMPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == rank)
-    std::fprintf(stderr,
-                 "commtap: rank %d's settings differ from rank 0's: %s; every rank uses rank "
-                 "0's (other ranks may differ too)\n",
-                 rank, differences.c_str());
+  if (world::lowest_rank_where(!differences.empty(), comm) != rank) return;
+  std::string list;
+  for (const std::string& difference : differences) list += (list.empty() ? "" : ", ") + difference;
+  std::fprintf(stderr,
+               "commtap: rank %d's settings differ from rank 0's: %s; every rank uses rank "
+               "0's (other ranks may differ too)\n",
+               rank, list.c_str());
 }
 
 // The job id: the setting, else the batch system's, else rank 0 makes one. Broadcast from rank 0
 // in every case so that all ranks agree even if their environments differ.
-std::string agree_on_job_id(const Settings& settings, MPI_Comm comm, int rank) {
+std::string agree_on_job_id(const MonitorSettings& settings, MPI_Comm comm, int rank) {
   return world::broadcast_string(rank == 0 ? monitor::choose_job_id(settings.job_id) : "", comm,
                                  rank);
-}
-
-// mkdir -p; returns an empty string or the reason it failed.
-std::string make_directory(const std::string& path) {
-  std::string partial;
-  std::size_t position = 0;
-  while (position != std::string::npos) {
-    position = path.find('/', position + 1);
-    partial = path.substr(0, position);
-    if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
-      return "cannot create " + partial + ": " + std::strerror(errno);
-  }
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) return path + ": " + std::strerror(errno);
-  if (!S_ISDIR(info.st_mode)) return path + " is not a directory";
-  if (::access(path.c_str(), W_OK | X_OK) != 0) return path + ": " + std::strerror(errno);
-  return "";
 }
 
 void in_forked_child() {
@@ -308,6 +263,77 @@ void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
   monitor::bump(stats.time_ns, monitor::elapsed_ns(began, ended));
 }
 
+// What this rank records about itself (session.facts); the job id and the clock offset are
+// agreed with the other ranks.
+const monitor::RankFacts& learn_rank_facts(const Settings& settings, int rank, int size) {
+  monitor::RankFacts& facts = session.facts;
+  facts.job_id = agree_on_job_id(settings, session.comm, rank);
+  facts.rank = rank;
+  runtime().world_rank = rank;
+  facts.world_size = size;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  facts.host = host;
+  facts.group_readable = settings.group_read;
+  facts.stall_tick_ns = static_cast<std::uint64_t>(settings.stall_tick) * 1'000'000;
+  // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement).
+  world::NodeLayout layout = world::node_layout(session.comm, 0);
+  facts.local_rank = layout.local_rank;
+  facts.node = layout.node_index;
+  if (layout.leaders != MPI_COMM_NULL) PMPI_Comm_free(&layout.leaders);
+  PMPI_Comm_free(&layout.node);
+  facts.pid = ::getpid();
+  facts.mpi_library = mpi_library_version();
+  facts.command_line = read_command_line();
+  facts.start_ns = monitor::wall_ns();
+  if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
+  facts.clock = world::estimate_clock_offset(session.comm);
+  keep_clock_estimate(facts.clock);
+  return facts;
+}
+
+// Where this rank records and what it said about it, for COMMTAP_VERBOSE's line.
+struct Recording {
+  std::string directory;
+  WorkingCopy copy;
+};
+
+// The trace directory and the writer (session.record, .database_path, .writer), with the ranks'
+// agreement between the steps of interpose/recording.hpp, which themselves need no MPI.
+Recording start_recording(const Settings& settings, monitor::SnapshotLayout trace_layout,
+                          int rank) {
+  const monitor::RankFacts& facts = session.facts;
+  // All ranks must agree on whether to record, so one unwritable node turns recording off
+  // everywhere with a single message instead of leaving a job directory with holes.
+  Recording recording;
+  const std::string& directory = recording.directory = trace_directory(settings, facts.job_id);
+  const std::string problem = make_directory(directory);
+  // The lowest failing rank explains; the others stay quiet.
+  const int first_failed = world::lowest_rank_where(!problem.empty(), session.comm);
+  if (first_failed == rank)
+    std::fprintf(stderr,
+                 "commtap: rank %d cannot write the trace directory (%s); recording is off on "
+                 "all ranks, the job goes on\n",
+                 rank, problem.c_str());
+  session.record = first_failed < 0;
+  session.database_path = directory + "/rank-" + std::to_string(rank) + ".db";
+  WorkingCopy& copy = recording.copy;
+  if (session.record) copy = choose_working_copy(settings, trace_layout, directory, facts);
+  // A rank without a local copy still records, in place: the lowest such rank explains.
+  if (world::lowest_rank_where(!copy.problem.empty(), session.comm) == rank)
+    std::fprintf(stderr,
+                 "commtap: rank %d cannot keep a local working copy of its trace (%s); ranks "
+                 "without one write %s in place, which readers on other hosts may see "
+                 "inconsistent; the job goes on\n",
+                 rank, copy.problem.c_str(), directory.c_str());
+  if (session.record) {
+    session.writer = start_trace_writer(settings, session.database_path, facts, describe(settings),
+                                        collect_snapshot, copy);
+    if (session.writer != nullptr) install_signal_flush();
+  }
+  return recording;
+}
+
 }  // namespace
 
 void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
@@ -333,122 +359,36 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   agree_with_rank_0(runtime().settings, session.comm, rank);
   const Settings& settings = runtime().settings;
   runtime().sample = static_cast<std::uint64_t>(settings.sample);
-  runtime().collectives = collectives::start(settings, session.comm, parsed.problems);
-  runtime().stager = datatypes::make_stager(settings.device_staging, settings.test_fake_device,
-                                            settings.device_method, settings.device_model,
-                                            runtime().plans, parsed.problems)
+  runtime().collectives =
+      collectives::start(settings, settings.yield, session.comm, parsed.problems);
+  runtime().stager = datatypes::make_stager(settings, runtime().plans, parsed.problems)
                          .release();  // never destroyed: MPI calls may come at exit
-  monitor::SnapshotLayout snapshot_layout = monitor::SnapshotLayout::automatic;
-  if (!monitor::parse_snapshot_layout(settings.shared_fs, snapshot_layout))
-    parsed.problems.push_back("commtap: COMMTAP_SHARED_FS=" + settings.shared_fs +
-                              " is not one of auto, on, off; using auto");
+  const monitor::SnapshotLayout trace_layout = snapshot_layout(settings, parsed.problems);
   if (rank == 0)
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
 
-  monitor::RankFacts& facts = session.facts;
-  facts.job_id = agree_on_job_id(settings, session.comm, rank);
-  facts.rank = rank;
-  runtime().world_rank = rank;
-  facts.world_size = size;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  facts.host = host;
-  facts.group_readable = settings.group_read;
-  facts.stall_tick_ns = static_cast<std::uint64_t>(settings.stall_tick) * 1'000'000;
-  // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement).
-  world::NodeLayout layout = world::node_layout(session.comm, 0);
-  facts.local_rank = layout.local_rank;
-  facts.node = layout.node_index;
-  if (layout.leaders != MPI_COMM_NULL) PMPI_Comm_free(&layout.leaders);
-  PMPI_Comm_free(&layout.node);
-  facts.pid = ::getpid();
-  facts.mpi_library = mpi_library_version();
-  facts.command_line = read_command_line();
-  facts.start_ns = monitor::wall_ns();
-  if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
-  facts.clock = world::estimate_clock_offset(session.comm);
-  keep_clock_estimate(facts.clock);
+  const monitor::RankFacts& facts = learn_rank_facts(settings, rank, size);
   if (settings.probe_interval > 0)
-    session.prober = std::make_unique<probes::LinkProber>(session.comm, settings);
+    session.prober = std::make_unique<probes::LinkProber>(session.comm, settings,
+                                                          static_cast<int>(settings.test_nodes));
   if (settings.tcp_interval > 0)
     session.tcp_links = std::make_unique<monitor::TcpLinkCounters>(
         static_cast<std::uint64_t>(settings.tcp_interval) * 1'000'000'000);
 
-  // All ranks must agree on whether to record, so one unwritable node turns recording off
-  // everywhere with a single message instead of leaving a job directory with holes.
-  const std::string directory = settings.dir.empty() ? "commtap-" + facts.job_id : settings.dir;
-  const std::string problem = make_directory(directory);
-  // The lowest failing rank explains; the others stay quiet.
-  int candidate = problem.empty() ? size : rank, first_failed = size;
-  PMPI_Allreduce(&candidate, &first_failed, 1, MPI_INT, MPI_MIN, session.comm);
-  if (first_failed == rank)
-    std::fprintf(stderr,
-                 "commtap: rank %d cannot write the trace directory (%s); recording is off on "
-                 "all ranks, the job goes on\n",
-                 rank, problem.c_str());
-  session.record = first_failed == size;
-  session.database_path = directory + "/rank-" + std::to_string(rank) + ".db";
-  // On a filesystem shared between hosts each rank works on a node-local copy and publishes
-  // snapshots (monitor/shared_fs.hpp). Decided per rank: mounts may differ between nodes.
-  const monitor::Filesystem filesystem =
-      session.record ? monitor::filesystem_of(directory) : monitor::Filesystem{};
-  const bool snapshots =
-      session.record &&
-      (snapshot_layout == monitor::SnapshotLayout::on ||
-       (snapshot_layout == monitor::SnapshotLayout::automatic && filesystem.shared));
-  std::string local_path, local_problem;
-  if (snapshots) {
-    const std::string local_dir = monitor::local_directory(settings.local_dir);
-    local_problem = make_directory(local_dir);
-    if (local_problem.empty())
-      local_path = monitor::local_copy_path(local_dir, facts.job_id, rank, facts.pid);
-  }
-  // A rank without a local copy still records, in place: the lowest such rank explains.
-  int local_candidate = local_problem.empty() ? size : rank, first_without_local = size;
-  PMPI_Allreduce(&local_candidate, &first_without_local, 1, MPI_INT, MPI_MIN, session.comm);
-  if (first_without_local == rank)
-    std::fprintf(stderr,
-                 "commtap: rank %d cannot keep a local working copy of its trace (%s); ranks "
-                 "without one write %s in place, which readers on other hosts may see "
-                 "inconsistent; the job goes on\n",
-                 rank, local_problem.c_str(), directory.c_str());
+  // Before the writer, whose windows list the communicators.
   runtime().communicators.start(rank);
-  if (session.record) {
-    std::string error;
-    // The writer refines the counter clock every window; without a writer nothing would.
-    if (settings.tsc) monitor::use_fast_clock();
-    const std::uint64_t interval_ns = static_cast<std::uint64_t>(settings.interval) * 1'000'000;
-    if (!local_path.empty()) {
-      session.writer =
-          monitor::TraceWriter::start(session.database_path, facts, describe(settings), interval_ns,
-                                      collect_snapshot, error, local_path);
-      if (session.writer == nullptr) {
-        std::fprintf(stderr,
-                     "commtap: rank %d cannot write its working copy %s (%s); it writes %s in "
-                     "place, the job goes on\n",
-                     rank, local_path.c_str(), error.c_str(), session.database_path.c_str());
-        local_path.clear();
-      }
-    }
-    if (session.writer == nullptr)
-      session.writer = monitor::TraceWriter::start(session.database_path, facts, describe(settings),
-                                                   interval_ns, collect_snapshot, error);
-    if (session.writer != nullptr) install_signal_flush();
-    if (session.writer == nullptr)
-      std::fprintf(stderr,
-                   "commtap: rank %d cannot create %s (%s); it records nothing, the job goes on\n",
-                   rank, session.database_path.c_str(), error.c_str());
-  }
+  const Recording recording = start_recording(settings, trace_layout, rank);
 
   pthread_atfork(nullptr, nullptr, in_forked_child);
-  if (settings.verbose >= 1 && should_print(settings, rank))
+  if (settings.verbose >= 1 && should_print(settings, rank)) {
+    const WorkingCopy& copy = recording.copy;
+    const std::string snapshots =
+        copy.path.empty() ? "" : " (" + copy.filesystem.name + ": snapshots of " + copy.path + ")";
     std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s%s\n", rank, size,
-                 facts.job_id.c_str(), session.record ? directory.c_str() : "(nowhere)",
-                 local_path.empty()
-                     ? ""
-                     : (" (" + filesystem.name + ": snapshots of " + local_path + ")").c_str(),
-                 settings.yield ? ", yield mode" : "");
+                 facts.job_id.c_str(), session.record ? recording.directory.c_str() : "(nowhere)",
+                 snapshots.c_str(), settings.yield ? ", yield mode" : "");
+  }
 
   count_lifecycle_call(init_fn, init_began_ns, monitor::now_ns());
   // Before any Fortran call can come: mpi_f08 bindings that call PMPI_ directly go through the

@@ -49,13 +49,13 @@ struct PeerTimes {
 
 }  // namespace
 
-LinkProber::LinkProber(MPI_Comm comm, const Settings& settings) {
+LinkProber::LinkProber(MPI_Comm comm, const ProbeSettings& settings, int test_nodes) {
   interval_ns_ = static_cast<std::uint64_t>(settings.probe_interval) * 1'000'000'000ull;
   probe_bytes_ = static_cast<std::uint64_t>(settings.probe_bytes);
   if (interval_ns_ == 0) return;
   PMPI_Comm_dup(comm, &comm_);
   PMPI_Comm_rank(comm_, &rank_);
-  world::NodeLayout layout = world::node_layout(comm_, static_cast<int>(settings.test_nodes));
+  world::NodeLayout layout = world::node_layout(comm_, test_nodes);
   node_ = layout.node;
   leaders_ = layout.leaders;
   hosts_ = layout.nodes;

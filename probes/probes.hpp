@@ -14,16 +14,17 @@
 #include <vector>
 
 #include "monitor/trace_schema.hpp"
-#include "settings/settings.hpp"
+#include "settings/module_settings.hpp"
 
 namespace commtap::probes {
 
 class LinkProber {
  public:
   // Collective over `comm` (commtap's private duplicate of MPI_COMM_WORLD), at MPI_Init: finds
-  // the hosts (MPI's shared-memory domains, or COMMTAP_TEST_NODES pretend ones) and their
-  // leaders. Probes nothing if there is one host or COMMTAP_PROBE_INTERVAL is 0.
-  LinkProber(MPI_Comm comm, const Settings& settings);
+  // the hosts (MPI's shared-memory domains, or `test_nodes` pretend ones: COMMTAP_TEST_NODES,
+  // world::node_layout) and their leaders. Probes nothing if there is one host or
+  // COMMTAP_PROBE_INTERVAL is 0.
+  LinkProber(MPI_Comm comm, const ProbeSettings& settings, int test_nodes);
   ~LinkProber();
   LinkProber(const LinkProber&) = delete;
   LinkProber& operator=(const LinkProber&) = delete;

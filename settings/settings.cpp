@@ -1,3 +1,5 @@
+// The settings table made usable: the specs, the parser, the values in force, the JSON, and the
+// two halves of agreeing on rank 0's values.
 #include "settings/settings.hpp"
 
 #include <cerrno>
@@ -34,14 +36,24 @@ struct VariableName {
   }
 };
 
-#define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
+#define COMMTAP_SETTING(field, kind, default_text, min, max, scope, description) \
   constexpr VariableName variable_##field{#field};
 #include "settings/all.def"
 #undef COMMTAP_SETTING
 
+// The `scope` column's two values.
+enum class SettingScope { local, agreed };
+
 constexpr SettingSpec kSpecs[] = {
-#define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
-  {variable_##field.text, #field, SettingKind::kind, default_text, min, max, description},
+#define COMMTAP_SETTING(field, kind, default_text, min, max, scope, description) \
+  {variable_##field.text,                                                        \
+   #field,                                                                       \
+   SettingKind::kind,                                                            \
+   default_text,                                                                 \
+   min,                                                                          \
+   max,                                                                          \
+   SettingScope::scope == SettingScope::agreed,                                  \
+   description},
 #include "settings/all.def"
 #undef COMMTAP_SETTING
 };
@@ -105,6 +117,31 @@ void parse_one(const SettingSpec& spec, Value& field,
                      (*spec.default_text ? spec.default_text : "the default") + ".");
 }
 
+// Rank 0's values travel as their texts, each ended by a NUL (which no environment variable can
+// hold).
+template <typename Value>
+void append_agreed(const SettingSpec& spec, const Value& field, std::string& out) {
+  if (!spec.agreed) return;
+  out += as_text(field);
+  out += '\0';
+}
+
+template <typename Value>
+void adopt_one(const SettingSpec& spec, Value& field, std::string_view rank_0,
+               std::size_t& position, std::vector<std::string>& differences) {
+  if (!spec.agreed) return;
+  const std::size_t end = rank_0.find('\0', position);
+  if (end == std::string_view::npos) return;  // not rank 0's encoding: keep this rank's value
+  const std::string_view text = rank_0.substr(position, end - position);
+  position = end + 1;
+  const std::string mine = as_text(field);
+  Value theirs{};
+  if (text == mine || !parse_value(text, spec, theirs)) return;
+  differences.push_back(std::string(spec.variable) + "=" + mine + " (rank 0: " + std::string(text) +
+                        ")");
+  field = std::move(theirs);
+}
+
 }  // namespace
 
 std::span<const SettingSpec> setting_specs() {
@@ -115,7 +152,7 @@ ParsedSettings parse_settings(const std::function<const char*(const char*)>& loo
   ParsedSettings parsed;
   std::size_t index = 0;
 // The spec's default is re-parsed from kSpecs (not the macro argument) so that one text is used.
-#define COMMTAP_SETTING(field, kind_, default_, min_, max_, description_) \
+#define COMMTAP_SETTING(field, kind_, default_, min_, max_, scope_, description_) \
   parse_one(kSpecs[index++], parsed.settings.field, lookup, parsed.problems);
 #include "settings/all.def"
 #undef COMMTAP_SETTING
@@ -124,7 +161,7 @@ ParsedSettings parse_settings(const std::function<const char*(const char*)>& loo
 
 std::vector<std::pair<std::string, std::string>> describe(const Settings& settings) {
   std::vector<std::pair<std::string, std::string>> out;
-#define COMMTAP_SETTING(field, kind, default_text, min, max, description) \
+#define COMMTAP_SETTING(field, kind, default_text, min, max, scope, description) \
   out.emplace_back(variable_##field.text, as_text(settings.field));
 #include "settings/all.def"
 #undef COMMTAP_SETTING
@@ -146,6 +183,26 @@ std::string settings_json() {
     list.push_back(std::move(item));
   }
   return list.dump();
+}
+
+std::string agreed_values(const Settings& settings) {
+  std::string out;
+  std::size_t index = 0;
+#define COMMTAP_SETTING(field, kind_, default_, min_, max_, scope_, description_) \
+  append_agreed(kSpecs[index++], settings.field, out);
+#include "settings/all.def"
+#undef COMMTAP_SETTING
+  return out;
+}
+
+std::vector<std::string> adopt_agreed_values(Settings& settings, std::string_view rank_0) {
+  std::vector<std::string> differences;
+  std::size_t index = 0, position = 0;
+#define COMMTAP_SETTING(field, kind_, default_, min_, max_, scope_, description_) \
+  adopt_one(kSpecs[index++], settings.field, rank_0, position, differences);
+#include "settings/all.def"
+#undef COMMTAP_SETTING
+  return differences;
 }
 
 }  // namespace commtap

@@ -1,3 +1,5 @@
+// Where the ranks are: the node layout (real or pretended for tests), world ranks of a group,
+// and commtap's own waits.
 #include <sched.h>
 
 #include "world/world.hpp"
@@ -36,14 +38,6 @@ std::vector<int> world_ranks_of(MPI_Group group) {
   PMPI_Group_translate_ranks(group, size, local.data(), world, global.data());
   PMPI_Group_free(&world);
   return global;
-}
-
-std::string broadcast_string(std::string text, MPI_Comm comm, int rank) {
-  int length = rank == 0 ? static_cast<int>(text.size()) : 0;
-  PMPI_Bcast(&length, 1, MPI_INT, 0, comm);
-  text.resize(static_cast<std::size_t>(length));
-  if (length > 0) PMPI_Bcast(text.data(), length, MPI_CHAR, 0, comm);
-  return text;
 }
 
 int wait_all(int count, MPI_Request requests[], bool yield) {

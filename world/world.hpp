@@ -30,6 +30,10 @@ std::vector<int> world_ranks_of(MPI_Group group);
 // Rank 0's `text` on every rank of `comm`.
 std::string broadcast_string(std::string text, MPI_Comm comm, int rank);
 
+// The lowest rank of `comm` where `condition` holds, or -1 where it holds nowhere (collective
+// over `comm`). When many ranks hit the same problem, that rank alone says so.
+int lowest_rank_where(bool condition, MPI_Comm comm);
+
 // Completes commtap's own requests by testing with sched_yield between tests (`yield`), so that
 // oversubscribed ranks do not starve the one they wait for, or by blocking. An MPI error code.
 int wait_all(int count, MPI_Request requests[], bool yield);

@@ -1,0 +1,32 @@
+// What every subcommand that reads job directories shares: input options and error lines.
+#include <cstdio>
+
+#include "analyzer/untrusted_input.hpp"
+#include "cli/cli.hpp"
+
+namespace commtap::cli {
+
+using namespace commtap::analyzer;
+
+void add_input_options(CLI::App* command, double& timeout_s, const std::string& timeout_flag,
+                       const std::string& timeout_help) {
+  command->add_flag_callback(
+      "--follow-symlinks", [] { set_follow_symlinks(true); },
+      "Read rank files and job directories that are symbolic links (as root: only links whose "
+      "target has the link's owner); by default they are skipped");
+  command->add_option(timeout_flag, timeout_s, timeout_help)->capture_default_str();
+}
+
+void print_error(const std::string& message) {
+  std::fprintf(stderr, "commtap: %s\n", clean_text(message).c_str());
+}
+
+void print_warning(const std::string& message) {
+  std::fprintf(stderr, "commtap: warning: %s\n", clean_text(message).c_str());
+}
+
+std::string dump_json(const nlohmann::json& value) {
+  return value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace commtap::cli

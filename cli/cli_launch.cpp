@@ -1,0 +1,240 @@
+// `commtap run`, `commtap calibrate` and `commtap settings`: the subcommands that start the
+// library or a launcher. They share one look at the command line before CLI11's: `--library`
+// names the libcommtap.so whose settings become run's flags (and that settings describes), and
+// everything after `--` is the launcher command.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "cli/launch.hpp"
+#include "monitor/trace_schema.hpp"
+#include "settings/settings.hpp"
+
+namespace commtap::cli {
+
+using namespace commtap::analyzer;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Settings as the library describes them.
+struct Setting {
+  std::string variable, field, kind, default_text, description;
+  long min = 0, max = 0;
+  std::string flag() const {
+    std::string name = field;
+    std::replace(name.begin(), name.end(), '_', '-');
+    return "--" + name;
+  }
+};
+
+// Every module's settings, from the table this command is linked with (settings/all.def): no
+// library needs to be loaded to learn them.
+std::vector<Setting> load_settings() {
+  std::vector<Setting> settings;
+  for (const SettingSpec& spec : setting_specs()) {
+    Setting s{spec.variable, spec.field, "", spec.default_text, spec.description};
+    s.kind = spec.kind == SettingKind::flag      ? "flag"
+             : spec.kind == SettingKind::integer ? "integer"
+                                                 : "text";
+    if (spec.kind == SettingKind::integer) {
+      s.min = spec.min;
+      s.max = spec.max;
+    }
+    settings.push_back(std::move(s));
+  }
+  return settings;
+}
+
+std::string require_library(const std::string& explicit_path) {
+  const std::string library = find_library(explicit_path);
+  if (library.empty()) {
+    std::fprintf(stderr,
+                 "commtap: cannot find libcommtap.so (give --library PATH or set "
+                 "COMMTAP_LIBRARY)\n");
+    std::exit(kExitError);
+  }
+  return library;
+}
+
+// The job id the library will use, so that `commtap run` can say where the trace went; passed on
+// explicitly so that the library cannot choose another.
+std::string choose_job_id(std::map<std::string, std::string>& variables) {
+  std::string explicit_id;
+  if (auto it = variables.find("COMMTAP_JOB_ID"); it != variables.end())
+    explicit_id = it->second;
+  else if (const char* value = std::getenv("COMMTAP_JOB_ID"))
+    explicit_id = value;
+  const std::string id = monitor::choose_job_id(explicit_id);
+  variables["COMMTAP_JOB_ID"] = id;
+  return id;
+}
+
+// What the three subcommands share: options given on the command line, and the settings.
+struct LaunchState {
+  std::string library_path;
+  std::vector<Setting> settings;
+  std::map<std::string, std::string> flag_values;
+  std::vector<std::string> command_after_dashes;
+  bool settings_as_json = false, settings_as_markdown = false;
+  std::string model_output = "commtap-model.json";
+  long long choices_up_to = 4 << 20;
+  int choice_rounds = 5;
+  bool calibrate_yield = false;
+};
+
+}  // namespace
+
+std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** argv) {
+  auto state = std::make_shared<LaunchState>();
+  // ---- run ----
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a launcher command (e.g. mpiexec -n 4 ./app) with libcommtap.so preloaded");
+  run->add_option("--library", state->library_path, "libcommtap.so to preload");
+  // Everything from the first word that is not a commtap option (or after --) is the command.
+  run->prefix_command();
+  run->footer("Usage: commtap run [settings] [--] <launcher command...>");
+  // ---- calibrate ----
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate",
+      "Measure the all-reduce cost model on the machines a launcher command runs on (e.g. "
+      "mpiexec -n 4 -ppn 2 -hosts a,b) and write it for COMMTAP_MODEL");
+  calibrate->add_option("-o,--output", state->model_output, "Model file to write")
+      ->capture_default_str();
+  calibrate
+      ->add_option("--choices-up-to", state->choices_up_to,
+                   "Also time the library's all-reduce against each of commtap's from 8 B up to "
+                   "this many bytes (x4) and store the measured choices; 0: the formulas only")
+      ->capture_default_str()
+      ->check(CLI::Range(0LL, 1LL << 31));
+  calibrate->add_option("--rounds", state->choice_rounds, "Interleaved rounds per measured size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20));
+  calibrate->add_flag("--yield", state->calibrate_yield,
+                      "Measure in yield mode, as jobs run with COMMTAP_YIELD=1 (oversubscribed)");
+  calibrate->prefix_command();
+  calibrate->footer(
+      "Usage: commtap calibrate [-o FILE] [--choices-up-to BYTES] [--rounds N] [--yield] [--] "
+      "<launcher command...>");
+  const bool wants_run =
+      argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "calibrate");
+  state->settings = load_settings();
+  for (const Setting& setting : state->settings) {
+    if (setting.kind == "flag") {
+      run->add_flag_callback(
+          setting.flag(),
+          [state, variable = setting.variable] { state->flag_values[variable] = "1"; },
+          setting.description + " (" + setting.variable + ")");
+    } else {
+      auto* option = run->add_option_function<std::string>(
+          setting.flag(),
+          [state, variable = setting.variable](const std::string& value) {
+            state->flag_values[variable] = value;
+          },
+          setting.description + " (" + setting.variable + ")");
+      if (setting.kind == "integer") option->check(CLI::Range(setting.min, setting.max));
+    }
+  }
+
+  // ---- settings ----
+  CLI::App* settings_command =
+      app.add_subcommand("settings", "List the COMMTAP_* settings the library understands");
+  settings_command->add_flag("--json", state->settings_as_json, "As JSON");
+  settings_command->add_flag("--markdown", state->settings_as_markdown, "As a Markdown table");
+
+  // `commtap run [settings] -- command...`: the command is split off here, before CLI11 sees it
+  // (without --, prefix_command() takes everything from the first non-option word).
+  if (wants_run) {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) != "--") continue;
+      state->command_after_dashes.assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  }
+
+  return {
+      {run,
+       [state, run]() -> int {
+         std::vector<std::string> command = run->remaining();
+         command.insert(command.end(), state->command_after_dashes.begin(),
+                        state->command_after_dashes.end());
+         if (command.empty()) {
+           std::fprintf(stderr,
+                        "commtap run: no command given (commtap run [settings] -- mpiexec ...)\n");
+           return kExitError;
+         }
+         const std::string library = require_library(state->library_path);
+         const std::string job_id = choose_job_id(state->flag_values);
+         const int status = run_preloaded(library, state->flag_values, command);
+         std::string directory = "commtap-" + job_id;
+         if (auto it = state->flag_values.find("COMMTAP_DIR"); it != state->flag_values.end())
+           directory = it->second;
+         else if (const char* dir = std::getenv("COMMTAP_DIR"); dir && *dir)
+           directory = dir;
+         std::error_code ec;
+         if (fs::is_directory(directory, ec)) {
+           std::size_t files = 0;
+           for (const auto& entry : fs::directory_iterator(directory, ec))
+             files += entry.path().extension() == ".db" ? 1 : 0;
+           std::fprintf(stderr, "commtap: trace database: %s (%zu rank files)\n", directory.c_str(),
+                        files);
+         }
+         return status;
+       }},
+      {calibrate,
+       [state, calibrate]() -> int {
+         std::vector<std::string> command = calibrate->remaining();
+         command.insert(command.end(), state->command_after_dashes.begin(),
+                        state->command_after_dashes.end());
+         const std::string program = find_calibrate_program();
+         if (command.empty() || program.empty()) {
+           std::fprintf(stderr, "commtap calibrate: %s\n",
+                        command.empty()
+                            ? "no launcher given (commtap calibrate -- mpiexec -n 4 ...)"
+                            : "commtap-calibrate is not installed next to commtap");
+           return kExitError;
+         }
+         std::error_code ec;
+         const fs::path output = fs::absolute(state->model_output, ec);
+         command.push_back(program);
+         command.push_back(output.string());
+         command.push_back(std::to_string(state->choices_up_to));
+         command.push_back(std::to_string(state->choice_rounds));
+         command.push_back(state->calibrate_yield ? "1" : "0");
+         const int status = run_preloaded("", {}, command);
+         if (status != 0 || !fs::exists(output, ec)) {
+           std::fprintf(stderr, "commtap calibrate: the measurement failed (exit %d)\n", status);
+           return kExitError;
+         }
+         return 0;
+       }},
+      {settings_command,
+       [state]() -> int {
+         if (state->settings_as_json) {
+           std::cout << settings_json() << "\n";
+         } else if (state->settings_as_markdown) {
+           std::cout << settings_markdown_table();
+         } else {
+           for (const Setting& s : state->settings) {
+             std::cout << s.variable << " (" << s.kind;
+             if (s.kind == "integer") std::cout << " " << s.min << ".." << s.max;
+             std::cout << ", default " << (s.default_text.empty() ? "empty" : s.default_text)
+                       << ")\n    " << s.description << "\n";
+           }
+         }
+         return 0;
+       }},
+  };
+}
+
+}  // namespace commtap::cli

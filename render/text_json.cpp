@@ -1,0 +1,85 @@
+// render/text_json: the analysis as text and as JSON (text_json.hpp).
+#include "render/text_json.hpp"
+
+#include <cctype>
+
+#include "analyzer/statistics.hpp"
+
+namespace commtap::render {
+
+using namespace commtap::analyzer;
+
+using json = nlohmann::json;
+
+std::string health_text(const std::vector<JobHealth>& jobs) {
+  std::string out;
+  for (const JobHealth& job : jobs) {
+    out += "job " + job.job_id + " (" + job.path + "): " + count_text(job.ranks, "rank") + " on " +
+           count_text(job.hosts, "host") + ", " + (job.running ? "running" : "ended") + "; " +
+           with_commas(job.instances) + " collective instances and " + with_commas(job.messages) +
+           " messages compared\n";
+    if (job.findings.empty()) out += "  healthy: no findings\n";
+    for (const Finding& f : job.findings) {
+      std::string severity = severity_name(f.severity);
+      for (char& c : severity) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      out += "  " + severity + " " + f.kind + ": " + f.summary + "\n";
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The job's messages per directed host pair (detect_slow_links' matrix).
+json links_json(const std::vector<MessageLink>& links) {
+  json out = json::array();
+  for (const MessageLink& l : links)
+    out.push_back({{"from", l.from},
+                   {"to", l.to},
+                   {"median_us", l.median_us},
+                   {"ratio", l.ratio},
+                   {"messages", l.messages},
+                   {"recent_slow", l.recent_slow},
+                   {"recent_fast", l.recent_fast},
+                   {"slow", l.slow},
+                   {"suspect", l.suspect}});
+  return out;
+}
+
+}  // namespace
+
+json health_json(const std::vector<JobHealth>& jobs,
+                 const std::vector<UnreadableInput>& unreadable) {
+  json out = {{"format", "commtap-health"},
+              {"version", 1},
+              {"jobs", json::array()},
+              {"unreadable", json::array()}};
+  for (const UnreadableInput& input : unreadable)
+    out["unreadable"].push_back({{"path", input.path}, {"error", input.why}});
+  for (const JobHealth& job : jobs) {
+    json findings = json::array();
+    for (const Finding& f : job.findings)
+      findings.push_back({{"kind", f.kind},
+                          {"subject", f.subject},
+                          {"severity", severity_name(f.severity)},
+                          {"summary", f.summary},
+                          {"evidence", f.evidence},
+                          {"first_seen_ns", f.first_seen_ns},
+                          {"last_seen_ns", f.last_seen_ns}});
+    out["jobs"].push_back({{"job_id", job.job_id},
+                           {"path", job.path},
+                           {"ranks", job.ranks},
+                           {"hosts", job.hosts},
+                           {"running", job.running},
+                           {"now_ns", job.now_ns},
+                           {"instances", job.instances},
+                           {"messages", job.messages},
+                           {"healthy", job.findings.empty()},
+                           {"skipped_files", job.skipped},
+                           {"findings", findings},
+                           {"links", links_json(job.evidence.messages.links)}});
+  }
+  return out;
+}
+
+}  // namespace commtap::render
