@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "analyzer/detectors.hpp"
+#include "analyzer/report_inputs.hpp"
 #include "analyzer/trace_files.hpp"
 #include "analyzer/untrusted_input.hpp"
 
@@ -119,7 +120,8 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
 
 namespace {
 
-bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, std::string& error) {
+bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, ReportInputs* report,
+                   std::string& error) {
   if (!load_facts(job, options, error)) return false;
   health.job_id = job.job_id;
   health.ranks = static_cast<int>(job.ranks.size());
@@ -194,13 +196,16 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, st
   // job's COMMTAP_INTERVAL.
   evidence.start_ns = job.start_wall();
   evidence.interval_s = job.interval_s;
+  // Last: the report's windows need the job's start, interval and newest heartbeat, and the
+  // files have passed the facts pass's content checks.
+  if (report != nullptr) read_report_inputs(job.files, health, *report);
   return true;
 }
 
 }  // namespace
 
 bool analyze_job(const std::string& path, const HealthOptions& options, JobHealth& health,
-                 std::string& error) {
+                 std::string& error, ReportInputs* report) {
   health = JobHealth{};
   health.path = clean_text(path);
   Job job;
@@ -212,7 +217,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   const Deadline deadline(seconds);
   bool ok = false;
   try {
-    ok = analyze_files(options, health, job, error);
+    ok = analyze_files(options, health, job, report, error);
   } catch (const std::exception& e) {
     // A value no check foresaw must cost this job, never the run over every job.
     error = health.path + ": cannot be analyzed: " + e.what();

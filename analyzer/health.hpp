@@ -123,11 +123,15 @@ struct UnreadableInput {
 std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
                                    std::vector<UnreadableInput>& unreadable);
 
+struct ReportInputs;
+
 // Analyzes one job, in isolation: unreadable, corrupt or hostile input, an exception, or reading
 // past options.job_timeout_s make it false with `error` naming the job and why, and nothing
-// else. health.path and every string taken from the files are clean_text.
+// else. health.path and every string taken from the files are clean_text. With `report`, also
+// reads what `commtap report` draws besides the findings (report_inputs.hpp) from the same
+// files, within the same time limit; its failure costs only those charts (`report->error`).
 bool analyze_job(const std::string& path, const HealthOptions& options, JobHealth& health,
-                 std::string& error);
+                 std::string& error, ReportInputs* report = nullptr);
 
 // Records findings in `store` (created if missing) without duplicates across runs: a finding
 // seen again updates last_seen; the job's findings not seen in this run become inactive.

@@ -22,11 +22,20 @@ struct ReportInputs {
   double bucket_s = 1.0;              // the windows: COMMTAP_INTERVAL (wider in long jobs)
   double end_s = 0;                   // the newest write, s since the job's start
   std::vector<CallSiteSeries> sites;  // the call sites with the most MPI time, most first
+  // The job's files the analysis read, as listed (not clean_text): the page is as private as the
+  // most private of them.
+  std::vector<std::string> files;
+  // Why the call sites were left out (then they are empty); empty when they were read.
+  std::string error;
 };
 
-// Reads `inputs` from `job` for the analysis `health` of the same job. A query that fails
-// leaves its part empty, with `error` saying why.
-void read_report_inputs(const JobDatabase& job, const JobHealth& health, ReportInputs& inputs,
-                        std::string& error);
+// Reads `inputs` from the job's `files`, one at a time, for the analysis `health` of the same job
+// (its start, COMMTAP_INTERVAL and newest heartbeat set the windows). analyze_job calls it after
+// its detectors, under the job's deadline, for files its facts pass has checked. Each file's
+// aggregates are summed per call site (and window) by SQL in that file, and the files' sums added
+// here, so memory grows with the call sites and windows, not with the ranks or their rows. A
+// failure leaves the call sites empty, with `inputs.error` saying why; it never throws.
+void read_report_inputs(const std::vector<std::string>& files, const JobHealth& health,
+                        ReportInputs& inputs);
 
 }  // namespace commtap::analyzer

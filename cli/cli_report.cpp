@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "analyzer/analyzer.hpp"
 #include "analyzer/output_files.hpp"
@@ -33,27 +32,17 @@ Subcommand add_report_command(CLI::App& app) {
   return {report, [o]() -> int {
             auto& [health_options, report_path, report_output] = *o;
             JobHealth health;
+            ReportInputs inputs;
             std::string error;
-            if (!analyze_job(report_path, health_options, health, error)) {
+            if (!analyze_job(report_path, health_options, health, error, &inputs)) {
               print_error(error);
               return kExitError;
             }
             for (const std::string& line : health.skipped) print_warning(line);
-            ReportInputs inputs;
-            std::vector<std::string> inputs_read;
-            {
-              const Deadline deadline(job_time_limit(report_path, health_options.job_timeout_s));
-              try {
-                if (auto job = JobDatabase::open(report_path, error)) {
-                  inputs_read = job->sources();
-                  read_report_inputs(*job, health, inputs, error);
-                }
-              } catch (const std::exception& e) {  // the charts go; the findings stay
-                print_warning(report_path + ": call sites left out of the report: " + e.what());
-              }
-            }
+            if (!inputs.error.empty())  // the charts go; the findings stay
+              print_warning(health.path + ": call sites left out of the report: " + inputs.error);
             const std::string html = health_html(health, inputs);
-            auto out = OutputFile::create(report_output, mode_for_outputs_of(inputs_read), error);
+            auto out = OutputFile::create(report_output, mode_for_outputs_of(inputs.files), error);
             if (!out || !out->write(html.data(), html.size()) || !out->commit(error)) {
               print_error(error.empty() ? "cannot write " + report_output : error);
               return kExitError;

@@ -5,22 +5,18 @@
 #include <sqlite3.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "analyzer/analyzer.hpp"
 #include "analyzer/health.hpp"
 #include "avoid_list/avoid_list.hpp"
-#include "monitor/monitor.hpp"
+#include "tests/fixtures/synthetic_job.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
-namespace monitor = commtap::monitor;
 using commtap::analyzer::analyze_job;
 using commtap::analyzer::Finding;
 using commtap::analyzer::HealthOptions;
@@ -29,329 +25,8 @@ using commtap::analyzer::Severity;
 
 namespace {
 
+using commtap::fixtures::SyntheticJob;
 using commtap::testing::TempDir;
-
-constexpr std::uint64_t kStartWall = 1'790'000'000'000'000'000ull;
-constexpr std::uint64_t kMono0 = 1'000'000'000ull;  // every rank's monotonic clock at start
-constexpr std::uint32_t kAllreduce = 0, kIsend = 1, kIrecv = 2;
-
-// A data-parallel job: `ranks` ranks on `hosts` hosts (in blocks), an all-reduce on
-// MPI_COMM_WORLD every `period_ms`, and every 4th step each rank sends one message to each rank
-// on another host. Faults are functions of (rank or host pair, time).
-struct SyntheticJob {
-  int ranks = 8;
-  int hosts = 4;
-  double seconds = 30;
-  double period_ms = 50;
-  std::uint64_t seed = 1;
-  double jitter_us = 40;  // exponential arrival jitter, per rank and step
-  std::function<double(int rank, double t)> late_us = [](int, double) { return 0.0; };
-  std::function<double(int from_host, int to_host, double t)> link_us = [](int, int, double) {
-    return 0.0;
-  };
-  std::function<double(double t)> call_us = [](double) { return 100.0; };  // aggregates
-  // A second kind of call (MPI_Isend of this size class, as often as the all-reduce) in the
-  // windows where it returns a class >= 0: a program that moves to another phase.
-  std::function<std::int64_t(double t)> isend_class = [](double) { return std::int64_t{-1}; };
-  // Milliseconds per second a rank also waits in MPI_Irecv completions (aggregates).
-  std::function<double(int rank)> receive_wait_ms = [](int) { return 0.0; };
-  // Collectives each step calls right after its first (an all-reduce per gradient bucket, an
-  // all-reduce after an all-to-all): everyone arrives at them together, within the jitter.
-  int followers = 0;
-  // Hang: from `hang_at` s on, every rank but `hang_culprit` waits in the next all-reduce.
-  double hang_at = -1;
-  int hang_culprit = -1;
-  // ... except `hang_ahead`, which left that all-reduce (the culprit's part was in before it
-  // stopped) and waits in the one after it.
-  int hang_ahead = -1;
-  // ... except `hang_waiting`, which never arrived either: it is blocked in MPI_Irecv since
-  // `hang_at` (a pipeline stage waiting for the culprit).
-  int hang_waiting = -1;
-  // Crash: `crash_rank` writes nothing after `crash_at` s; the others compute on.
-  double crash_at = -1;
-  int crash_rank = -1;
-  // What ended the ranks, where not MPI_Finalize (or still running, in a hang or crash): a
-  // signal that killed the job at its end (a batch system's time limit).
-  std::string killed_by;
-
-  // The trace writer's windows: COMMTAP_INTERVAL as the job's settings say, and how much of a
-  // second the last window (written at MPI_Finalize) covers. The rows are a second apart
-  // whatever the setting: a setting below 1000 is a writer that fell behind (a busy node).
-  std::string interval_ms = "1000";
-  double last_window_s = 1;
-
-  // The job's own messages between hosts (every 4th step); false: a collective-only job.
-  bool messages = true;
-  // Which directed host pairs exchange them at time t.
-  std::function<bool(int from_host, int to_host, double t)> sends = [](int, int, double) {
-    return true;
-  };
-  // Link probes every `probe_every_s` (0: none), by each host's first rank: latency and
-  // throughput of every directed host pair at time t.
-  double probe_every_s = 0;
-  std::function<double(int from_host, int to_host, double t)> probe_mb_per_s =
-      [](int, int, double) { return 1000.0; };
-  std::function<double(int from_host, int to_host, double t)> probe_latency_us =
-      [](int, int, double) { return 30.0; };
-  // The slowest of a round's round trips (half of it, us); 0: as the fastest.
-  std::function<double(int from_host, int to_host, double t)> probe_slowest_latency_us =
-      [](int, int, double) { return 0.0; };
-  // The longest one-way leg of a round's small messages (us, version 9); unset: not recorded.
-  std::function<double(int from_host, int to_host, double t)> probe_slowest_one_way_us;
-  // Where set, each direction's one-way time instead (the latency is then half their sum).
-  std::function<double(int from_host, int to_host, double t)> probe_one_way_us;
-
-  // TCP connections between hosts (the tcp_links table, a row a second; false: none): each rank
-  // holds one to every rank on another host and sends `tcp_segments_per_s` data segments a second
-  // over it. Of
-  // those a share is lost (and resent), and a share resent though it had arrived (reported back
-  // as duplicates: a tail-loss probe that fired before the acknowledgement came).
-  bool tcp = false;
-  double tcp_segments_per_s = 400;
-  std::function<double(int from_host, int to_host, double t)> tcp_lost_share =
-      [](int, int, double) { return 0.0; };
-  std::function<double(int from_host, int to_host, double t)> tcp_duplicate_share =
-      [](int, int, double) { return 0.0; };
-
-  // How far each host's clock offset estimate is off (us): a Cristian estimate over a link that
-  // is slower one way than the other is off by half the difference.
-  std::function<double(int host)> clock_error_us = [](int) { return 0.0; };
-
-  // Share of each second a host's process was held off the CPU (heartbeats' stalled_ns).
-  std::function<double(int host, double t)> stall_share = [](int, double) { return 0.004; };
-
-  // Which job and machines: host h is named host_prefix + h.
-  std::string job_id = "synthetic";
-  std::string host_prefix = "h";
-  std::string command_line = "/opt/app/train --steps 600";
-
-  int host_of(int rank) const { return rank / (ranks / hosts); }
-
-  void write(const fs::path& directory) const {
-    std::mt19937_64 random(seed);
-    std::exponential_distribution<double> jitter(1.0 / std::max(1e-9, jitter_us));
-    const int windows = static_cast<int>(seconds);
-    std::vector<std::vector<monitor::Snapshot>> per_rank(static_cast<std::size_t>(ranks),
-                                                         std::vector<monitor::Snapshot>(windows));
-    auto window_of = [&](double t) { return std::min(windows - 1, static_cast<int>(t)); };
-    const int steps = static_cast<int>(seconds * 1000 / period_ms);
-    std::uint64_t last_seq = 0, next_seq = 1;
-    for (int step = 0; step < steps; ++step) {
-      const double t = step * period_ms / 1000;
-      if (hang_at >= 0 && t >= hang_at) break;
-      const std::uint64_t seq = next_seq++;
-      std::vector<double> arrival(static_cast<std::size_t>(ranks));
-      double latest = 0;
-      for (int r = 0; r < ranks; ++r) {
-        arrival[static_cast<std::size_t>(r)] = t * 1e9 + jitter(random) * 1e3 + late_us(r, t) * 1e3;
-        latest = std::max(latest, arrival[static_cast<std::size_t>(r)]);
-      }
-      // Rank r's record of an all-reduce it entered at `enter` and everyone left after `last`.
-      auto record_allreduce = [&](int r, std::uint64_t instance, std::uint32_t site, double enter,
-                                  double last) {
-        monitor::InstanceRecord record;
-        record.comm_id = 1;
-        record.seq = instance;
-        record.bytes = 1024;
-        record.function = kAllreduce;
-        record.site = site;
-        record.enter_ns = kMono0 + static_cast<std::uint64_t>(enter);
-        record.exit_ns = kMono0 + static_cast<std::uint64_t>(last + 20e3);
-        per_rank[static_cast<std::size_t>(r)][static_cast<std::size_t>(window_of(t))]
-            .instances.push_back(record);
-      };
-      const bool everyone = !(crash_at >= 0 && t >= crash_at);
-      for (int r = 0; r < ranks; ++r) {
-        if (!everyone && r == crash_rank) continue;
-        if (!everyone) continue;  // without the crashed rank nobody completes an all-reduce
-        record_allreduce(r, seq, 1, arrival[static_cast<std::size_t>(r)], latest);
-      }
-      if (everyone) last_seq = seq;
-      for (int f = 0; f < followers && everyone; ++f) {
-        const double start = latest + 20e3 + f * 200e3;  // 200 us per follower
-        const std::uint64_t follower_seq = next_seq++;
-        double follower_latest = 0;
-        std::vector<double> follower_arrival(static_cast<std::size_t>(ranks));
-        for (double& a : follower_arrival) {
-          a = start + jitter(random) * 1e3;
-          follower_latest = std::max(follower_latest, a);
-        }
-        for (int r = 0; r < ranks; ++r)
-          record_allreduce(r, follower_seq, 2, follower_arrival[static_cast<std::size_t>(r)],
-                           follower_latest);
-        last_seq = follower_seq;
-      }
-      if (step % 4 != 0 || !everyone || !messages) continue;
-      for (int from = 0; from < ranks; ++from)
-        for (int to = 0; to < ranks; ++to) {
-          if (host_of(from) == host_of(to) || !sends(host_of(from), host_of(to), t)) continue;
-          const double send = latest + 30e3 + jitter(random) * 1e3;
-          const double posted = latest + 25e3;
-          const double latency =
-              40e3 + jitter(random) * 1e3 + link_us(host_of(from), host_of(to), t) * 1e3;
-          monitor::InstanceRecord s;
-          s.comm_id = 1;
-          s.seq = static_cast<std::uint64_t>(step / 4 + 1);
-          s.bytes = 65536;
-          s.tag = 7;
-          s.site = 1;
-          s.function = kIsend;
-          s.kind = monitor::RecordKind::send;
-          s.root = to;
-          s.enter_ns = kMono0 + static_cast<std::uint64_t>(send);
-          s.exit_ns = kMono0 + static_cast<std::uint64_t>(send + latency);
-          monitor::InstanceRecord r = s;
-          r.kind = monitor::RecordKind::recv;
-          r.function = kIrecv;
-          r.root = from;
-          r.enter_ns = kMono0 + static_cast<std::uint64_t>(posted);
-          r.exit_ns = kMono0 + static_cast<std::uint64_t>(send + latency);
-          per_rank[static_cast<std::size_t>(from)][static_cast<std::size_t>(window_of(t))]
-              .instances.push_back(s);
-          per_rank[static_cast<std::size_t>(to)][static_cast<std::size_t>(window_of(t))]
-              .instances.push_back(r);
-        }
-    }
-    for (double t = probe_every_s; probe_every_s > 0 && t < seconds; t += probe_every_s)
-      for (int from = 0; from < hosts; ++from)
-        for (int to = 0; to < hosts; ++to) {
-          if (from == to) continue;
-          const auto at = kMono0 + static_cast<std::uint64_t>(t * 1e9);
-          const std::string from_host = host_prefix + std::to_string(from),
-                            to_host = host_prefix + std::to_string(to);
-          const double noise = 1 + jitter(random) / std::max(1e-9, jitter_us) * 0.1;
-          auto& rows = per_rank[static_cast<std::size_t>(from * (ranks / hosts))]
-                               [static_cast<std::size_t>(window_of(t))]
-                                   .probes;
-          // The fastest round trip's four times, on each host's own (true) clock.
-          const double forth =
-              (probe_one_way_us ? probe_one_way_us(from, to, t) : probe_latency_us(from, to, t)) *
-              noise * 1e3;
-          const double back =
-              (probe_one_way_us ? probe_one_way_us(to, from, t) : probe_latency_us(from, to, t)) *
-              noise * 1e3;
-          const auto received = at + static_cast<std::uint64_t>(forth);
-          rows.push_back({at, from, to, from_host, to_host, 1,
-                          static_cast<std::uint64_t>((forth + back) / 2), at, received,
-                          received + 1000, received + 1000 + static_cast<std::uint64_t>(back),
-                          static_cast<std::uint64_t>(probe_slowest_latency_us(from, to, t) * 1e3)});
-          if (probe_slowest_one_way_us)
-            rows.back().slowest_oneway_ns =
-                static_cast<std::uint64_t>(probe_slowest_one_way_us(from, to, t) * 1e3);
-          rows.push_back(
-              {at, from, to, from_host, to_host, 262144,
-               static_cast<std::uint64_t>(262144 / (probe_mb_per_s(from, to, t) / noise) * 1e3)});
-        }
-    for (int r = 0; r < ranks; ++r) {
-      monitor::RankFacts facts;
-      facts.job_id = job_id;
-      facts.command_line = command_line;
-      facts.rank = r;
-      facts.world_size = ranks;
-      facts.host = host_prefix + std::to_string(host_of(r));
-      facts.node = host_of(r);
-      facts.start_ns = kStartWall;
-      const bool crashed = r == crash_rank && crash_at >= 0;
-      facts.ended_by = crashed || hang_at >= 0 ? "running" : "finalize";
-      if (!killed_by.empty() && !crashed) facts.ended_by = killed_by;
-      auto& windows_of_rank = per_rank[static_cast<std::size_t>(r)];
-      const int last_window = crashed ? static_cast<int>(crash_at) : windows - 1;
-      windows_of_rank.resize(static_cast<std::size_t>(last_window + 1));
-      double stalled_ns = 0;
-      std::vector<monitor::TcpLinkRow> connections(static_cast<std::size_t>(hosts));
-      for (int w = 0; w <= last_window; ++w) {
-        monitor::Snapshot& s = windows_of_rank[static_cast<std::size_t>(w)];
-        stalled_ns += std::max(0.0, stall_share(host_of(r), w)) * 1e9;
-        s.stalled_ns = static_cast<std::uint64_t>(stalled_ns);
-        // The part of a second this window covers: its calls and waits scale with it.
-        const double part = w == windows - 1 ? last_window_s : 1.0;
-        s.wall_ns = kStartWall + static_cast<std::uint64_t>((w + part) * 1e9);
-        s.wall_minus_monotonic_ns = static_cast<std::int64_t>(kStartWall - kMono0);
-        s.function_names = {"MPI_Allreduce", "MPI_Isend", "MPI_Irecv"};
-        if (w == 0) {
-          s.clock_estimates = {
-              {kMono0, {static_cast<std::int64_t>(clock_error_us(host_of(r)) * 1e3), 0}}};
-          monitor::CommunicatorRow world;
-          world.id = 1;
-          world.created_by = "MPI_COMM_WORLD";
-          world.size = ranks;
-          world.comm_rank = r;
-          if (r == 0)
-            for (int m = 0; m < ranks; ++m) world.members += (m ? "," : "") + std::to_string(m);
-          s.communicators = {world};
-          monitor::CallSite site;
-          site.id = 1;
-          site.frames = {{0x401000, "/opt/app/train", "train_step", 16}};
-          s.new_sites = {site};
-        }
-        const double calls = part * 1000.0 / period_ms;
-        s.aggregates = {{{1, kAllreduce, 1, 1024},
-                         static_cast<std::uint64_t>(calls),
-                         static_cast<std::uint64_t>(calls * call_us(w) * 1e3),
-                         static_cast<std::uint64_t>(call_us(w) * 900),
-                         static_cast<std::uint64_t>(call_us(w) * 1100)}};
-        if (const std::int64_t size_class = isend_class(w); size_class >= 0)
-          s.aggregates.push_back({{1, kIsend, 1, static_cast<std::uint64_t>(size_class)},
-                                  static_cast<std::uint64_t>(calls),
-                                  static_cast<std::uint64_t>(calls * 50e3),
-                                  50'000,
-                                  50'000});
-        if (const double wait_ms = receive_wait_ms(r); wait_ms > 0)
-          s.aggregates.push_back({{1, kIrecv, 1, 1024},
-                                  static_cast<std::uint64_t>(calls),
-                                  static_cast<std::uint64_t>(part * wait_ms * 1e6),
-                                  static_cast<std::uint64_t>(wait_ms * 1e6 / calls),
-                                  static_cast<std::uint64_t>(wait_ms * 1e6 / calls)});
-        std::uint64_t entered = last_seq, completed = last_seq;
-        const bool hanging = hang_at >= 0 && w + 1 > hang_at;
-        if (hanging && r == hang_waiting) {
-          monitor::ActivitySnapshot busy;
-          busy.function = kIrecv + 1;
-          busy.comm_id = 1;
-          busy.since_ns = kMono0 + static_cast<std::uint64_t>(hang_at * 1e9);
-          s.busy = {busy};
-        } else if (hanging && r != hang_culprit) {
-          const std::uint64_t ahead = r == hang_ahead ? 1 : 0;
-          entered = last_seq + 1 + ahead;
-          completed = last_seq + ahead;
-          monitor::ActivitySnapshot busy;
-          busy.function = kAllreduce + 1;
-          busy.comm_id = 1;
-          busy.seq = last_seq + 1 + ahead;
-          busy.since_ns = kMono0 + static_cast<std::uint64_t>(hang_at * 1e9);
-          s.busy = {busy};
-        }
-        s.progress = {{1, entered, completed}};
-        for (int peer_host = 0; tcp && peer_host < hosts; ++peer_host) {
-          if (peer_host == host_of(r)) continue;
-          monitor::TcpLinkRow& c = connections[static_cast<std::size_t>(peer_host)];
-          c.local = "10.0.0." + std::to_string(host_of(r) + 1);
-          c.peer = "10.0.0." + std::to_string(peer_host + 1);
-          c.connections = static_cast<std::uint64_t>(ranks / hosts);
-          auto draw = [&](double mean) {
-            return mean > 0 ? std::poisson_distribution<std::uint64_t>(mean)(random) : 0;
-          };
-          const std::uint64_t segments = draw(tcp_segments_per_s * part * (ranks / hosts));
-          const std::uint64_t lost = draw(segments * tcp_lost_share(host_of(r), peer_host, w));
-          const std::uint64_t duplicates =
-              draw(segments * tcp_duplicate_share(host_of(r), peer_host, w));
-          c.data_segs_out += segments + lost + duplicates;
-          c.bytes_acked += segments * 1448;
-          c.retrans_segs += lost + duplicates;
-          c.dsack_dups =
-              std::max<std::int64_t>(c.dsack_dups, 0) + static_cast<std::int64_t>(duplicates);
-          c.rtt_us = c.min_rtt_us = 60;
-          s.tcp_links.push_back(c);
-        }
-      }
-      const std::string error = monitor::write_rank_database(
-          (directory / ("rank-" + std::to_string(r) + ".db")).string(), facts,
-          {{"COMMTAP_INTERVAL", interval_ms}, {"COMMTAP_TCP_INTERVAL", tcp ? "1" : "0"}},
-          windows_of_rank);
-      ASSERT_EQ(error, "") << "rank " << r;
-    }
-  }
-};
 
 HealthOptions test_options() {
   HealthOptions options;
@@ -362,7 +37,7 @@ HealthOptions test_options() {
 
 JobHealth analyze(const SyntheticJob& job, HealthOptions options = test_options()) {
   TempDir dir;
-  job.write(dir.path());
+  EXPECT_EQ(job.write(dir.path()), "");
   JobHealth health;
   std::string error;
   EXPECT_TRUE(analyze_job(dir.path().string(), options, health, error)) << error;
@@ -486,7 +161,7 @@ TEST(Health, AtReplaysTheJobAsItStoodThen) {
   job.hang_at = 20;
   job.hang_culprit = 6;
   TempDir dir;
-  job.write(dir.path());
+  ASSERT_EQ(job.write(dir.path()), "");
   HealthOptions options = test_options();
   std::string error;
   JobHealth health;
@@ -1043,7 +718,7 @@ TEST(Health, OlderTraceVersionsAreReadWithWhatTheyHold) {
   job.clock_error_us = [](int host) { return host == 1 ? -1500.0 : 0.0; };
   auto analyze_as = [&](const std::string& downgrade) {
     TempDir dir;
-    job.write(dir.path());
+    EXPECT_EQ(job.write(dir.path()), "");
     for (const auto& entry : fs::directory_iterator(dir.path())) {
       sqlite3* db = nullptr;
       EXPECT_EQ(sqlite3_open(entry.path().c_str(), &db), SQLITE_OK);
@@ -1171,8 +846,8 @@ TEST(Health, FindJobsScansAParentDirectory) {
   fs::create_directories(parent.path() / "a");
   fs::create_directories(parent.path() / "b");
   fs::create_directories(parent.path() / "not-a-job");
-  job.write(parent.path() / "a");
-  job.write(parent.path() / "b");
+  ASSERT_EQ(job.write(parent.path() / "a"), "");
+  ASSERT_EQ(job.write(parent.path() / "b"), "");
   std::vector<commtap::analyzer::UnreadableInput> errors;
   const auto jobs = commtap::analyzer::find_jobs({parent.path().string()}, errors);
   EXPECT_TRUE(errors.empty());

@@ -3,6 +3,7 @@
 // Prometheus exposition, and demangled call-site names.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,14 +14,13 @@
 #include "analyzer/analyzer.hpp"
 #include "analyzer/output_files.hpp"
 #include "analyzer/symbols.hpp"
-#include "monitor/monitor.hpp"
 #include "render/export_perfetto.hpp"
 #include "render/prometheus.hpp"
+#include "tests/fixtures/synthetic_job.hpp"
 #include "tests/tools/perfetto_checks.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
-namespace monitor = commtap::monitor;
 using namespace commtap::analyzer;
 using namespace commtap::render;
 using nlohmann::json;
@@ -29,123 +29,46 @@ namespace {
 
 using commtap::testing::TempDir;
 
-constexpr std::uint64_t kStartWall = 1'790'000'000'000'000'000ull;
-constexpr std::uint64_t kMono0 = 5'000'000'000ull;  // rank 0's monotonic clock at start
-constexpr std::uint32_t kAllreduce = 0, kIsend = 1, kIrecv = 2;
+using commtap::fixtures::kStartWall;
 constexpr char kMangled[] = "_Z9trainStepRSt6vectorIdSaIdEE";
 
 // 4 ranks on hosts h0 (ranks 0, 1) and h1 (2, 3); rank r's clock reads rank 0's minus r x 7 ms,
-// as hosts' clocks disagree. Every 10 ms an all-reduce, and each rank sends its right neighbour
-// one message (Irecv posted, then Isend: the two overlap). Rank 1 is inside an all-reduce at
-// the heartbeat of second 5.
+// as hosts' clocks disagree. Every 10 ms an all-reduce (the ranks up to 50 us apart), and each
+// rank sends its right neighbour one message (Irecv posted, then Isend: the two overlap). Rank 1
+// is inside an all-reduce at the heartbeat of second 5.
 void write_job(const fs::path& dir, bool record_offsets = true, double seconds = 10,
                bool unfinished = false) {
-  constexpr int kRanks = 4;
-  constexpr std::int64_t kSkew = 7'000'000;
-  const int windows = static_cast<int>(seconds);
-  std::vector<std::vector<monitor::Snapshot>> per_rank(kRanks,
-                                                       std::vector<monitor::Snapshot>(windows));
-  auto local = [&](int rank, double true_ns) {
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(kMono0 + true_ns) - rank * kSkew);
+  commtap::fixtures::SyntheticJob job;
+  job.ranks = 4;
+  job.hosts = 2;
+  job.seconds = seconds;
+  job.period_ms = 10;
+  job.jitter_us = 0;
+  job.late_us = [](int rank, double t) {
+    const long step = std::lround(t * 100);
+    return static_cast<double>((step * 7 + rank * 13) % 50);
   };
-  const int steps = static_cast<int>(seconds * 100);
-  for (int step = 0; step < steps; ++step) {
-    const double t = step * 10e6;
-    const int window = std::min(windows - 1, static_cast<int>(t / 1e9));
-    double latest = 0;
-    std::vector<double> arrival(kRanks);
-    for (int r = 0; r < kRanks; ++r) {
-      arrival[r] = t + ((step * 7 + r * 13) % 50) * 1e3;  // up to 50 us apart
-      latest = std::max(latest, arrival[r]);
-    }
-    for (int r = 0; r < kRanks; ++r) {
-      monitor::InstanceRecord c;
-      c.comm_id = 1;
-      c.seq = static_cast<std::uint64_t>(step) + 1;
-      c.bytes = 8192;
-      c.function = kAllreduce;
-      c.site = 1;
-      c.enter_ns = local(r, arrival[r]);
-      c.exit_ns = local(r, latest + 30e3);
-      per_rank[r][window].instances.push_back(c);
-      const int to = (r + 1) % kRanks;
-      monitor::InstanceRecord s;
-      s.comm_id = 1;
-      s.seq = static_cast<std::uint64_t>(step) + 1;
-      s.bytes = 4096;
-      s.tag = 3;
-      s.site = 1;
-      s.function = kIsend;
-      s.kind = monitor::RecordKind::send;
-      s.root = to;
-      s.enter_ns = local(r, latest + 100e3);
-      s.exit_ns = local(r, latest + 140e3);
-      per_rank[r][window].instances.push_back(s);
-      monitor::InstanceRecord v = s;
-      v.kind = monitor::RecordKind::recv;
-      v.function = kIrecv;
-      v.root = r;
-      v.enter_ns = local(to, latest + 80e3);
-      v.exit_ns = local(to, latest + 190e3);
-      per_rank[to][window].instances.push_back(v);
-    }
-  }
+  job.collective_bytes = 8192;
+  job.call_us = [](double) { return 50.0; };
+  job.message_every = 1;
+  job.message_bytes = 4096;
+  job.message_tag = 3;
+  job.sends_to = [](int from, int to) { return to == (from + 1) % 4; };
+  job.clock_skew_us = [](int rank) { return rank * 7000.0; };
+  job.clock_uncertainty_us = 20;
+  job.record_clock_offsets = record_offsets;
+  job.stall_share = [](int, double) { return 0.0; };
+  job.job_id = "synthetic-export";
+  job.call_site_symbol = kMangled;
+  job.in_call_rank = 1;
+  job.in_call_window = 4;
   if (unfinished) {
     // Rank 3 posted one more all-reduce that never completed (exit unknown): 0.5 s before the
     // end, on rank 0's clock.
-    monitor::InstanceRecord c;
-    c.comm_id = 1;
-    c.seq = static_cast<std::uint64_t>(steps) + 1;
-    c.function = kAllreduce;
-    c.enter_ns = local(3, seconds * 1e9 - 0.5e9);
-    per_rank[3][windows - 1].instances.push_back(c);
+    job.unfinished_rank = 3;
+    job.unfinished_at = seconds - 0.5;
   }
-  for (int r = 0; r < kRanks; ++r) {
-    const std::int64_t offset = r * kSkew;
-    monitor::RankFacts facts;
-    facts.job_id = "synthetic-export";
-    facts.rank = r;
-    facts.world_size = kRanks;
-    facts.host = r < 2 ? "h0" : "h1";
-    facts.node = r / 2;
-    facts.local_rank = r % 2;
-    facts.start_ns = kStartWall;
-    facts.ended_by = "finalize";
-    facts.clock = {record_offsets ? offset : 0, 20'000};
-    for (int w = 0; w < windows; ++w) {
-      monitor::Snapshot& s = per_rank[r][w];
-      s.wall_ns = kStartWall + static_cast<std::uint64_t>(w + 1) * 1'000'000'000ull;
-      s.wall_minus_monotonic_ns =
-          static_cast<std::int64_t>(kStartWall) - static_cast<std::int64_t>(local(r, 0));
-      s.function_names = {"MPI_Allreduce", "MPI_Isend", "MPI_Irecv"};
-      s.aggregates = {{{1, kAllreduce, 1, 8192}, 100, 100 * 50'000, 40'000, 60'000}};
-      if (w == 0) {
-        s.clock_estimates = {{local(r, 0), {record_offsets ? offset : 0, 20'000}}};
-        monitor::CommunicatorRow world;
-        world.id = 1;
-        world.created_by = "MPI_COMM_WORLD";
-        world.size = kRanks;
-        world.comm_rank = r;
-        if (r == 0) world.members = "0,1,2,3";
-        s.communicators = {world};
-        monitor::CallSite site;
-        site.id = 1;
-        site.frames = {{0x401000, "/opt/app/train", kMangled, 16}};
-        s.new_sites = {site};
-      }
-      if (r == 1 && w == 4) {
-        monitor::ActivitySnapshot busy;
-        busy.function = kAllreduce + 1;
-        busy.comm_id = 1;
-        busy.seq = 500;
-        busy.since_ns = local(r, 4.99e9);
-        s.busy = {busy};
-      }
-    }
-    ASSERT_EQ(monitor::write_rank_database((dir / ("rank-" + std::to_string(r) + ".db")).string(),
-                                           facts, {{"COMMTAP_INTERVAL", "1000"}}, per_rank[r]),
-              "");
-  }
+  ASSERT_EQ(job.write(dir), "");
 }
 
 json export_json(const fs::path& dir, const PerfettoOptions& options, PerfettoStats& stats) {

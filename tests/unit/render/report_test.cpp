@@ -7,13 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/report_inputs.hpp"
+#include "monitor/monitor.hpp"
 #include "render/report_html.hpp"
+#include "tests/unit/temp_dir.hpp"
 
+using commtap::analyzer::analyze_job;
+using commtap::analyzer::HealthOptions;
+using commtap::analyzer::JobDatabase;
 using commtap::analyzer::JobHealth;
 using commtap::analyzer::LatenessTable;
 using commtap::analyzer::ReportInputs;
 using commtap::analyzer::TcpLink;
 using commtap::render::health_html;
+using commtap::testing::TempDir;
 
 namespace {
 
@@ -138,4 +145,74 @@ TEST(Report, TcpCountersAreDrawnAsAHostMatrix) {
       << matrix;
   EXPECT_NE(matrix.find("0.00% lost"), std::string::npos) << matrix;
   EXPECT_NE(matrix.find("7.0 MB"), std::string::npos) << matrix;
+}
+
+// The report's call sites are summed file by file inside the analysis; the table must read as one
+// query over the whole job reads it (the numbers formatted by SQLite, ties in its order). Three
+// ranks share a call site and each has one of its own; two symbols demangle alike.
+TEST(Report, CallSitesSummedPerFileReadAsOneQueryOverTheJob) {
+  namespace monitor = commtap::monitor;
+  TempDir dir;
+  constexpr std::uint64_t kWall = 1'790'000'000'000'000'000ull;
+  for (int r = 0; r < 3; ++r) {
+    monitor::RankFacts facts;
+    facts.job_id = "sums";
+    facts.rank = r;
+    facts.world_size = 3;
+    facts.host = "h0";
+    facts.start_ns = kWall;
+    facts.ended_by = "finalize";
+    std::vector<monitor::Snapshot> windows(6);
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      monitor::Snapshot& s = windows[w];
+      s.function_names = {"MPI_Allreduce", "MPI_Send"};
+      s.wall_ns = kWall + (w + 1) * 333'333'333ull;
+      if (w == 0) {
+        s.clock_estimates = {{1'000'000'000ull, {0, 0}}};
+        monitor::CallSite shared{1,
+                                 {{0x10, "app", r == 1 ? "_Z4stepi" : "step(int)", 0, "a.c", 7}}};
+        monitor::CallSite own{2, {{0x20, "app", "rank_" + std::to_string(r), 0, "", 0}}};
+        s.new_sites = {shared, own};
+      }
+      // Totals that round differently (1/3 us) and sites of equal time.
+      s.aggregates = {
+          {{0, 0, 1, 64}, 3, 1'000'000 + w * 333 + static_cast<std::uint64_t>(r), 1, 500'001},
+          {{0, 1, 2, 8}, 1, 777'777, 777'777, 777'777},
+          {{0, 1, 0, 0}, 0, 0, 0, 0}};
+    }
+    ASSERT_EQ(
+        monitor::write_rank_database((dir.path() / ("rank-" + std::to_string(r) + ".db")).string(),
+                                     facts, {}, windows),
+        "");
+  }
+  JobHealth health;
+  ReportInputs inputs;
+  std::string error;
+  ASSERT_TRUE(analyze_job(dir.path().string(), HealthOptions{}, health, error, &inputs)) << error;
+  EXPECT_EQ(inputs.error, "");
+  EXPECT_EQ(inputs.files.size(), 3u);
+  auto job = JobDatabase::open(dir.path().string(), error);
+  ASSERT_TRUE(job) << error;
+  const auto whole = job->query(
+      "SELECT a.function, coalesce(demangle(s.symbol), '?') AS caller, "
+      "coalesce(s.file || ':' || s.line, '') AS source, a.size_class AS bytes_class, "
+      "sum(a.calls) AS calls, round(sum(a.total_ns) / 1e6, 3) AS total_ms, "
+      "round(sum(a.total_ns) / 1e3 / sum(a.calls), 1) AS mean_us, "
+      "round(max(a.max_ns) / 1e3, 1) AS worst_us FROM aggregates a LEFT JOIN call_sites s "
+      "ON s.rank = a.rank AND s.site = a.site AND s.frame = 0 "
+      "GROUP BY 1, 2, 3, 4 ORDER BY sum(a.total_ns) DESC LIMIT 15",
+      error);
+  ASSERT_TRUE(whole) << error;
+  EXPECT_EQ(inputs.slowest_sites.columns, whole->columns);
+  EXPECT_EQ(inputs.slowest_sites.rows, whole->rows);
+  ASSERT_EQ(inputs.slowest_sites.rows.size(), 5u);
+  EXPECT_EQ(inputs.slowest_sites.rows[0][1], "step(int)");  // both spellings, one site
+  EXPECT_EQ(inputs.slowest_sites.rows[0][4], "54");
+  // One line per (function, caller): the shared site, the ranks' own of equal time by name, and
+  // the unknown site that spent nothing.
+  ASSERT_EQ(inputs.sites.size(), 5u);
+  EXPECT_EQ(inputs.sites[0].label, "MPI_Allreduce from step(int)");
+  EXPECT_EQ(inputs.sites[1].label, "MPI_Send from rank_0");
+  EXPECT_EQ(inputs.sites[3].label, "MPI_Send from rank_2");
+  EXPECT_EQ(inputs.sites[4].label, "MPI_Send from ?");
 }
