@@ -22,6 +22,10 @@ namespace {
 // stay below).
 constexpr std::size_t kSitesDrawn = 8;
 constexpr double kMostWindows = 300;
+// Rows past the analysis' "now" (`--at`, or a file's far-future times: any up to 4e18 ns pass
+// the plausibility check) would add windows without bound, each a value per drawn site. Far more
+// than any real chart needs (a day at 0.1 s is 864,000), and a bounded page.
+constexpr std::size_t kMostChartWindows = 1'000'000;
 
 // A text column as the file holds it: the sums are keyed by it, and only what is shown is
 // clean_text (two spellings that clean alike stay two call sites, as in one SQL query).
@@ -214,6 +218,7 @@ class Reader {
     for (const auto& [bucket, w] : windows_) {
       if (!w.covered_ns || !w.newest_ns) continue;
       const auto b = static_cast<std::size_t>(bucket);
+      if (b >= kMostChartWindows) continue;
       buckets = std::max(buckets, b + 1);
       covered[b] += static_cast<double>(*w.covered_ns);
       inputs.end_s = std::max(inputs.end_s, static_cast<double>(*w.newest_ns - start_ns_) / 1e9);
@@ -222,6 +227,7 @@ class Reader {
       const std::string label = clean_text(raw_label);
       for (const auto& [bucket, ns] : per_bucket) {
         const auto b = static_cast<std::size_t>(bucket);
+        if (b >= kMostChartWindows) continue;
         buckets = std::max(buckets, b + 1);
         busy[label][b] += static_cast<double>(ns);
         totals[label] += static_cast<double>(ns);

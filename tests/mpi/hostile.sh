@@ -95,6 +95,11 @@ copy_clean hard-links  # one rank file under 2,000 names
 for i in $(seq 2 2001); do ln "$tree/hard-links/rank-1.db" "$tree/hard-links/rank-$i.db"; done
 copy_clean trigger && sqlite3 "$tree/trigger/rank-0.db" \
   "CREATE TRIGGER t AFTER INSERT ON meta BEGIN SELECT 1; END"
+cp -a jobs/slow "$tree/far-future"  # a last write dated near the end of time (plausible: < 4e18)
+sqlite3 "$tree/far-future/rank-1.db" "UPDATE aggregates SET wall_ns = 3900000000000000000
+  WHERE wall_ns = (SELECT max(wall_ns) FROM heartbeats);
+  UPDATE heartbeats SET wall_ns = 3900000000000000000 WHERE wall_ns = (SELECT max(wall_ns)
+  FROM heartbeats)"
 
 if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
   chown -hR nobody "$tree" elsewhere  # the jobs' owner is not the one who analyzes them
@@ -178,6 +183,19 @@ diff <(victim_state) victim.before >&2 || fail "root's files changed"
 diff <(tree_state) tree.before >&2 || fail "the job directories changed"
 [ -z "$(ls -A "$TMPDIR")" ] || fail "left in TMPDIR: $(ls -A "$TMPDIR")"
 pass "report, export, merge and query on every hand-made job: bounded, no link followed, 0600 outputs"
+
+# The report as the job stood at 2 s: the far-future write lies past the analysis' "now", and must
+# not give the call-site chart billions of windows (memory capped so that it fails, not swaps).
+(
+  ulimit -v 4000000
+  bounded "report --at far-future" "$CLI" report "$tree/far-future" --at 2 -o far.html \
+    "${ANALYZE_OPTIONS[@]}" 2>far.err
+  [ "$last_status" -le 1 ] || fail "report --at on a far-future write: exit $last_status: $(cat far.err)"
+)
+! grep -q "left out of the report" far.err || fail "report --at on a far-future write: $(cat far.err)"
+[ -s far.html ] && [ "$(stat -c %s far.html)" -lt 50000000 ] ||
+  fail "report --at on a far-future write: no page, or an unbounded one"
+pass "report --at with a write near the end of time: a bounded page"
 
 # query --sql: no ATTACH, no pointers, a time and a memory limit.
 status=0
