@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -77,6 +78,29 @@ std::string choose_job_id(std::map<std::string, std::string>& variables) {
   const std::string id = monitor::choose_job_id(explicit_id);
   variables["COMMTAP_JOB_ID"] = id;
   return id;
+}
+
+// After `commtap run`: where the trace went, or that no rank of this run recorded anything (a
+// program that never called MPI_Init nor made an NCCL communicator, COMMTAP_DISABLE=1, or a
+// directory no rank could write). Files older than the run are someone else's.
+void report_rank_files(const std::string& directory, fs::file_time_type started) {
+  std::error_code ec;
+  std::size_t files = 0;
+  if (fs::is_directory(directory, ec))
+    for (const auto& entry : fs::directory_iterator(directory, ec)) {
+      const auto written = fs::last_write_time(entry.path(), ec);
+      files += entry.path().extension() == ".db" && !ec && written >= started ? 1 : 0;
+    }
+  if (files > 0) {
+    std::fprintf(stderr, "commtap: trace database: %s (%zu rank files)\n", directory.c_str(),
+                 files);
+    return;
+  }
+  std::fprintf(stderr,
+               "commtap: no rank recorded anything into %s: the program made no MPI_Init and no "
+               "NCCL communicator under commtap (or COMMTAP_DISABLE was set, or the directory "
+               "could not be written: see the messages above)\n",
+               directory.c_str());
 }
 
 // What the three subcommands share: options given on the command line, and the settings.
@@ -175,20 +199,15 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
          }
          const std::string library = require_library(state->library_path);
          const std::string job_id = choose_job_id(state->flag_values);
+         // Less a second: file times come from a coarser clock than now().
+         const auto started = fs::file_time_type::clock::now() - std::chrono::seconds(1);
          const int status = run_preloaded(library, state->flag_values, command);
          std::string directory = "commtap-" + job_id;
          if (auto it = state->flag_values.find("COMMTAP_DIR"); it != state->flag_values.end())
            directory = it->second;
          else if (const char* dir = std::getenv("COMMTAP_DIR"); dir && *dir)
            directory = dir;
-         std::error_code ec;
-         if (fs::is_directory(directory, ec)) {
-           std::size_t files = 0;
-           for (const auto& entry : fs::directory_iterator(directory, ec))
-             files += entry.path().extension() == ".db" ? 1 : 0;
-           std::fprintf(stderr, "commtap: trace database: %s (%zu rank files)\n", directory.c_str(),
-                        files);
-         }
+         report_rank_files(directory, started);
          return status;
        }},
       {calibrate,

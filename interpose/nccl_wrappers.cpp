@@ -1,11 +1,13 @@
 // Every exported nccl* wrapper, generated from nccl_functions.def. libcommtap.so does not link
 // libnccl: the real entry point is found at first use, preferring NCCL's strong pnccl* alias
-// (2.16.2 and later) and falling back to the next nccl* definition after this library.
+// (2.16.2 and later) and falling back to the next nccl* definition after this library. In a
+// process that never called MPI_Init, the first communicator constructor starts recording.
 #include <dlfcn.h>
 #include <nccl.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,7 @@
 
 #include "interpose/call_scope.hpp"
 #include "interpose/export.hpp"
+#include "interpose/nccl_communicators.hpp"
 #include "interpose/runtime.hpp"
 
 namespace commtap::interpose {
@@ -52,54 +55,6 @@ Function resolve(std::atomic<void*>& cache, const char* strong, const char* weak
   return reinterpret_cast<Function>(found);
 }
 
-// NCCL communicators: ids equal on all ranks (made from the ncclUniqueId every rank passes) and
-// per-communicator sequence numbers for the collectives, as for MPI communicators.
-class NcclCommunicators {
- public:
-  void add(ncclComm_t comm, std::int64_t id, Fn fn, int size, int rank) {
-    const int device = device_of(comm);
-    std::lock_guard lock(mutex_);
-    states_.push_back(std::make_unique<world::CommState>());
-    states_.back()->id = id;
-    live_[comm] = {states_.back().get(), device};
-    monitor::CommunicatorRow row;
-    row.id = id;
-    row.created_by = kFunctionName[index_of(fn)];
-    row.size = size;
-    row.comm_rank = rank;
-    runtime().communicators.add_row(row);
-  }
-  void remove(ncclComm_t comm) {
-    std::lock_guard lock(mutex_);
-    live_.erase(comm);
-  }
-  struct Live {
-    world::CommState* state = nullptr;
-    int device = 0;  // the CUDA device the communicator runs on
-  };
-  Live find(ncclComm_t comm) {
-    std::lock_guard lock(mutex_);
-    auto found = live_.find(comm);
-    return found == live_.end() ? Live{} : found->second;
-  }
-  std::uint64_t next_clique() { return ++cliques_; }
-
- private:
-  std::mutex mutex_;
-  static int device_of(ncclComm_t comm) {
-    using CuDevice = ncclResult_t (*)(const ncclComm_t, int*);
-    static std::atomic<void*> cache{nullptr};
-    int device = 0;
-    if (const auto cu_device = resolve<CuDevice>(cache, "pncclCommCuDevice", "ncclCommCuDevice"))
-      if (cu_device(comm, &device) != ncclSuccess) device = 0;
-    return device;
-  }
-  std::unordered_map<ncclComm_t, Live> live_;
-  std::vector<std::unique_ptr<world::CommState>> states_;
-  std::uint64_t cliques_ = 0;
-};
-Immortal<NcclCommunicators> nccl_communicators;
-
 // The first argument of type T (an NCCL call's communicator, a collective's stream), or T{}.
 template <typename T, typename... A>
 T argument_of_type(A... a) {
@@ -115,28 +70,118 @@ T argument_of_type(A... a) {
   return found;
 }
 
-// After a successful communicator call: register or forget the communicator.
+int device_of(ncclComm_t comm) {
+  using CuDevice = ncclResult_t (*)(const ncclComm_t, int*);
+  static std::atomic<void*> cache{nullptr};
+  int device = 0;
+  if (const auto cu_device = resolve<CuDevice>(cache, "pncclCommCuDevice", "ncclCommCuDevice"))
+    if (cu_device(comm, &device) != ncclSuccess) device = 0;
+  return device;
+}
+
+// A communicator's size and this rank in it, from the library (split and shrink decide both).
+void size_and_rank_of(ncclComm_t comm, int& size, int& rank) {
+  using Query = ncclResult_t (*)(const ncclComm_t, int*);
+  static std::atomic<void*> count_cache{nullptr}, rank_cache{nullptr};
+  const auto count = resolve<Query>(count_cache, "pncclCommCount", "ncclCommCount");
+  const auto user_rank = resolve<Query>(rank_cache, "pncclCommUserRank", "ncclCommUserRank");
+  if (count == nullptr || count(comm, &size) != ncclSuccess) size = 0;
+  if (user_rank == nullptr || user_rank(comm, &rank) != ncclSuccess) rank = 0;
+}
+
+constexpr bool is_constructor(Fn id) {
+  return id == Fn::ncclCommInitRank || id == Fn::ncclCommInitRankConfig ||
+         id == Fn::ncclCommInitRankScalable || id == Fn::ncclCommSplit ||
+         id == Fn::ncclCommShrink || id == Fn::ncclCommInitAll;
+}
+
+// Before a constructor's call: the new communicator's id (see nccl_communicators.hpp) and what
+// the arguments say of its size and this rank.
 template <Fn id, typename... A>
-void on_communicator(A... a) {
-  auto& registry = nccl_communicators.value;
+NcclConstruction describe_construction(A... a) {
+  NcclConstruction made;
+  made.created_by = kFunctionName[index_of(id)];
+  auto& registry = nccl_communicators();
+  const auto args = std::make_tuple(a...);
   if constexpr (id == Fn::ncclCommInitRank || id == Fn::ncclCommInitRankConfig) {
-    const auto args = std::make_tuple(a...);
-    registry.add(*std::get<0>(args),
-                 world::id_from_bytes(std::get<2>(args).internal, sizeof(ncclUniqueId::internal)),
-                 id, std::get<1>(args), std::get<3>(args));
+    made.id = world::id_from_bytes(std::get<2>(args).internal, sizeof(ncclUniqueId::internal));
+    made.size = std::get<1>(args);
+    made.rank = std::get<3>(args);
+  } else if constexpr (id == Fn::ncclCommInitRankScalable) {
+    const auto [newcomm, nranks, myrank, ids, unique_ids, config] = args;
+    made.id = ids > 0 && unique_ids != nullptr
+                  ? world::id_from_bytes(
+                        unique_ids, static_cast<std::size_t>(ids) * sizeof(ncclUniqueId::internal))
+                  : 0;
+    made.size = nranks;
+    made.rank = myrank;
+  } else if constexpr (id == Fn::ncclCommSplit) {
+    made.id = registry.child_id(std::get<0>(args), static_cast<std::uint32_t>(std::get<1>(args)),
+                                made.parent_id);
+  } else if constexpr (id == Fn::ncclCommShrink) {
+    // Every survivor passes the same ranks, in whatever order.
+    const auto [parent, excluded, excluded_count, newcomm, config, flags] = args;
+    std::vector<int> sorted;
+    if (excluded != nullptr && excluded_count > 0)
+      sorted.assign(excluded, excluded + excluded_count);
+    std::sort(sorted.begin(), sorted.end());
+    const std::uint64_t salt = static_cast<std::uint64_t>(
+        world::id_from_bytes(sorted.data(), sorted.size() * sizeof(int)));
+    made.id = registry.child_id(parent, salt, made.parent_id);
   } else if constexpr (id == Fn::ncclCommInitAll) {
-    // One process drives every device: its communicators form one clique.
-    const auto [comms, devices, list] = std::make_tuple(a...);
-    const std::int64_t clique =
-        world::mix_id(0xa11, registry.next_clique() +
-                                 (std::uint64_t{1} << 40) * static_cast<std::uint64_t>(::getpid()));
-    for (int i = 0; i < devices; ++i) registry.add(comms[i], clique, id, devices, i);
-  } else if constexpr (id == Fn::ncclCommDestroy || id == Fn::ncclCommAbort) {
-    registry.remove(argument_of_type<ncclComm_t>(a...));
+    made.id = registry.next_clique_id();
+    made.size = std::get<1>(args);
+  }
+  return made;
+}
+
+// After a constructor succeeded (or, nonblocking, is in progress): registers the communicators
+// it made.
+template <Fn id, typename... A>
+void register_construction(NcclConstruction made, A... a) {
+  auto& registry = nccl_communicators();
+  const auto args = std::make_tuple(a...);
+  if constexpr (id == Fn::ncclCommInitAll) {
+    const auto [comms, devices, list] = args;
+    for (int i = 0; i < devices; ++i) {
+      made.rank = i;
+      registry.add(comms[i], made, device_of(comms[i]));
+    }
+  } else {
+    ncclComm_t made_comm = nullptr;
+    if constexpr (id == Fn::ncclCommSplit || id == Fn::ncclCommShrink)
+      made_comm = *std::get<3>(args);
+    else
+      made_comm = *std::get<0>(args);
+    if (made_comm == nullptr) return;  // NCCL_SPLIT_NOCOLOR: this rank is in none
+    if constexpr (id == Fn::ncclCommSplit || id == Fn::ncclCommShrink)
+      size_and_rank_of(made_comm, made.size, made.rank);
+    registry.add(made_comm, made, device_of(made_comm));
   }
 }
 
-// Made at the first NCCL call after MPI_Init: CUDA events where a GPU is usable, else none
+// A constructor: in a process that has not called MPI_Init, the first one starts recording.
+template <Fn id, typename Real, typename... A>
+ncclResult_t construct(Real real, A... a) {
+  if (!CallScope::recording() && t_depth == 0 && !runtime().active.load()) {
+    const NcclConstruction first = describe_construction<id>(a...);
+    if constexpr (id != Fn::ncclCommSplit && id != Fn::ncclCommShrink)
+      start_without_mpi({first.id, first.rank, first.size});
+  }
+  if (!CallScope::recording()) return real(a...);
+  CallScope scope(id);
+  NcclConstruction made = describe_construction<id>(a...);
+  scope.enter(0, 0);
+  t_nccl_construction = &made;  // for the profiler plugin's init, called inside
+  const ncclResult_t result = real(a...);
+  t_nccl_construction = nullptr;
+  scope.leave();
+  scope.count(0);
+  if (result == ncclSuccess || result == ncclInProgress) register_construction<id>(made, a...);
+  return result;
+}
+
+// Made at the first recorded NCCL call: CUDA events where a GPU is usable, else none
 // (completions unknown). Group calls must be seen from the first one on.
 monitor::StreamCompletions& stream_completions() {
   static std::once_flag once;
@@ -151,18 +196,19 @@ monitor::StreamCompletions& stream_completions() {
 template <Fn id, typename Real, typename... A>
 ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type, A... a) {
   if (real == nullptr) return ncclSystemError;
+  if constexpr (is_constructor(id)) return construct<id>(real, a...);
   if (!CallScope::recording()) return real(a...);
   CallScope scope(id);
   constexpr Family family = family_of(id);
-  // Collectives take their communicator's next sequence number at the call.
-  world::CommState* state = nullptr;
-  int device = 0;
+  // Collectives take their communicator's next sequence number at the call, unless the
+  // profiler plugin records the communicator's collectives (it numbers them as NCCL does).
+  NcclCommunicators::Live live;
   std::uint64_t seq = 0;
   if constexpr (family == Family::nccl_collective) {
-    const auto live = nccl_communicators.value.find(argument_of_type<ncclComm_t>(a...));
-    state = live.state;
-    device = live.device;
-    if (state != nullptr) seq = state->next_seq();
+    live = nccl_communicators().find(argument_of_type<ncclComm_t>(a...));
+    if (live.state != nullptr)
+      seq = live.profiled ? live.state->started.load(std::memory_order_relaxed) + 1
+                          : live.state->next_seq();
   }
   monitor::StreamCompletions& completions = stream_completions();
   // An NCCL call returns once the work is enqueued: this is the enqueue time. The completion
@@ -181,21 +227,23 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
     // could complete before the work; those completions stay unknown.
     completions.group_end(result == ncclSuccess);
   }
-  if (result == ncclSuccess) {
-    if constexpr (family == Family::nccl_communicator) on_communicator<id>(a...);
-    if constexpr (family == Family::nccl_collective) {
-      if (state != nullptr) {
-        // Aggregated per call site like the MPI collectives (the enqueue time: the GPU's time
-        // comes with the sampled instances, from the stream).
-        const std::uint32_t site = runtime().call_sites.site_of(__builtin_return_address(0));
-        runtime().counters->aggregate({state->id, static_cast<std::uint32_t>(index_of(id)), site,
-                                       monitor::size_bucket(bytes)},
-                                      scope.elapsed_ns());
-        if (is_sampled(seq, runtime().sample))
-          completions.enqueued({state->id, seq, bytes, t0, /*exit: from the stream*/ 0,
-                                static_cast<std::uint32_t>(index_of(id)), -1, site},
-                               argument_of_type<cudaStream_t>(a...), device);
-      }
+  if constexpr (id == Fn::ncclCommDestroy || id == Fn::ncclCommAbort) {
+    // An aborted communicator is gone whatever the call returns.
+    if (result == ncclSuccess || id == Fn::ncclCommAbort)
+      nccl_communicators().forget(argument_of_type<ncclComm_t>(a...));
+  }
+  if constexpr (family == Family::nccl_collective) {
+    if (result == ncclSuccess && live.state != nullptr) {
+      // Aggregated per call site like the MPI collectives (the enqueue time: the GPU's time
+      // comes with the sampled instances, from the stream or the profiler plugin).
+      const std::uint32_t site = runtime().call_sites.site_of(__builtin_return_address(0));
+      runtime().counters->aggregate({live.state->id, static_cast<std::uint32_t>(index_of(id)), site,
+                                     monitor::size_bucket(bytes)},
+                                    scope.elapsed_ns());
+      if (!live.profiled && is_sampled(seq, runtime().sample))
+        completions.enqueued({live.state->id, seq, bytes, t0, /*exit: from the stream*/ 0,
+                              static_cast<std::uint32_t>(index_of(id)), -1, site},
+                             argument_of_type<cudaStream_t>(a...), live.device);
     }
   }
   return result;

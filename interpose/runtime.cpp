@@ -4,6 +4,7 @@
 #include "interpose/runtime.hpp"
 
 #include "interpose/fortran_routes.hpp"
+#include "interpose/launcher_identity.hpp"
 #include "interpose/recording.hpp"
 #include "monitor/shared_fs.hpp"
 #include "monitor/tcp_links.hpp"
@@ -15,10 +16,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -80,6 +83,9 @@ struct Session {
   bool stopped = false;
   bool forked_child = false;
   bool record = false;  // a writable directory was agreed on
+  // Started at the first NCCL communicator of a process that had not called MPI_Init: no MPI
+  // call is ever made (session.comm stays MPI_COMM_NULL).
+  bool without_mpi = false;
   MPI_Comm comm = MPI_COMM_NULL;
   monitor::RankFacts facts;
   std::string database_path;
@@ -263,6 +269,20 @@ void count_lifecycle_call(Fn fn, std::uint64_t began, std::uint64_t ended) {
   monitor::bump(stats.time_ns, monitor::elapsed_ns(began, ended));
 }
 
+// What a rank knows about itself without asking the others.
+void learn_local_facts(const Settings& settings, monitor::RankFacts& facts) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  facts.host = host;
+  facts.group_readable = settings.group_read;
+  facts.stall_tick_ns = static_cast<std::uint64_t>(settings.stall_tick) * 1'000'000;
+  facts.pid = ::getpid();
+  facts.command_line = read_command_line();
+  facts.start_ns = monitor::wall_ns();
+  if (settings.test_clock_skew != 0)
+    monitor::skew_clock_for_tests(settings.test_clock_skew * facts.rank);
+}
+
 // What this rank records about itself (session.facts); the job id and the clock offset are
 // agreed with the other ranks.
 const monitor::RankFacts& learn_rank_facts(const Settings& settings, int rank, int size) {
@@ -271,22 +291,14 @@ const monitor::RankFacts& learn_rank_facts(const Settings& settings, int rank, i
   facts.rank = rank;
   runtime().world_rank = rank;
   facts.world_size = size;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  facts.host = host;
-  facts.group_readable = settings.group_read;
-  facts.stall_tick_ns = static_cast<std::uint64_t>(settings.stall_tick) * 1'000'000;
   // Node index and local rank: nodes are MPI's shared-memory domains (any rank placement).
   world::NodeLayout layout = world::node_layout(session.comm, 0);
   facts.local_rank = layout.local_rank;
   facts.node = layout.node_index;
   if (layout.leaders != MPI_COMM_NULL) PMPI_Comm_free(&layout.leaders);
   PMPI_Comm_free(&layout.node);
-  facts.pid = ::getpid();
   facts.mpi_library = mpi_library_version();
-  facts.command_line = read_command_line();
-  facts.start_ns = monitor::wall_ns();
-  if (settings.test_clock_skew != 0) monitor::skew_clock_for_tests(settings.test_clock_skew * rank);
+  learn_local_facts(settings, facts);
   facts.clock = world::estimate_clock_offset(session.comm);
   keep_clock_estimate(facts.clock);
   return facts;
@@ -298,10 +310,14 @@ struct Recording {
   WorkingCopy copy;
 };
 
+// Of the ranks where `condition` holds, the lowest; -1 if none. MPI jobs agree on it (collective);
+// a job without MPI cannot, and each rank answers for itself.
+using LowestRankWhere = std::function<int(bool condition)>;
+
 // The trace directory and the writer (session.record, .database_path, .writer), with the ranks'
 // agreement between the steps of interpose/recording.hpp, which themselves need no MPI.
-Recording start_recording(const Settings& settings, monitor::SnapshotLayout trace_layout,
-                          int rank) {
+Recording start_recording(const Settings& settings, monitor::SnapshotLayout trace_layout, int rank,
+                          const LowestRankWhere& lowest_rank_where) {
   const monitor::RankFacts& facts = session.facts;
   // All ranks must agree on whether to record, so one unwritable node turns recording off
   // everywhere with a single message instead of leaving a job directory with holes.
@@ -309,18 +325,18 @@ Recording start_recording(const Settings& settings, monitor::SnapshotLayout trac
   const std::string& directory = recording.directory = trace_directory(settings, facts.job_id);
   const std::string problem = make_directory(directory);
   // The lowest failing rank explains; the others stay quiet.
-  const int first_failed = world::lowest_rank_where(!problem.empty(), session.comm);
+  const int first_failed = lowest_rank_where(!problem.empty());
   if (first_failed == rank)
     std::fprintf(stderr,
                  "commtap: rank %d cannot write the trace directory (%s); recording is off on "
-                 "all ranks, the job goes on\n",
-                 rank, problem.c_str());
+                 "%s, the job goes on\n",
+                 rank, problem.c_str(), session.without_mpi ? "this rank" : "all ranks");
   session.record = first_failed < 0;
   session.database_path = directory + "/rank-" + std::to_string(rank) + ".db";
   WorkingCopy& copy = recording.copy;
   if (session.record) copy = choose_working_copy(settings, trace_layout, directory, facts);
   // A rank without a local copy still records, in place: the lowest such rank explains.
-  if (world::lowest_rank_where(!copy.problem.empty(), session.comm) == rank)
+  if (lowest_rank_where(!copy.problem.empty()) == rank)
     std::fprintf(stderr,
                  "commtap: rank %d cannot keep a local working copy of its trace (%s); ranks "
                  "without one write %s in place, which readers on other hosts may see "
@@ -334,19 +350,48 @@ Recording start_recording(const Settings& settings, monitor::SnapshotLayout trac
   return recording;
 }
 
-}  // namespace
-
-void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
-  std::lock_guard lock(lifecycle_mutex);
-  if (session.started || session.forked_child) return;
-
-  ParsedSettings parsed = parse_settings([](const char* name) { return std::getenv(name); });
-  if (parsed.settings.disable) return;  // pure pass-through: no communicator, no file, no output
+// The settings and the counters, the first steps of either start. False: COMMTAP_DISABLE, and
+// the library stays a pure pass-through (no communicator, no file, no output).
+bool begin_session(ParsedSettings& parsed) {
+  parsed = parse_settings([](const char* name) { return std::getenv(name); });
+  if (parsed.settings.disable) return false;
   session.started = true;
   runtime().settings = parsed.settings;
   runtime().yield = parsed.settings.yield;
   runtime().counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
   runtime().messages = std::make_unique<MessageCounters>();
+  return true;
+}
+
+// The last steps of either start: say where the rank records, and go live.
+void go_live(const Settings& settings, const Recording& recording, int size) {
+  const monitor::RankFacts& facts = session.facts;
+  pthread_atfork(nullptr, nullptr, in_forked_child);
+  if (settings.verbose >= 1 && should_print(settings, facts.rank)) {
+    const WorkingCopy& copy = recording.copy;
+    const std::string snapshots =
+        copy.path.empty() ? "" : " (" + copy.filesystem.name + ": snapshots of " + copy.path + ")";
+    std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s%s%s\n", facts.rank,
+                 size, facts.job_id.c_str(),
+                 session.record ? recording.directory.c_str() : "(nowhere)", snapshots.c_str(),
+                 settings.yield ? ", yield mode" : "", session.without_mpi ? ", without MPI" : "");
+  }
+}
+
+}  // namespace
+
+void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
+  std::lock_guard lock(lifecycle_mutex);
+  if (session.forked_child) return;
+  if (session.started) {
+    if (session.without_mpi && session.facts.rank == 0)
+      std::fprintf(stderr,
+                   "commtap: MPI_Init came after the first NCCL communicator; commtap records "
+                   "this job as an NCCL job, without MPI's communicators\n");
+    return;
+  }
+  ParsedSettings parsed;
+  if (!begin_session(parsed)) return;
   int thread_level = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&thread_level);
   runtime().thread_multiple = thread_level == MPI_THREAD_MULTIPLE;
@@ -368,7 +413,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
 
-  const monitor::RankFacts& facts = learn_rank_facts(settings, rank, size);
+  learn_rank_facts(settings, rank, size);
   if (settings.probe_interval > 0)
     session.prober = std::make_unique<probes::LinkProber>(session.comm, settings,
                                                           static_cast<int>(settings.test_nodes));
@@ -378,22 +423,56 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
 
   // Before the writer, whose windows list the communicators.
   runtime().communicators.start(rank);
-  const Recording recording = start_recording(settings, trace_layout, rank);
-
-  pthread_atfork(nullptr, nullptr, in_forked_child);
-  if (settings.verbose >= 1 && should_print(settings, rank)) {
-    const WorkingCopy& copy = recording.copy;
-    const std::string snapshots =
-        copy.path.empty() ? "" : " (" + copy.filesystem.name + ": snapshots of " + copy.path + ")";
-    std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s%s\n", rank, size,
-                 facts.job_id.c_str(), session.record ? recording.directory.c_str() : "(nowhere)",
-                 snapshots.c_str(), settings.yield ? ", yield mode" : "");
-  }
-
+  const Recording recording = start_recording(settings, trace_layout, rank, [](bool condition) {
+    return world::lowest_rank_where(condition, session.comm);
+  });
+  go_live(settings, recording, size);
   count_lifecycle_call(init_fn, init_began_ns, monitor::now_ns());
   // Before any Fortran call can come: mpi_f08 bindings that call PMPI_ directly go through the
   // wrappers from here on.
   route_fortran_bindings();
+  runtime().active.store(true, std::memory_order_release);
+}
+
+void start_without_mpi(const FirstNcclCommunicator& first) {
+  std::lock_guard lock(lifecycle_mutex);
+  if (session.started || session.forked_child) return;
+  ParsedSettings parsed;
+  if (!begin_session(parsed)) return;
+  session.without_mpi = true;
+  // Any thread may make NCCL calls: counters and completions are kept as under
+  // MPI_THREAD_MULTIPLE.
+  runtime().thread_multiple = true;
+  const Settings& settings = runtime().settings;
+  runtime().sample = static_cast<std::uint64_t>(settings.sample);
+  const monitor::SnapshotLayout trace_layout = snapshot_layout(settings, parsed.problems);
+
+  // Who this process is: the launcher's variables, else the first communicator's rank and size
+  // (right for the usual job whose first communicator spans it all).
+  const Environment environment = [](const char* name) -> const char* { return std::getenv(name); };
+  const LauncherIdentity identity = identity_from_environment(environment);
+  monitor::RankFacts& facts = session.facts;
+  facts.rank = identity.rank >= 0 ? identity.rank : first.rank;
+  facts.world_size = identity.size >= 0 ? identity.size : first.size;
+  facts.local_rank = std::max(identity.local_rank, 0);
+  facts.node = std::max(identity.node, 0);
+  facts.job_id = job_id_without_mpi(settings.job_id, environment, first.id);
+  facts.mpi_library = "none";
+  runtime().world_rank = facts.rank;
+  learn_local_facts(settings, facts);
+  // No estimate of the offset to rank 0's clock: the analyzer aligns the ranks' clocks by their
+  // collectives' completion times (analyzer/clock_alignment.cpp).
+  facts.clock = {};
+  if (facts.rank == 0)
+    for (const std::string& problem : parsed.problems)
+      std::fprintf(stderr, "%s\n", problem.c_str());
+  if (settings.tcp_interval > 0)
+    session.tcp_links = std::make_unique<monitor::TcpLinkCounters>(
+        static_cast<std::uint64_t>(settings.tcp_interval) * 1'000'000'000);
+  const Recording recording =
+      start_recording(settings, trace_layout, facts.rank,
+                      [rank = facts.rank](bool condition) { return condition ? rank : -1; });
+  go_live(settings, recording, facts.world_size);
   runtime().active.store(true, std::memory_order_release);
 }
 
@@ -448,7 +527,7 @@ void after_world_collective(std::uint64_t seq) {
   const bool probe_decision = prober != nullptr && prober->next_decision_seq() == seq;
   if (!sync_clock && !probe_decision) return;
   std::lock_guard lock(lifecycle_mutex);
-  if (!session.started || session.stopped || session.forked_child) return;
+  if (!session.started || session.stopped || session.forked_child || session.without_mpi) return;
   if (sync_clock) keep_clock_estimate(world::estimate_clock_offset(session.comm));
   if (probe_decision) {
     std::vector<monitor::ProbeRow> rows = prober->after_world_collective(seq);

@@ -1,5 +1,6 @@
-// The process-wide state of the preloaded library: inert until MPI_Init, active between a
-// successful MPI_Init and MPI_Finalize (or exit), off again in forked children.
+// The process-wide state of the preloaded library: inert until MPI_Init (or, in a job without
+// MPI, its first NCCL communicator), active from then until MPI_Finalize (or exit), off again
+// in forked children.
 #pragma once
 
 #include <atomic>
@@ -69,6 +70,15 @@ extern thread_local int t_depth __attribute__((tls_model("initial-exec")));
 // Fortran mpi_f08 wrappers. `start` and `stop` are idempotent.
 void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn);
 void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by);
+// A process that makes an NCCL communicator without having called MPI_Init (torchrun, srun):
+// starts recording there, without any MPI call, as the rank the launcher's environment names
+// (else as `first`'s rank of its size). Called by the constructors' wrappers and by the NCCL
+// profiler plugin's init; idempotent. It ends at exit or at a fatal signal.
+struct FirstNcclCommunicator {
+  std::int64_t id = 0;  // equal on its members: the job id where no launcher gives one
+  int rank = 0, size = 1;
+};
+void start_without_mpi(const FirstNcclCommunicator& first);
 // After the blocking collective `seq` on MPI_COMM_WORLD: every COMMTAP_CLOCK_SYNC-th of them
 // re-estimates the clock offsets (all ranks reach the same seq, so all take part).
 void after_world_collective(std::uint64_t seq);

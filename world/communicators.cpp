@@ -151,9 +151,10 @@ void CommunicatorRegistry::created(Creation how, const char* created_by, MPI_Com
   add(created, pending ? parent : created, id, parent_id, created_by);
 }
 
-void CommunicatorRegistry::add_row(const monitor::CommunicatorRow& row) {
+CommState* CommunicatorRegistry::add_other_library(const monitor::CommunicatorRow& row) {
   std::lock_guard lock(mutex_);
   rows_.push_back(row);
+  return new_state(row.id);
 }
 
 void CommunicatorRegistry::freed(MPI_Comm comm) {

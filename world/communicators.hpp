@@ -87,8 +87,10 @@ class CommunicatorRegistry {
   // MPI_COMM_NULL (a rank left out by MPI_Comm_split or MPI_Comm_create). Collective: must be
   // called on every rank that made the call.
   void created(Creation how, const char* created_by, MPI_Comm parent, MPI_Comm created);
-  // A communicator of another library (NCCL), identified by its caller.
-  void add_row(const monitor::CommunicatorRow& row);
+  // A communicator of another library (NCCL), identified by its caller: its row, and a state
+  // whose sequence numbers and progress (entered, completed) the windows report as an MPI
+  // communicator's. Makes no MPI call.
+  CommState* add_other_library(const monitor::CommunicatorRow& row);
   // After MPI_Comm_free of `comm` (the handle as it was before the call).
   void freed(MPI_Comm comm);
   // The id of a live communicator, or 0 if commtap has not seen it being made.
