@@ -201,6 +201,10 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
          const std::string job_id = choose_job_id(state->flag_values);
          // Less a second: file times come from a coarser clock than now().
          const auto started = fs::file_time_type::clock::now() - std::chrono::seconds(1);
+         // NCCL loads the same library as its profiler plugin (kernel times, per-peer
+         // transfers); a plugin the user chose, or "none", is left alone.
+         if (const char* plugin = std::getenv("NCCL_PROFILER_PLUGIN"); !plugin || !*plugin)
+           state->flag_values.try_emplace("NCCL_PROFILER_PLUGIN", library);
          const int status = run_preloaded(library, state->flag_values, command);
          std::string directory = "commtap-" + job_id;
          if (auto it = state->flag_values.find("COMMTAP_DIR"); it != state->flag_values.end())
