@@ -23,6 +23,7 @@ world::CommState* NcclCommunicators::add(const void* comm, const NcclConstructio
   row.size = made.size;
   row.comm_rank = made.rank;
   world::CommState* state = runtime().communicators.add_other_library(row);
+  if (made.profiler_state != nullptr) made.profiler_state->store(state, std::memory_order_release);
   if (comm != nullptr) {
     std::lock_guard lock(mutex_);
     Entry& entry = live_[comm];

@@ -11,6 +11,7 @@
 // constructor is running on its thread, so that both ways of recording name it alike.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,9 @@ struct NcclConstruction {
   // Set by the profiler plugin's init: the plugin records this communicator's collectives
   // (instances with kernel times, progress), so the wrapper must not record them too.
   bool profiled = false;
+  // Set by the profiler plugin's init with `profiled`: add() publishes the communicator's state
+  // there, for the plugin (whose init ran before the wrapper registered it) to keep its progress.
+  std::atomic<world::CommState*>* profiler_state = nullptr;
 };
 extern thread_local NcclConstruction* t_nccl_construction;
 

@@ -28,7 +28,7 @@
 namespace commtap::interpose {
 
 Immortal<Runtime> g_runtime;
-thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+thread_local int t_depth = 0;
 
 const char* family_name(Family family) noexcept {
   switch (family) {

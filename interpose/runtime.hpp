@@ -63,8 +63,9 @@ inline Runtime& runtime() noexcept {
 
 // Nesting depth of intercepted calls on this thread: a call made while another is in progress
 // (by commtap itself or by the MPI library calling its own MPI_ symbols) passes straight through.
-// Initial-exec TLS: a preloaded library has static TLS, so this is one %fs-relative access.
-extern thread_local int t_depth __attribute__((tls_model("initial-exec")));
+// A TLS descriptor access (see monitor/call_counters.cpp): cheap in a preloaded library, and the
+// library can still be dlopen'ed as NCCL's profiler plugin.
+extern thread_local int t_depth;
 
 // Lifecycle hooks, called by the generated Init/Init_thread/Finalize/Abort wrappers and by the
 // Fortran mpi_f08 wrappers. `start` and `stop` are idempotent.

@@ -118,14 +118,15 @@ namespace {
 // Each CallCounters gets its own number, so a thread's cached slots can never be mistaken for
 // those of a later object that happens to reuse the same address.
 std::atomic<std::uint64_t> next_serial{1};
-// Initial-exec TLS (one %fs-relative access instead of a __tls_get_addr call): this code runs in
-// a preloaded library, which always gets static TLS.
-#define COMMTAP_FAST_TLS __attribute__((tls_model("initial-exec")))
-thread_local std::uint64_t cached_serial COMMTAP_FAST_TLS = 0;
-thread_local CallStats* cached_slots COMMTAP_FAST_TLS = nullptr;
-thread_local Activity* cached_activity COMMTAP_FAST_TLS = nullptr;
-thread_local std::atomic<RecordRing*>* cached_ring COMMTAP_FAST_TLS = nullptr;
-thread_local std::atomic<AggregateTable*>* cached_aggregates COMMTAP_FAST_TLS = nullptr;
+// TLS descriptors (-mtls-dialect=gnu2, CMakeLists.txt): in a preloaded library the descriptor
+// resolves to a constant offset, so an access costs one indirect call that returns it, not a
+// __tls_get_addr lookup; and unlike initial-exec TLS the library can still be dlopen'ed (NCCL
+// loads it as its profiler plugin).
+thread_local std::uint64_t cached_serial = 0;
+thread_local CallStats* cached_slots = nullptr;
+thread_local Activity* cached_activity = nullptr;
+thread_local std::atomic<RecordRing*>* cached_ring = nullptr;
+thread_local std::atomic<AggregateTable*>* cached_aggregates = nullptr;
 }  // namespace
 
 CallCounters::CallCounters(std::size_t functions)

@@ -52,8 +52,8 @@ std::uint32_t CallSites::site_of(const void* return_address) {
     std::uint32_t site = 0;
     bool indirect = false;
   };
-  // Initial-exec TLS: see call_counters.cpp.
-  thread_local std::array<Entry, 64> cache __attribute__((tls_model("initial-exec"))){};
+  // TLS descriptors: see call_counters.cpp.
+  thread_local std::array<Entry, 64> cache{};
   const auto key = reinterpret_cast<std::uintptr_t>(return_address);
   Entry& entry = cache[(key >> 4) % cache.size()];
   if (entry.key == key && entry.owner == this && !entry.indirect) return entry.site;

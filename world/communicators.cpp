@@ -183,7 +183,7 @@ CommState* CommunicatorRegistry::lookup(MPI_Comm comm, bool identify) {
     std::array<CommState*, 4> states{};
     unsigned next = 0;
   };
-  thread_local Cache cache __attribute__((tls_model("initial-exec")));
+  thread_local Cache cache;
   const std::uint64_t generation = generation_.load(std::memory_order_acquire);
   if (cache.generation != generation) cache = Cache{generation};
   for (unsigned i = 0; i < cache.comms.size(); ++i)

@@ -35,3 +35,19 @@ expect_equal 0 "$got" "completions in stream order"
 got=$(db_query trace "SELECT gpus LIKE 'device 0 (%PCI %' FROM ranks")
 expect_equal 1 "$got" "the rank's GPU and its PCI bus id"
 pass "NCCL completions from CUDA events on the real library"
+
+# Without MPI, as torchrun starts a process: preloaded with NCCL's profiler plugin (what
+# `commtap run` sets), then as NCCL's profiler plugin alone (no LD_PRELOAD): either way the rank
+# records its all-reduces, with completions.
+for how in preloaded plugin; do
+  env=(COMMTAP_DIR="trace-$how" COMMTAP_SAMPLE=1 NCCL_PROFILER_PLUGIN="$LIB")
+  [ $how == preloaded ] && env+=(LD_PRELOAD="$LIB")
+  out=$(env "${env[@]}" timeout "$LIMIT" "$PROGRAMS/nccl_gpu" --no-mpi)
+  expect_equal done "$out" "the program's output without MPI ($how)"
+  expect_equal "0|none" "$(db_query "trace-$how" "SELECT rank, mpi_library FROM ranks")" \
+    "a rank without MPI ($how)"
+  got=$(db_query "trace-$how" "SELECT count(*) >= 5, sum(exit_ns > enter_ns) >= 5 FROM collectives
+          WHERE function = 'ncclAllReduce'")
+  expect_equal "1|1" "$got" "all-reduces with completions without MPI ($how)"
+done
+pass "a job without MPI on the real library, through the wrappers and through the plugin"

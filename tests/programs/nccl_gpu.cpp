@@ -1,6 +1,7 @@
-// The real NCCL on a real GPU, 1-rank communicator, under MPI (commtap starts at MPI_Init):
-// three single all-reduces of 64 MiB and one group of two, then the stream is synchronized
-// once at the end. Out of place: on one rank NCCL then copies the buffer (at least ~40 us for
+// The real NCCL on a real GPU, 1-rank communicator, under MPI (commtap starts at MPI_Init), or
+// with --no-mpi as torchrun starts a process (no MPI call at all: commtap starts at the
+// communicator): three single all-reduces of 64 MiB and one group of two, then the stream is
+// synchronized once at the end. Out of place: on one rank NCCL then copies the buffer (at least ~40 us for
 // 64 MiB read and written even at 3.35 TB/s), where in place it has nothing to do and the
 // test's lower bound on each completion would not hold. Prints "no gpu" and exits 0 where there is
 // no usable device, so the test script can skip.
@@ -9,13 +10,16 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  const bool with_mpi = !(argc > 1 && std::strcmp(argv[1], "--no-mpi") == 0);
+  if (with_mpi) MPI_Init(&argc, &argv);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no gpu\n");
-    MPI_Finalize();
+    if (with_mpi) MPI_Finalize();
     return 0;
   }
   cudaSetDevice(0);
@@ -30,7 +34,8 @@ int main(int argc, char** argv) {
   ncclComm_t comm;
   if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) {
     std::printf("nccl init failed\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    if (with_mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
   }
   for (int i = 0; i < 3; ++i) ncclAllReduce(data, result, count, ncclFloat, ncclSum, comm, stream);
   ncclGroupStart();
@@ -42,6 +47,6 @@ int main(int argc, char** argv) {
   cudaFree(data);
   cudaFree(result);
   std::printf("done\n");
-  MPI_Finalize();
+  if (with_mpi) MPI_Finalize();
   return 0;
 }

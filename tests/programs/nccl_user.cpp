@@ -1,5 +1,5 @@
 // An MPI+NCCL program in the style of a data-parallel trainer, run against the fake NCCL in CI
-// (tests/programs/fake_nccl.cpp). It prints how many calls reached the NCCL library, which must
+// (tests/fake_nccl/). It prints how many calls reached the NCCL library, which must
 // be the same with and without commtap preloaded.
 //
 //   mpiexec -n 1 ./nccl_user [steps]

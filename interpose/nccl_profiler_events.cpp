@@ -1,0 +1,738 @@
+// NCCL profiler plugin events -> commtap records (interpose/nccl_profiler_events.hpp).
+#include "interpose/nccl_profiler_events.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <new>
+
+#include "interpose/function_table.hpp"
+#include "monitor/sampling.hpp"
+
+namespace commtap::interpose::nccl_profiler {
+
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+constexpr auto kAcquire = std::memory_order_acquire;
+constexpr auto kRelease = std::memory_order_release;
+
+std::uint64_t no_clock() noexcept {
+  return 0;
+}
+void no_record(const monitor::InstanceRecord&) noexcept {}
+
+// Set before the first init, then only read.
+Sink g_sink{no_clock, no_record, nullptr};
+
+// Point-to-point transfers are tagged apart from the collectives' (whose tag is the channel):
+// both number their messages from 1 on the same communicator and channel.
+constexpr int kP2pTagBase = 256;
+constexpr std::uint64_t kSecond = 1'000'000'000;
+
+// ---- Handles ------------------------------------------------------------------------------
+// A handle is an integer, never a pointer NCCL could see freed: bits 0-2 its kind, 3-4 flags,
+// 5-20 a pool slot's index, 21-63 the slot's generation when the handle was made. A P2p handle
+// carries its message instead (bits 5-63) and names no slot.
+enum class Kind : std::uint64_t { none = 0, coll = 1, kernel_ch = 2, p2p = 3, op = 4, step = 5 };
+constexpr int kIndexShift = 5;
+constexpr int kGenShift = 21;
+constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - kGenShift)) - 1;
+constexpr std::uint64_t kFlagA = 1u << 3;  // step: first of its op; p2p: a send
+constexpr std::uint64_t kFlagB = 1u << 4;  // step: last of its op; p2p: sampled
+
+void* encode(Kind kind, std::uint32_t index, std::uint64_t gen, std::uint64_t flags = 0) {
+  return reinterpret_cast<void*>(static_cast<std::uint64_t>(kind) | flags |
+                                 std::uint64_t{index} << kIndexShift |
+                                 (gen & kGenMask) << kGenShift);
+}
+struct Decoded {
+  Kind kind = Kind::none;
+  std::uint64_t flags = 0;
+  std::uint32_t index = 0;
+  std::uint64_t gen = 0;
+};
+Decoded decode(const void* handle) {
+  const auto bits = reinterpret_cast<std::uint64_t>(handle);
+  return {static_cast<Kind>(bits & 7), bits & (kFlagA | kFlagB),
+          static_cast<std::uint32_t>(bits >> kIndexShift) & 0xffff, bits >> kGenShift};
+}
+void* encode_p2p(std::uint64_t msg, bool send, bool sampled) {
+  return reinterpret_cast<void*>(static_cast<std::uint64_t>(Kind::p2p) | (send ? kFlagA : 0) |
+                                 (sampled ? kFlagB : 0) | msg << kIndexShift);
+}
+std::uint64_t p2p_msg(const void* handle) {
+  return reinterpret_cast<std::uint64_t>(handle) >> kIndexShift;
+}
+
+// Raises `value` to at least `to` (any thread).
+void raise_to(std::atomic<std::uint64_t>& value, std::uint64_t to) {
+  std::uint64_t seen = value.load(kRelaxed);
+  while (seen < to && !value.compare_exchange_weak(seen, to, kRelaxed)) {
+  }
+}
+
+// ---- Pools --------------------------------------------------------------------------------
+// Every slot starts with `word` = generation << 1 | busy. Fields are relaxed atomics: a slot is
+// filled before its handle is returned to NCCL (whose own queues order that before the
+// children's events on other threads), and the countdown of a collective (acq_rel) orders what
+// its channels wrote before its completion; the atomics only keep a late event on a reused
+// slot from being undefined behavior (it fails the generation check, or at worst miscounts).
+template <typename Slot, std::uint32_t N>
+struct Pool {
+  static_assert((N & (N - 1)) == 0 && N <= 0x10000);
+  Slot slots[N];
+  std::atomic<std::uint32_t> cursor{0};
+  std::atomic<std::uint64_t> dropped{0};
+
+  // Takes a free slot, or a busy one `reusable` says is finished with, trying a bounded number
+  // of them round robin (so a slot is reused as late as possible: a late child of a finished
+  // collective still finds it). One cursor for all threads keeps what is in flight just behind
+  // it, whichever communicator it belongs to, so the slots ahead are the oldest. It is advanced
+  // without a locked instruction: two threads that read the same value both try that slot, and
+  // the exchange below gives it to one of them.
+  template <typename Reusable>
+  bool take(std::uint32_t& index, std::uint64_t& gen, Reusable reusable) {
+    for (int probe = 0; probe < 64; ++probe) {
+      const std::uint32_t at = cursor.load(kRelaxed);
+      cursor.store(at + 1, kRelaxed);
+      const std::uint32_t i = at & (N - 1);
+      Slot& slot = slots[i];
+      std::uint64_t word = slot.word.load(kAcquire);
+      if ((word & 1) != 0 && !reusable(slot)) continue;
+      const std::uint64_t next = (((word >> 1) + 1) << 1) | 1;
+      if (slot.word.compare_exchange_strong(word, next, std::memory_order_acq_rel)) {
+        index = i;
+        gen = (next >> 1) & kGenMask;
+        return true;
+      }
+    }
+    dropped.fetch_add(1, kRelaxed);
+    return false;
+  }
+  // The slot a handle names, if it still holds what the handle was made for.
+  Slot* find(const Decoded& h) {
+    if (h.index >= N) return nullptr;
+    Slot& slot = slots[h.index];
+    const std::uint64_t word = slot.word.load(kAcquire);
+    return (word & 1) != 0 && ((word >> 1) & kGenMask) == h.gen ? &slot : nullptr;
+  }
+  void release(Slot& slot) {
+    slot.word.store(slot.word.load(kRelaxed) & ~std::uint64_t{1}, kRelease);
+  }
+};
+
+template <typename T>
+T get(const std::atomic<T>& a) {
+  return a.load(kRelaxed);
+}
+template <typename T>
+void put(std::atomic<T>& a, T value) {
+  a.store(value, kRelaxed);
+}
+
+// One collective, from its Coll event until the next allocation that reuses the slot.
+struct alignas(64) CollSlot {
+  std::atomic<std::uint64_t> word{0};
+  std::atomic<Comm*> comm{nullptr};
+  std::atomic<std::uint64_t> seq{0};
+  // KernelCh stops still to come, plus one for the Coll stop (NCCL may report a channel's
+  // kernel before it stops the Coll event): the collective is complete at zero.
+  std::atomic<int> pending{0};
+  std::atomic<bool> done{false};
+  std::atomic<bool> sampled{false};
+  std::atomic<std::uint32_t> function{0};
+  std::atomic<std::int32_t> root{-1};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> enter_ns{0};
+  // Sampled ones only: the GPU's latest channel stop (%globaltimer), the host time the last
+  // channel's stop was seen, and the GPU stop of the channel being stopped.
+  std::atomic<std::uint64_t> gpu_stop{0};
+  std::atomic<std::uint64_t> seen_ns{0};
+  std::atomic<std::uint64_t> channel_stop{0};
+};
+
+// One sampled proxy operation (a transfer), from its ProxyOp start to its stop.
+struct alignas(64) OpSlot {
+  std::atomic<std::uint64_t> word{0};
+  std::atomic<Comm*> comm{nullptr};
+  std::atomic<std::uint64_t> msg{0};
+  std::atomic<std::uint64_t> first_ns{0};    // its first step started (posted)
+  std::atomic<std::uint64_t> last_ns{0};     // its last step done
+  std::atomic<std::uint64_t> step_bytes{0};  // v4+: the steps' transfer sizes
+  std::atomic<std::uint64_t> op_bytes{0};    // v1-v3: the op's running total
+  std::atomic<std::uint32_t> function{0};
+  std::atomic<std::int32_t> peer{0};
+  std::atomic<std::int32_t> tag{0};
+  std::atomic<std::int32_t> steps{0};
+  std::atomic<bool> send{false};
+};
+
+// Collectives in flight at once (enqueued, kernel not finished) across the process, and
+// sampled proxy operations in flight. 2 MiB and 512 KiB of zero pages until used.
+Pool<CollSlot, 16384> g_colls;
+Pool<OpSlot, 4096> g_ops;
+
+// ---- The GPU's clock --------------------------------------------------------------------
+// KernelCh times are %globaltimer readings, which follow CLOCK_REALTIME, not now_ns()'s
+// CLOCK_MONOTONIC. The proxy thread reports each one late, never early, so the smallest
+// (host now_ns() when reported - GPU time) seen is the closest estimate of the offset between
+// the clocks. Two one-second windows follow a slow drift (NTP slews the realtime clock).
+struct GpuClock {
+  std::atomic<std::int64_t> current{LLONG_MAX}, previous{LLONG_MAX};
+  std::atomic<std::uint64_t> window_ns{0};
+  void observe(std::uint64_t host_ns, std::uint64_t gpu_ns) {
+    if (gpu_ns == 0 || host_ns == 0) return;
+    const std::int64_t d = static_cast<std::int64_t>(host_ns) - static_cast<std::int64_t>(gpu_ns);
+    if (host_ns - get(window_ns) > kSecond) {
+      put(previous, get(current));
+      put(current, d);
+      put(window_ns, host_ns);
+    } else if (d < get(current)) {
+      put(current, d);
+    }
+  }
+  bool offset(std::int64_t& out) const {
+    out = std::min(get(current), get(previous));
+    return out != LLONG_MAX;
+  }
+};
+
+}  // namespace
+
+// ---- Communicators ------------------------------------------------------------------------
+struct Comm {
+  explicit Comm(int v) : version(v) {}
+  const int version;
+  enum Phase : int { unset = 0, recording = 1, closed = 2 };
+  std::atomic<int> phase{unset};
+  std::mutex lazy;  // v1-v3: the first event naming the communicator configures it
+  CommSetup setup;  // written before phase becomes `recording`
+  std::atomic<world::CommState*> state{nullptr};
+  // Collectives enqueued: the sequence numbers, whether or not CommState::started is ours.
+  std::atomic<std::uint64_t> collectives{0};
+  // The highest completed: a communicator's collectives complete in order, so the slots of
+  // lower ones whose last KernelCh never came can be reused.
+  std::atomic<std::uint64_t> completed{0};
+  // Point-to-point messages sent to and received from each peer (record_transfers only).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> sent, received;
+  GpuClock gpu_clock;
+};
+
+namespace {
+
+bool is_recording(const Comm* comm) {
+  return comm != nullptr && comm->phase.load(kAcquire) == Comm::recording;
+}
+
+// v1-v3 events name their communicator (hash, rank); the first one configures it if init could
+// not. Later events cost the phase check only.
+bool ready(Comm* comm, std::uint64_t hash, int rank) {
+  const int phase = comm->phase.load(kAcquire);
+  if (phase != Comm::unset) return phase == Comm::recording;
+  if (comm->version >= 4) return false;  // init had everything: not recording
+  std::lock_guard lock(comm->lazy);
+  if (comm->phase.load(kAcquire) == Comm::unset) {
+    if (hash != 0 && g_sink.start_lazily != nullptr)
+      g_sink.start_lazily(comm, comm->version, hash, rank);
+    // Not configured: this communicator stays silent rather than lock on every event.
+    int expected = Comm::unset;
+    comm->phase.compare_exchange_strong(expected, Comm::closed, std::memory_order_acq_rel);
+  }
+  return comm->phase.load(kAcquire) == Comm::recording;
+}
+
+std::uint32_t function_index(Fn fn) {
+  return static_cast<std::uint32_t>(index_of(fn));
+}
+constexpr std::uint32_t kUnknownFunction = static_cast<std::uint32_t>(kFunctionCount);
+
+bool is_rooted(std::uint32_t function) {
+  return function == function_index(Fn::ncclBroadcast) ||
+         function == function_index(Fn::ncclReduce);
+}
+
+// v1's numeric codes.
+std::uint32_t function_of_code(std::uint8_t code) {
+  switch (code) {
+    case abi::v1::kFuncBroadcast:
+      return function_index(Fn::ncclBroadcast);
+    case abi::v1::kFuncReduce:
+      return function_index(Fn::ncclReduce);
+    case abi::v1::kFuncAllGather:
+      return function_index(Fn::ncclAllGather);
+    case abi::v1::kFuncReduceScatter:
+      return function_index(Fn::ncclReduceScatter);
+    case abi::v1::kFuncAllReduce:
+      return function_index(Fn::ncclAllReduce);
+    case abi::v1::kFuncSend:
+      return function_index(Fn::ncclSend);
+    case abi::v1::kFuncRecv:
+      return function_index(Fn::ncclRecv);
+    default:
+      return kUnknownFunction;
+  }
+}
+std::uint32_t datatype_size_of_code(std::uint8_t code) {
+  // ncclInt8, Uint8, Int32, Uint32, Int64, Uint64, Float16, Float32, Float64, Bfloat16,
+  // Float8e4m3, Float8e5m2.
+  static constexpr std::uint8_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return code < std::size(kSizes) ? kSizes[code] : 1;
+}
+
+// The fields a version's Coll and P2p descriptors carry, in one shape.
+struct CollFields {
+  std::uint32_t function;
+  std::uint64_t bytes;
+  int root;
+  int channels;
+  std::uint64_t hash;  // v1-v3 only
+};
+template <int V>
+CollFields coll_fields(const typename abi::Version<V>::Descr& d) {
+  const auto& c = d.coll;
+  if constexpr (V == 1) {
+    return {function_of_code(c.func), c.count * datatype_size_of_code(c.datatype), c.root,
+            c.nMaxChannels, c.commHash};
+  } else if constexpr (V <= 3) {
+    return {function_of(c.func), c.count * datatype_size(c.datatype), c.root, c.nMaxChannels,
+            c.commHash};
+  } else {
+    return {function_of(c.func), c.count * datatype_size(c.datatype), c.root, c.nChannels, 0};
+  }
+}
+struct P2pFields {
+  bool send;
+  bool known;  // a Send or a Recv
+  int peer;
+  std::uint64_t hash;
+};
+template <int V>
+P2pFields p2p_fields(const typename abi::Version<V>::Descr& d) {
+  const auto& p = d.p2p;
+  std::uint32_t function = 0;
+  if constexpr (V == 1)
+    function = function_of_code(p.func);
+  else
+    function = function_of(p.func);
+  std::uint64_t hash = 0;
+  if constexpr (V <= 3) hash = p.commHash;
+  const bool send = function == function_index(Fn::ncclSend);
+  return {send, send || function == function_index(Fn::ncclRecv), p.peer, hash};
+}
+
+// ---- Collectives --------------------------------------------------------------------------
+void complete(CollSlot& slot) {
+  Comm* comm = get(slot.comm);
+  const std::uint64_t seq = get(slot.seq);
+  raise_to(comm->completed, seq);
+  const CommSetup& setup = comm->setup;
+  if (setup.owns_progress)
+    if (world::CommState* state = comm->state.load(kAcquire)) state->completed_seq(seq, false);
+  if (get(slot.sampled) && setup.record_instances) {
+    // The exit on now_ns()'s scale: the GPU's last channel stop moved by the clocks' offset,
+    // never after the host saw it nor before the enqueue; the host's sighting where there is
+    // no GPU time (v3) or no offset yet. Without KernelCh (v1, v2): unknown (0).
+    const std::uint64_t enter = get(slot.enter_ns);
+    std::uint64_t exit = 0;
+    // NCCL may report no channel (nChannels 0): then the exit is unknown too.
+    if (setup.kernel_channels && get(slot.seen_ns) != 0) {
+      exit = get(slot.seen_ns);
+      std::int64_t offset = 0;
+      const std::uint64_t gpu_stop = get(slot.gpu_stop);
+      if (gpu_stop != 0 && comm->gpu_clock.offset(offset)) {
+        const std::int64_t host = static_cast<std::int64_t>(gpu_stop) + offset;
+        if (host > 0 && static_cast<std::uint64_t>(host) < exit)
+          exit = static_cast<std::uint64_t>(host);
+      }
+      if (exit < enter) exit = enter;
+    }
+    monitor::InstanceRecord record;
+    record.comm_id = setup.id;
+    record.seq = seq;
+    record.bytes = get(slot.bytes);
+    record.enter_ns = enter;
+    record.exit_ns = exit;
+    record.function = get(slot.function);
+    record.root = get(slot.root);
+    record.kind = monitor::RecordKind::collective;
+    g_sink.record(record);
+  }
+  slot.done.store(true, kRelease);
+}
+
+// One of the collective's awaited stops (a channel's, or the Coll event's own).
+void count_down(CollSlot& slot) {
+  if (slot.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(slot);
+}
+
+template <int V>
+void* start_coll(Comm* comm, const typename abi::Version<V>::Descr& d) {
+  const CollFields f = coll_fields<V>(d);
+  if (!ready(comm, f.hash, d.rank)) return nullptr;
+  const CommSetup& setup = comm->setup;
+  const std::uint64_t seq = comm->collectives.fetch_add(1, kRelaxed) + 1;
+  if (setup.owns_progress)
+    if (world::CommState* state = comm->state.load(kAcquire))
+      // A plain store: only this communicator's launches write it, one at a time (a CUDA
+      // graph's replay reporting from a driver thread can at worst lower it until the next).
+      if (state->started.load(kRelaxed) < seq) state->started.store(seq, kRelaxed);
+  std::uint32_t index = 0;
+  std::uint64_t gen = 0;
+  const bool taken = g_colls.take(index, gen, [](CollSlot& s) {
+    if (s.done.load(kAcquire)) return true;
+    const Comm* owner = get(s.comm);
+    return owner != nullptr && get(s.seq) <= get(owner->completed);
+  });
+  // Without a slot its completion is taken from a later collective's (see Comm::completed).
+  if (!taken) return nullptr;
+  CollSlot& slot = g_colls.slots[index];
+  const bool sampled = monitor::is_sampled(seq, setup.sample);
+  put(slot.comm, comm);
+  put(slot.seq, seq);
+  put(slot.done, false);
+  put(slot.sampled, sampled);
+  put(slot.function, f.function);
+  put(slot.root, is_rooted(f.function) ? f.root : -1);
+  put(slot.bytes, f.bytes);
+  put(slot.enter_ns, sampled ? g_sink.now() : std::uint64_t{0});
+  put(slot.gpu_stop, std::uint64_t{0});
+  put(slot.seen_ns, std::uint64_t{0});
+  put(slot.channel_stop, std::uint64_t{0});
+  slot.pending.store((setup.kernel_channels ? f.channels : 0) + 1, kRelease);
+  return encode(Kind::coll, index, gen);
+}
+
+template <int V>
+void* start_kernel_ch(Comm* comm, const typename abi::Version<V>::Descr& d) {
+  if (!is_recording(comm)) return nullptr;
+  const Decoded parent = decode(d.parentObj);
+  if (parent.kind != Kind::coll) return nullptr;  // a P2p's: completion is not tracked
+  CollSlot* slot = g_colls.find(parent);
+  if (slot == nullptr) return nullptr;
+  if constexpr (V >= 4) {
+    // The clock of the communicator that enqueued it (the context, save under PXN).
+    if (get(slot->sampled)) get(slot->comm)->gpu_clock.observe(g_sink.now(), d.kernelCh.pTimer);
+  }
+  return encode(Kind::kernel_ch, parent.index, parent.gen);
+}
+
+// ---- Point-to-point and proxy operations --------------------------------------------------
+template <int V>
+void* start_p2p(Comm* comm, const typename abi::Version<V>::Descr& d) {
+  const P2pFields f = p2p_fields<V>(d);
+  if (!ready(comm, f.hash, d.rank)) return nullptr;
+  const CommSetup& setup = comm->setup;
+  if (!setup.record_transfers || !f.known || f.peer < 0 || f.peer >= setup.nranks) return nullptr;
+  auto& counters = f.send ? comm->sent : comm->received;
+  const std::uint64_t msg = counters[static_cast<std::size_t>(f.peer)].fetch_add(1, kRelaxed) + 1;
+  const int sender = f.send ? setup.rank : f.peer;
+  const int receiver = f.send ? f.peer : setup.rank;
+  const bool sampled =
+      monitor::is_message_sampled(setup.id, sender, receiver, kP2pTagBase, msg, setup.sample);
+  return encode_p2p(msg, f.send, sampled);
+}
+
+template <int V>
+void* start_op(Comm* comm, const typename abi::Version<V>::Descr& d) {
+  if (!is_recording(comm)) return nullptr;
+  const CommSetup& setup = comm->setup;
+  const abi::ProxyOpDescr& op = d.proxyOp;
+  // Under PXN another process's proxy runs the op: its parent is that process's pointer.
+  if (!setup.record_transfers || op.pid != setup.pid) return nullptr;
+  if (op.peer < 0 || op.peer >= setup.nranks) return nullptr;
+  const Decoded parent = decode(d.parentObj);
+  std::uint64_t msg = 0;
+  std::uint32_t function = 0;
+  int tag = op.channelId;
+  if (parent.kind == Kind::coll) {
+    CollSlot* slot = g_colls.find(parent);
+    if (slot == nullptr || !get(slot->sampled)) return nullptr;
+    msg = get(slot->seq);
+    function = get(slot->function);
+  } else if (parent.kind == Kind::p2p) {
+    if ((parent.flags & kFlagB) == 0) return nullptr;  // not sampled
+    msg = p2p_msg(d.parentObj);
+    function = function_index((parent.flags & kFlagA) != 0 ? Fn::ncclSend : Fn::ncclRecv);
+    tag += kP2pTagBase;
+  } else {
+    return nullptr;
+  }
+  std::uint32_t index = 0;
+  std::uint64_t gen = 0;
+  if (!g_ops.take(index, gen, [](OpSlot&) { return false; })) return nullptr;
+  OpSlot& slot = g_ops.slots[index];
+  put(slot.comm, comm);
+  put(slot.msg, msg);
+  put(slot.first_ns, std::uint64_t{0});
+  put(slot.last_ns, std::uint64_t{0});
+  put(slot.step_bytes, std::uint64_t{0});
+  put(slot.op_bytes, std::uint64_t{0});
+  put(slot.function, function);
+  put(slot.peer, op.peer);
+  put(slot.tag, tag);
+  put(slot.steps, op.nSteps);
+  put(slot.send, op.isSend != 0);
+  return encode(Kind::op, index, gen);
+}
+
+void stop_op(OpSlot& slot) {
+  // Only network operations have steps: one without any moved nothing over a link.
+  const std::uint64_t first = get(slot.first_ns);
+  if (first != 0) {
+    Comm* comm = get(slot.comm);
+    std::uint64_t last = get(slot.last_ns);
+    if (last == 0) last = g_sink.now();
+    const std::uint64_t step_bytes = get(slot.step_bytes);
+    monitor::InstanceRecord record;
+    record.comm_id = comm->setup.id;
+    record.seq = get(slot.msg);
+    record.bytes = step_bytes != 0 ? step_bytes : get(slot.op_bytes);
+    record.enter_ns = first;
+    record.exit_ns = last < first ? first : last;
+    record.function = get(slot.function);
+    record.root = get(slot.peer);  // = its world rank (record_transfers)
+    record.tag = get(slot.tag);
+    record.kind = get(slot.send) ? monitor::RecordKind::send : monitor::RecordKind::recv;
+    g_sink.record(record);
+  }
+  g_ops.release(slot);
+}
+
+template <int V>
+void* start_step(const typename abi::Version<V>::Descr& d) {
+  const Decoded parent = decode(d.parentObj);
+  if (parent.kind != Kind::op) return nullptr;
+  OpSlot* slot = g_ops.find(parent);
+  if (slot == nullptr) return nullptr;
+  const int step = d.proxyStep.step;
+  std::uint64_t flags = 0;
+  if (step == 0) {
+    flags |= kFlagA;
+    // A receive whose post is retried starts its step again: the first post counts.
+    if (get(slot->first_ns) == 0) put(slot->first_ns, g_sink.now());
+  }
+  if (step + 1 >= get(slot->steps)) flags |= kFlagB;
+  return encode(Kind::step, parent.index, parent.gen, flags);
+}
+
+}  // namespace
+
+// ---- Public -------------------------------------------------------------------------------
+void set_sink(const Sink& sink) noexcept {
+  g_sink.now = sink.now != nullptr ? sink.now : no_clock;
+  g_sink.record = sink.record != nullptr ? sink.record : no_record;
+  g_sink.start_lazily = sink.start_lazily;
+}
+
+Comm* new_comm(int version) noexcept {
+  return new (std::nothrow) Comm(version);
+}
+
+void configure(Comm* comm, const CommSetup& setup) noexcept {
+  if (comm == nullptr) return;
+  comm->setup = setup;
+  if (setup.state != nullptr) comm->state.store(setup.state, kRelease);
+  if (setup.record_transfers && setup.nranks > 0) {
+    const auto n = static_cast<std::size_t>(setup.nranks);
+    comm->sent.reset(new (std::nothrow) std::atomic<std::uint64_t>[n]());
+    comm->received.reset(new (std::nothrow) std::atomic<std::uint64_t>[n]());
+    if (!comm->sent || !comm->received) comm->setup.record_transfers = false;
+  }
+  comm->phase.store(Comm::recording, kRelease);
+}
+
+std::atomic<world::CommState*>* progress_state(Comm* comm) noexcept {
+  return comm != nullptr ? &comm->state : nullptr;
+}
+
+void close_comm(Comm* comm) noexcept {
+  if (comm != nullptr) comm->phase.store(Comm::closed, kRelease);
+}
+
+bool recording(const Comm* comm) noexcept {
+  return is_recording(comm);
+}
+
+int activation_mask(int version) noexcept {
+  std::uint64_t mask = abi::kColl | abi::kP2p | abi::kProxyOp | abi::kProxyStep;
+  if (version >= 3) mask |= abi::kKernelCh;
+  return static_cast<int>(mask);
+}
+
+template <int V>
+abi::Result start_event(void* context, void** handle,
+                        typename abi::Version<V>::Descr* descr) noexcept {
+  if (handle == nullptr) return abi::kSuccess;
+  *handle = nullptr;  // NCCL relies on it being written, declined or not
+  auto* comm = static_cast<Comm*>(context);
+  if (comm == nullptr || descr == nullptr) return abi::kSuccess;
+  const std::uint64_t type = descr->type;
+  if (type == abi::kColl) {
+    *handle = start_coll<V>(comm, *descr);
+  } else if (type == abi::kProxyStep) {
+    *handle = start_step<V>(*descr);
+  } else if (type == abi::kProxyOp) {
+    *handle = start_op<V>(comm, *descr);
+  } else if (type == abi::kP2p) {
+    *handle = start_p2p<V>(comm, *descr);
+  } else if (type == abi::kKernelCh) {
+    if constexpr (V >= 3) *handle = start_kernel_ch<V>(comm, *descr);
+  }
+  // Group, the API events, ProxyCtrl, NetPlugin, KernelLaunch, CE: declined.
+  return abi::kSuccess;
+}
+
+abi::Result stop_event(void* handle) noexcept {
+  const Decoded h = decode(handle);
+  switch (h.kind) {
+    case Kind::coll:
+      if (CollSlot* slot = g_colls.find(h)) count_down(*slot);
+      break;
+    case Kind::kernel_ch:
+      if (CollSlot* slot = g_colls.find(h)) {
+        if (get(slot->sampled)) {
+          const std::uint64_t now = g_sink.now();
+          put(slot->seen_ns, now);
+          get(slot->comm)->gpu_clock.observe(now, get(slot->channel_stop));
+          put(slot->channel_stop, std::uint64_t{0});
+        }
+        count_down(*slot);
+      }
+      break;
+    case Kind::op:
+      if (OpSlot* slot = g_ops.find(h)) stop_op(*slot);
+      break;
+    case Kind::step:
+      if ((h.flags & kFlagB) != 0)
+        if (OpSlot* slot = g_ops.find(h)) {
+          // Send: the network has the last step. Receive: the last step reached the GPU, if
+          // it was never seen arriving (RecvFlushWait).
+          if (get(slot->send) || get(slot->last_ns) == 0) put(slot->last_ns, g_sink.now());
+        }
+      break;
+    default:
+      break;
+  }
+  return abi::kSuccess;
+}
+
+template <int V>
+abi::Result record_event_state(void* handle, abi::EventState state,
+                               typename abi::Version<V>::StateArgs* args) noexcept {
+  const Decoded h = decode(handle);
+  if (h.kind == Kind::step) {
+    // Each step's bytes: at SendWait (isend posted) and RecvFlushWait (the data arrived).
+    if (state != abi::kProxyStepSendWait && state != abi::kProxyStepRecvFlushWait)
+      return abi::kSuccess;
+    OpSlot* slot = g_ops.find(h);
+    if (slot == nullptr) return abi::kSuccess;
+    if constexpr (V >= 4) {
+      if (args != nullptr) put(slot->step_bytes, get(slot->step_bytes) + args->proxyStep.transSize);
+    }
+    if (state == abi::kProxyStepRecvFlushWait && (h.flags & kFlagB) != 0)
+      put(slot->last_ns, g_sink.now());
+  } else if (h.kind == Kind::kernel_ch) {
+    if constexpr (V >= 4) {
+      if (state != abi::kKernelChStop || args == nullptr) return abi::kSuccess;
+      CollSlot* slot = g_colls.find(h);
+      if (slot == nullptr || !get(slot->sampled)) return abi::kSuccess;
+      const std::uint64_t stop = args->kernelCh.pTimer;
+      put(slot->channel_stop, stop);
+      if (stop > get(slot->gpu_stop)) put(slot->gpu_stop, stop);
+    }
+  } else if (h.kind == Kind::op) {
+    // 2.23-2.26 report an op's running byte count in its own states (0-7).
+    if constexpr (V <= 3) {
+      if (args == nullptr || state > abi::kProxyOpRecvDone) return abi::kSuccess;
+      if (OpSlot* slot = g_ops.find(h))
+        if (args->proxyOp.transSize > get(slot->op_bytes))
+          put(slot->op_bytes, static_cast<std::uint64_t>(args->proxyOp.transSize));
+    }
+  }
+  return abi::kSuccess;
+}
+
+#define COMMTAP_INSTANTIATE(V)                                                          \
+  template abi::Result start_event<V>(void*, void**, abi::Version<V>::Descr*) noexcept; \
+  template abi::Result record_event_state<V>(void*, abi::EventState,                    \
+                                             abi::Version<V>::StateArgs*) noexcept;
+COMMTAP_INSTANTIATE(1)
+COMMTAP_INSTANTIATE(2)
+COMMTAP_INSTANTIATE(3)
+COMMTAP_INSTANTIATE(4)
+COMMTAP_INSTANTIATE(5)
+COMMTAP_INSTANTIATE(6)
+#undef COMMTAP_INSTANTIATE
+
+Dropped dropped() noexcept {
+  return {g_colls.dropped.load(kRelaxed), g_ops.dropped.load(kRelaxed)};
+}
+
+std::uint32_t function_of(const char* f) noexcept {
+  if (f == nullptr) return kUnknownFunction;
+  // NCCL's names (static strings): AllGather AllReduce AlltoAll Broadcast Gather Recv Reduce
+  // ReduceScatter Scatter SendRecv Send. A switch on the first letters, then one compare.
+  struct Name {
+    const char* name;
+    Fn fn;
+  };
+  auto pick = [f](std::initializer_list<Name> names) {
+    for (const Name& n : names)
+      if (std::strcmp(f, n.name) == 0) return function_index(n.fn);
+    return kUnknownFunction;
+  };
+  switch (f[0]) {
+    case 'A':
+      return pick({{"AllReduce", Fn::ncclAllReduce},
+                   {"AllGather", Fn::ncclAllGather},
+                   {"AlltoAll", Fn::ncclAlltoAll}});
+    case 'B':
+      return pick({{"Broadcast", Fn::ncclBroadcast}});
+    case 'G':
+      return pick({{"Gather", Fn::ncclGather}});
+    case 'R':
+      return pick({{"Reduce", Fn::ncclReduce},
+                   {"ReduceScatter", Fn::ncclReduceScatter},
+                   {"Recv", Fn::ncclRecv}});
+    case 'S':
+      // SendRecv is NCCL's fused p2p task: counted as its send side.
+      return pick(
+          {{"Send", Fn::ncclSend}, {"Scatter", Fn::ncclScatter}, {"SendRecv", Fn::ncclSend}});
+    default:
+      return kUnknownFunction;
+  }
+}
+
+std::uint32_t datatype_size(const char* t) noexcept {
+  // "ncclInt8" "ncclUint8" "ncclInt32" "ncclUint32" "ncclInt64" "ncclUint64" "ncclFloat16"
+  // "ncclFloat32" "ncclFloat64" "ncclBfloat16" "ncclFloat8e4m3" "ncclFloat8e5m2"; NCCL names
+  // ncclUint8 "Unknown".
+  if (t == nullptr || std::strncmp(t, "nccl", 4) != 0) return 1;
+  const char* rest = t + 4;
+  const char* digits = nullptr;
+  if (std::strncmp(rest, "Int", 3) == 0)
+    digits = rest + 3;
+  else if (std::strncmp(rest, "Uint", 4) == 0)
+    digits = rest + 4;
+  else if (std::strncmp(rest, "Float", 5) == 0)
+    digits = rest + 5;
+  else if (std::strncmp(rest, "Bfloat", 6) == 0)
+    digits = rest + 6;
+  if (digits == nullptr) return 1;
+  switch (digits[0]) {
+    case '1':
+      return 2;  // 16
+    case '3':
+      return 4;  // 32
+    case '6':
+      return 8;  // 64
+    default:
+      return 1;  // 8, 8e4m3, 8e5m2
+  }
+}
+
+}  // namespace commtap::interpose::nccl_profiler
