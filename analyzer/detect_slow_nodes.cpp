@@ -40,6 +40,9 @@ struct RankWindow {
   // halve a slow rank's median lateness and make it last only by chance in them.
   std::uint32_t waited_instances = 0, waited_last = 0;  // waited_last: it arrived last
   LogHistogram waited_lateness;
+  // NCCL: how long its part of those instances took, enqueue to completion on the GPU (the
+  // rank's own clock): the time it waited for the others, as time inside MPI is for MPI.
+  LogHistogram waited_in_flight;
 };
 
 constexpr int kWindowsKept = 30;  // persistence looks at the latest windows only
@@ -140,7 +143,13 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
                        std::uint64_t& instances_compared, std::optional<LatenessTable>& lateness,
                        std::string& error) {
   const char* sql =
-      "SELECT rank, comm_id, seq, enter_ns FROM collectives WHERE exit_ns IS NOT NULL";
+      "SELECT rank, comm_id, seq, enter_ns, exit_ns FROM collectives WHERE exit_ns IS NOT NULL";
+  // A job without MPI (NCCL's collectives only): its ranks wait for a late one on the GPU, after
+  // their NCCL calls returned, so the time inside calls says nothing; the collectives' own
+  // enqueue-to-completion times say who waited.
+  const bool without_mpi = std::all_of(job.ranks.begin(), job.ranks.end(), [](const auto& r) {
+    return r.second.mpi_library == "none";
+  });
   const std::int64_t since_aligned = since_aligned_ns(job, options);
   const std::int64_t until_aligned = job.until_aligned();
   // Pass 1: earliest and latest arrival of every instance.
@@ -211,6 +220,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
             if (static_cast<double>(i.latest - i.earliest) < min_lateness) return;
             ++rw.waited_instances;
             rw.waited_lateness.add(t - i.earliest);
+            if (without_mpi) rw.waited_in_flight.add(column_i64(s, 4) - column_i64(s, 3));
             if (rank == i.latest_rank) {
               ++host_last[static_cast<std::size_t>(w)][static_cast<std::size_t>(r.host)];
               ++window_instances[static_cast<std::size_t>(w)];
@@ -326,8 +336,22 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
   // Each rank's share of time inside blocking MPI calls, from the aggregates.
   // Measured over the late windows only: a machine that became slow late in a job spent the
   // same share as the others before.
+  // Without MPI, the median time its late windows' collectives took from enqueue to completion
+  // stands for it (ns; the comparisons below are ratios): the others wait on the GPU.
   std::map<int, double> mpi_share;
-  {
+  if (without_mpi) {
+    for (const auto& [rank, ws] : per_rank) {
+      LogHistogram in_flight;
+      for (int w = onset_window; w < windows; ++w)
+        for (int b = 0; b < LogHistogram::kBuckets; ++b) {
+          const auto count =
+              ws[static_cast<std::size_t>(w)].waited_in_flight.counts[static_cast<std::size_t>(b)];
+          in_flight.counts[static_cast<std::size_t>(b)] += count;
+          in_flight.total += count;
+        }
+      if (in_flight.total > 0) mpi_share[rank] = in_flight.quantile(0.5);
+    }
+  } else {
     const std::int64_t since_wall =
         std::max(since_wall_ns(job, options),
                  first + job.wall_minus_aligned +
@@ -437,19 +461,27 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
                   with_commas(compared) + " collectives, median lateness " +
                   ms_text(median_of(own)) + " vs " + ms_text(median_of(others)) +
                   " for the others, in " + std::to_string(flagged) + " of " +
-                  std::to_string(eligible) + " windows, inside MPI " + percent_text(own_mpi) +
-                  " of the time vs " + percent_text(others_mpi) +
+                  std::to_string(eligible) + " windows, " +
+                  (without_mpi ? "its collectives take " + ms_text(own_mpi) +
+                                     " from enqueue to completion vs " + ms_text(others_mpi)
+                               : "inside MPI " + percent_text(own_mpi) + " of the time vs " +
+                                     percent_text(others_mpi)) +
                   " for the others (compute side: it arrives late)";
       f.evidence = {{"host", host_name},
                     {"program", job.program},
-                    {"mpi_time_share", own_mpi},
-                    {"others_mpi_time_share", others_mpi},
                     {"ranks", whole_host ? ranks : std::vector<int>{subject_rank}},
                     {"last_fraction", median_of(fractions)},
                     {"median_lateness_ns", median_of(own)},
                     {"others_lateness_ns", median_of(others)},
                     {"windows_flagged", flagged},
                     {"windows", eligible}};
+      if (without_mpi) {
+        f.evidence["collective_ns"] = own_mpi;
+        f.evidence["others_collective_ns"] = others_mpi;
+      } else {
+        f.evidence["mpi_time_share"] = own_mpi;
+        f.evidence["others_mpi_time_share"] = others_mpi;
+      }
       // The stall share over the late windows, against the other hosts'.
       std::vector<double> own_stall, others_stall;
       for (int w = onset_window; w < windows; ++w)

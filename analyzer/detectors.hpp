@@ -18,7 +18,9 @@ namespace commtap::analyzer {
 // Each detector's parameters say what it reads (const) and what it writes; health.cpp runs them
 // in an order that follows from that.
 
-// hang, communication_hang, rank_lost: from the latest heartbeats and communicator progress.
+// hang, communication_hang, rank_lost: from the latest heartbeats and communicator progress (on
+// NCCL communicators from the progress alone: enqueued and completed); comm_aborted: a rank
+// called ncclCommAbort and nothing else explains it.
 void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out);
 // Each host's share of the latest window its process was held off the CPU
 // (heartbeats.stalled_ns), and those that stand out: a stalled host's messages and probes arrive

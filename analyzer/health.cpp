@@ -129,6 +129,9 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
   health.now_ns = job.now_wall;
   for (const auto& [number, r] : job.ranks) health.running |= r.ended_by == "running";
   JobEvidence& evidence = health.evidence;
+  evidence.clocks.method = job.clock_method.describe();
+  if (job.clock_method.collective_ranks + job.clock_method.host_ranks > 0)
+    evidence.clocks.collective_error_us = job.clock_method.error_ns / 1e3;
   std::vector<Finding>& findings = health.findings;
   detect_hangs(job, options, findings);
   if (!find_stalled_hosts(job, options, evidence.stalls, error) ||

@@ -58,6 +58,7 @@ bool parse_severity(const std::string& text, Severity& severity);
   X(hang)                        \
   X(communication_hang)          \
   X(rank_lost)                   \
+  X(comm_aborted)                \
   X(slow_host)                   \
   X(slow_host_network)           \
   X(slow_link)                   \

@@ -38,6 +38,11 @@ struct ProbedOneWay {
   double one_way_us = 0;  // median of the newest rounds
 };
 struct ClockAlignment {
+  // How the ranks' clocks were put on rank 0's before (load_facts): "mpi" (MPI's ping-pong
+  // estimates), "collective completions (error <= X us)" (a job without MPI), "none"
+  // (ClockMethod::describe); and that bound (us; none without such estimates).
+  std::string method = "mpi";
+  std::optional<double> collective_error_us;
   std::vector<double> correction_ns;             // per host index; 0: none
   std::map<std::string, double> corrections_us;  // the hosts with a correction other than 0
   std::vector<ProbedOneWay> probed_one_way;      // per directed pair with probe round trips

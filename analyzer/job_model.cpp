@@ -44,6 +44,13 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
   }
   std::set<std::string> host_names;
   std::map<int, std::string> host_of_rank;
+  // Each rank's own row of a communicator without a members list: (comm_rank, world rank).
+  struct RowsOfComm {
+    int size = 0;
+    std::string created_by;
+    std::vector<std::pair<int, int>> members;
+  };
+  std::map<std::int64_t, RowsOfComm> rows_of_comm;
   for (const std::string& file : job.files) {
     auto reader = TraceReader::open(file, error);
     if (!reader) return false;
@@ -55,8 +62,8 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
             [&](sqlite3_stmt* s) { job.job_id = column_text(s, 0); }, error) &&
         reader->each(
             "SELECT rank, host, CASE WHEN end_ns > ?1 THEN 'running' ELSE ended_by END, "
-            "start_ns, coalesce(clock_offset_ns, 0), coalesce(command_line, '') FROM ranks "
-            "WHERE start_ns <= ?1",
+            "start_ns, coalesce(clock_offset_ns, 0), coalesce(command_line, ''), mpi_library, "
+            "min(end_ns, ?1), coalesce(clock_error_ns, -1) FROM ranks WHERE start_ns <= ?1",
             {job.until_wall},
             [&](sqlite3_stmt* s) {
               Rank& r = job.ranks[static_cast<int>(column_i64(s, 0))];
@@ -67,17 +74,25 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
               r.start_ns = static_cast<std::uint64_t>(column_i64(s, 3));
               r.init_offset_ns = column_i64(s, 4);
               if (r.rank == 0) job.program = program_of(column_text(s, 5));
+              r.mpi_library = column_text(s, 6);
+              r.end_ns = static_cast<std::uint64_t>(column_i64(s, 7));
+              r.mpi_clock |= column_i64(s, 8) >= 0;
               r.seen = true;
             },
             error) &&
+        // An estimate with a negative error is no estimate (MPI's writer never keeps one).
         reader->each(
-            "SELECT rank, at_ns, offset_ns, error_ns FROM clock_offsets ORDER BY at_ns", {},
+            "SELECT rank, at_ns, offset_ns, error_ns FROM clock_offsets WHERE error_ns >= 0 "
+            "ORDER BY at_ns",
+            {},
             [&](sqlite3_stmt* s) {
               monitor::ClockEstimate e;
               e.at_ns = static_cast<std::uint64_t>(column_i64(s, 1));
               e.offset.offset_ns = column_i64(s, 2);
               e.offset.error_ns = column_i64(s, 3);
-              job.ranks[static_cast<int>(column_i64(s, 0))].clocks.push_back(e);
+              Rank& r = job.ranks[static_cast<int>(column_i64(s, 0))];
+              r.clocks.push_back(e);
+              r.mpi_clock = true;
             },
             error) &&
         reader->each(
@@ -109,8 +124,8 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
             },
             error) &&
         reader->each(
-            "SELECT rank, comm_id, entered, completed FROM comm_progress p WHERE wall_ns = "
-            "(SELECT max(wall_ns) FROM comm_progress q WHERE q.rank = p.rank AND "
+            "SELECT rank, comm_id, entered, completed, wall_ns FROM comm_progress p WHERE "
+            "wall_ns = (SELECT max(wall_ns) FROM comm_progress q WHERE q.rank = p.rank AND "
             "q.comm_id = p.comm_id AND q.wall_ns <= ?1)",
             {job.until_wall},
             [&](sqlite3_stmt* s) {
@@ -118,17 +133,35 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
               p.comm_id = column_i64(s, 1);
               p.entered = static_cast<std::uint64_t>(column_i64(s, 2));
               p.completed = static_cast<std::uint64_t>(column_i64(s, 3));
-              job.ranks[static_cast<int>(column_i64(s, 0))].progress[p.comm_id] = p;
+              Rank& r = job.ranks[static_cast<int>(column_i64(s, 0))];
+              r.progress[p.comm_id] = p;
+              r.progress_since[p.comm_id] = static_cast<std::uint64_t>(column_i64(s, 4));
             },
             error) &&
         reader->each(
-            "SELECT comm_id, size, members FROM communicators WHERE members IS NOT NULL AND "
-            "inter = 0",
+            "SELECT rank, calls FROM call_totals WHERE function = 'ncclCommAbort'", {},
+            [&](sqlite3_stmt* s) {
+              job.ranks[static_cast<int>(column_i64(s, 0))].nccl_aborts =
+                  static_cast<std::uint64_t>(column_i64(s, 1));
+            },
+            error) &&
+        reader->each(
+            "SELECT comm_id, size, members, rank, comm_rank, created_by FROM communicators "
+            "WHERE inter = 0",
             {},
             [&](sqlite3_stmt* s) {
-              Communicator& c = job.comms[column_i64(s, 0)];
-              c.size = static_cast<int>(column_i64(s, 1));
-              c.members = parse_members(column_text(s, 2));
+              const std::int64_t id = column_i64(s, 0);
+              if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+                Communicator& c = job.comms[id];
+                c.size = static_cast<int>(column_i64(s, 1));
+                c.members = parse_members(column_text(s, 2));
+                return;
+              }
+              RowsOfComm& rows = rows_of_comm[id];
+              if (rows.size == 0) rows.size = static_cast<int>(column_i64(s, 1));
+              rows.created_by = column_text(s, 5);
+              rows.members.emplace_back(static_cast<int>(column_i64(s, 4)),
+                                        static_cast<int>(column_i64(s, 3)));
             },
             error);
     if (!ok) return false;
@@ -140,6 +173,24 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
     error = job.path + ": no rank has written its facts yet";
     return false;
   }
+  // MPI writes a communicator's members in its rank 0's row. Another library's (NCCL) cannot
+  // tell a rank who the others are: every rank wrote its own comm_rank, and the members are
+  // gathered from those rows, so that the detectors, the report and the export see its
+  // collectives' members as an MPI communicator's. A rank whose file is missing is left out of
+  // the list (not padded: the size is untrusted, and a list as long as it says could be any
+  // length), the size stays the communicator's. An MPI communicator whose rank 0's row is
+  // missing stays out, as it always did.
+  for (auto& [id, rows] : rows_of_comm) {
+    if (job.comms.count(id) || rows.created_by.rfind("MPI_", 0) == 0 ||
+        rows.created_by == "unseen" || rows.size <= 0)
+      continue;
+    Communicator& c = job.comms[id];
+    c.size = rows.size;
+    c.nccl = true;
+    std::sort(rows.members.begin(), rows.members.end());
+    for (const auto& [comm_rank, rank] : rows.members)
+      if (comm_rank >= 0 && comm_rank < rows.size) c.members.push_back(rank);
+  }
   job.hosts.assign(host_names.begin(), host_names.end());
   for (auto& [number, rank] : job.ranks) {
     rank.host = static_cast<int>(
@@ -150,6 +201,8 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
         static_cast<std::int64_t>(rank.clocks.empty() ? 0 : rank.clocks.front().at_ns);
     job.now_wall = std::max(job.now_wall, rank.last.wall_ns);
   }
+  // Ranks without MPI's estimates: aligned by their collectives (a job without MPI_Init).
+  if (!align_clocks_by_collectives(job, error)) return false;
   const Rank& first = job.ranks.begin()->second;
   job.wall_minus_aligned = first.wall_minus_monotonic;
   return true;

@@ -29,13 +29,22 @@ struct Rank {
   int rank = 0;
   int host = 0;  // index into Job::hosts
   std::string ended_by;
+  std::string mpi_library;  // 'none': an NCCL job that never called MPI_Init
   std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;  // wall clock of its last window
   std::int64_t init_offset_ns = 0;
-  std::vector<monitor::ClockEstimate> clocks;  // sorted by at_ns
-  std::int64_t wall_minus_monotonic = 0;       // of this rank's clock
-  Heartbeat last;                              // newest heartbeat
-  Heartbeat last_running;  // newest written while it ran ('computing' or 'in_call')
+  // Sorted by at_ns: MPI's estimates (clock_offsets), or, for a rank that has none, those made
+  // from its collectives' completion times (collective_clocks.cpp).
+  std::vector<monitor::ClockEstimate> clocks;
+  bool mpi_clock = false;                 // it has a valid estimate of MPI's
+  std::int64_t wall_minus_monotonic = 0;  // of this rank's clock
+  Heartbeat last;                         // newest heartbeat
+  Heartbeat last_running;                 // newest written while it ran ('computing' or 'in_call')
   std::map<std::int64_t, monitor::CommProgress> progress;
+  // Per communicator: wall clock of the newest comm_progress row, i.e. since when its counts
+  // have been what `progress` says (a row is written only when they change).
+  std::map<std::int64_t, std::uint64_t> progress_since;
+  std::uint64_t nccl_aborts = 0;  // ncclCommAbort calls (call_totals)
   bool seen = false;
 
   // This rank's monotonic time on rank 0's clock: the offset interpolated between estimates.
@@ -60,7 +69,24 @@ struct Rank {
 
 struct Communicator {
   int size = 0;
-  std::vector<int> members;  // world ranks
+  std::vector<int> members;  // world ranks in comm-rank order (-1: not known; NCCL: the ranks
+                             // with a row, so fewer than `size` where files are missing)
+  // Made by another library than MPI (NCCL): no rank knows the others, so the members were
+  // gathered from every rank's own row (its comm_rank), and its progress counts enqueued and
+  // completed work on the GPU rather than calls the host is blocked in.
+  bool nccl = false;
+};
+
+// How the ranks' clocks were put on rank 0's (`commtap analyze --json`: the job's "clocks").
+struct ClockMethod {
+  int mpi_ranks = 0;         // ranks with MPI's estimates
+  int collective_ranks = 0;  // ranks aligned by their collectives' completion times
+  // ... and those whose estimates agreed with the offset of an aligned rank on their host, which
+  // they took (one machine, one clock)
+  int host_ranks = 0;
+  std::vector<int> unaligned;  // ranks with neither (rank 0 itself never counts here)
+  double error_ns = 0;         // the largest bound of the collective-completion estimates
+  std::string describe() const;
 };
 
 struct Job {
@@ -71,6 +97,7 @@ struct Job {
   std::string program;  // rank 0's executable, without its directory ("" if unknown)
   std::map<int, Rank> ranks;
   std::map<std::int64_t, Communicator> comms;
+  ClockMethod clock_method;
   double interval_s = 1.0;
   std::uint64_t now_wall = 0;
   // rank 0's clock (aligned ns) -> wall ns
@@ -105,6 +132,12 @@ std::vector<int> parse_members(const std::string& text);
 
 // Reads the job's facts from `job.files` (set by the caller), as they stood at options.at_s.
 bool load_facts(Job& job, const HealthOptions& options, std::string& error);
+
+// Aligns the clocks of the ranks that have no MPI estimate (a job that never called MPI_Init)
+// to rank 0's by their collectives' completion times: fills their `clocks` with estimates and
+// their `wall_minus_monotonic`, and `job.clock_method` (collective_clocks.cpp). Called by
+// load_facts.
+bool align_clocks_by_collectives(Job& job, std::string& error);
 
 // Runs `sql` on every file of the job (one at a time: memory does not grow with the files).
 bool each_row(const Job& job, const char* sql, const std::function<void(sqlite3_stmt*)>& row,

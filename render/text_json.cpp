@@ -75,6 +75,10 @@ json health_json(const std::vector<JobHealth>& jobs,
                            {"instances", job.instances},
                            {"messages", job.messages},
                            {"healthy", job.findings.empty()},
+                           {"clocks", job.evidence.clocks.method},
+                           {"clock_error_us", job.evidence.clocks.collective_error_us
+                                                  ? json(*job.evidence.clocks.collective_error_us)
+                                                  : json(nullptr)},
                            {"skipped_files", job.skipped},
                            {"findings", findings},
                            {"links", links_json(job.evidence.messages.links)}});
