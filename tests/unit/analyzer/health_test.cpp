@@ -14,6 +14,7 @@
 #include "analyzer/health.hpp"
 #include "avoid_list/avoid_list.hpp"
 #include "tests/fixtures/synthetic_job.hpp"
+#include "tests/unit/analyzer/health_checks.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -28,35 +29,10 @@ namespace {
 using commtap::fixtures::SyntheticJob;
 using commtap::testing::TempDir;
 
-HealthOptions test_options() {
-  HealthOptions options;
-  options.window_s = 5;
-  options.degradation_windows = 2;
-  return options;
-}
-
-JobHealth analyze(const SyntheticJob& job, HealthOptions options = test_options()) {
-  TempDir dir;
-  EXPECT_EQ(job.write(dir.path()), "");
-  JobHealth health;
-  std::string error;
-  EXPECT_TRUE(analyze_job(dir.path().string(), options, health, error)) << error;
-  return health;
-}
-
-std::string describe(const JobHealth& health) {
-  std::string out;
-  for (const Finding& f : health.findings)
-    out += "\n  " + f.kind + " | " + f.subject + " | " + f.summary;
-  return out.empty() ? " none" : out;
-}
-
-void expect_exactly(const JobHealth& health,
-                    const std::vector<std::pair<std::string, std::string>>& expected) {
-  std::vector<std::pair<std::string, std::string>> got;
-  for (const Finding& f : health.findings) got.emplace_back(f.kind, f.subject);
-  EXPECT_EQ(got, expected) << "findings:" << describe(health);
-}
+using commtap::testing::analyze;
+using commtap::testing::describe;
+using commtap::testing::expect_exactly;
+using commtap::testing::test_options;
 
 }  // namespace
 

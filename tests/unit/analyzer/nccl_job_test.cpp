@@ -20,6 +20,7 @@
 #include "monitor/monitor.hpp"
 #include "render/export_perfetto.hpp"
 #include "render/text_json.hpp"
+#include "tests/unit/analyzer/health_checks.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -207,35 +208,10 @@ struct NcclJob {
   }
 };
 
-HealthOptions test_options() {
-  HealthOptions options;
-  options.window_s = 5;
-  options.degradation_windows = 2;
-  return options;
-}
-
-JobHealth analyze(const NcclJob& job, HealthOptions options = test_options()) {
-  TempDir dir;
-  EXPECT_EQ(job.write(dir.path()), "");
-  JobHealth health;
-  std::string error;
-  EXPECT_TRUE(analyze_job(dir.path().string(), options, health, error)) << error;
-  return health;
-}
-
-std::string describe(const JobHealth& health) {
-  std::string out;
-  for (const Finding& f : health.findings)
-    out += "\n  " + f.kind + " | " + f.subject + " | " + f.summary;
-  return out.empty() ? " none" : out;
-}
-
-void expect_exactly(const JobHealth& health,
-                    const std::vector<std::pair<std::string, std::string>>& expected) {
-  std::vector<std::pair<std::string, std::string>> got;
-  for (const Finding& f : health.findings) got.emplace_back(f.kind, f.subject);
-  EXPECT_EQ(got, expected) << "findings:" << describe(health);
-}
+using commtap::testing::analyze;
+using commtap::testing::describe;
+using commtap::testing::expect_exactly;
+using commtap::testing::test_options;
 
 // The job as the analyzer models it (its clocks and communicators).
 Job load(const fs::path& dir) {
