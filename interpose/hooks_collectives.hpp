@@ -31,17 +31,17 @@ struct CollectiveHooks {
   // Collectives get the next sequence number of their communicator at the call (persistent ones
   // at each MPI_Start instead). A communicator commtap has not met yet is identified after the
   // call succeeded, never on a handle the library may reject.
-  [[gnu::always_inline]] void before(const CallInfo& info) {
+  [[gnu::always_inline]] void before(const CallInfo& info, const CallScope& scope) {
     if constexpr (kApplies) {
-      comm = runtime().communicators.known(info.comm);
+      comm = runtime().communicators.known(info.comm, scope.thread().communicators);
       if constexpr (kFamily != Family::collective_init)
         if (comm != nullptr) seq = comm->next_seq();
     }
   }
-  [[gnu::always_inline]] void identify(int rc, const CallInfo& info) {
+  [[gnu::always_inline]] void identify(int rc, const CallInfo& info, const CallScope& scope) {
     if constexpr (kApplies) {
       if (comm == nullptr && rc == MPI_SUCCESS) {
-        comm = runtime().communicators.state_of(info.comm);
+        comm = runtime().communicators.state_of(info.comm, scope.thread().communicators);
         if constexpr (kFamily != Family::collective_init) seq = comm->next_seq();
       }
     }
@@ -64,21 +64,23 @@ struct CollectiveHooks {
   [[gnu::always_inline]] void after(int rc, const CallInfo& info, const CallScope& scope,
                                     std::uint64_t bytes, void* caller) {
     const std::int32_t root = info.peer >= 0 ? info.peer : -1;
+    monitor::ThreadState& self = scope.thread();
     if constexpr (kFamily == Family::collective) {
       if (rc != MPI_SUCCESS) return;
-      const std::uint32_t site = runtime().call_sites.site_of(caller);
-      aggregate(id, comm, site, bytes, scope.elapsed_ns());
+      const std::uint32_t site = runtime().call_sites.site_of(caller, self.sites);
+      aggregate(self, id, comm, site, bytes, scope.elapsed_ns());
       comm->completed_seq(seq, !runtime().thread_multiple);
       if (is_sampled(seq, runtime().sample))
-        record_instance(id, comm->id, seq, bytes, root, site, scope.t0(), scope.t1(), algorithm);
+        record_instance(self, id, comm->id, seq, bytes, root, site, scope.t0(), scope.t1(),
+                        algorithm);
       if constexpr (kAllreduce)
-        for (const collectives::Step& step : steps) record_step(id, comm, step, site);
+        for (const collectives::Step& step : steps) record_step(self, id, comm, step, site);
       if (comm->id == 1) after_world_collective(seq);
     } else if constexpr (kApplies) {
       if (info.request != nullptr && rc == MPI_SUCCESS) {
         // Persistent operations take their sequence numbers (and sampling) at each MPI_Start.
         const bool sampled = seq != 0 && is_sampled(seq, runtime().sample);
-        const std::uint32_t site = runtime().call_sites.site_of(caller);
+        const std::uint32_t site = runtime().call_sites.site_of(caller, self.sites);
         runtime().requests.track(*info.request, id, scope.t0(), is_persistent(kFamily),
                                  Instance{comm, seq, bytes, root, sampled, site});
       }

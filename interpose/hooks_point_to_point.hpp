@@ -38,26 +38,27 @@ struct PointToPointHooks {
   [[gnu::always_inline]] void after(int rc, const CallInfo& info, const CallScope& scope,
                                     std::uint64_t bytes, void* caller) {
     if (rc != MPI_SUCCESS) return;
+    monitor::ThreadState& self = scope.thread();
     if constexpr (kBlocking) {
       if (info.comm == MPI_COMM_NULL) return;  // MPI_Mrecv names none
-      const std::uint32_t site = runtime().call_sites.site_of(caller);
-      world::CommState* comm = runtime().communicators.state_of(info.comm);
-      aggregate(id, comm, site, bytes, scope.elapsed_ns());
+      const std::uint32_t site = runtime().call_sites.site_of(caller, self.sites);
+      world::CommState* comm = runtime().communicators.state_of(info.comm, self.communicators);
+      aggregate(self, id, comm, site, bytes, scope.elapsed_ns());
       if constexpr (kFamily == Family::send || kFamily == Family::sendrecv) {
         const int peer = comm->world_rank_of(info.peer);
-        record_transfer(id, Direction::send, comm, peer, info.tag,
+        record_transfer(self, id, Direction::send, comm, peer, info.tag,
                         number_message(comm, peer, info.tag, Direction::send), bytes, site,
                         scope.t0(), scope.t1());
       }
       if constexpr (is_blocking_receive<id>()) {
         // Specific or wildcard, the status says what matched.
-        finish_receive(id, comm, 0, -1, 0, status, bytes, site, scope.t0(), scope.t1());
+        finish_receive(self, id, comm, 0, -1, 0, status, bytes, site, scope.t0(), scope.t1());
       }
     } else if constexpr (is_send_start<id>() || is_recv_start<id>()) {
       if (info.request == nullptr) return;
       // Sends are numbered when posted (MPI orders a pair's messages by their sends), and so are
       // receives for a specific source and tag (matched in the order they are posted).
-      world::CommState* comm = runtime().communicators.state_of(info.comm);
+      world::CommState* comm = runtime().communicators.state_of(info.comm, self.communicators);
       const int peer = info.peer >= 0 ? comm->world_rank_of(info.peer) : -1;
       const bool wildcard = info.peer == MPI_ANY_SOURCE || info.tag == MPI_ANY_TAG;
       const Direction direction = is_send_start<id>() ? Direction::send : Direction::recv;
@@ -67,7 +68,7 @@ struct PointToPointHooks {
       const Instance instance{
           comm,     msg,
           bytes,    peer,
-          false,    runtime().call_sites.site_of(caller),
+          false,    runtime().call_sites.site_of(caller, self.sites),
           info.tag, is_send_start<id>() ? monitor::RecordKind::send : monitor::RecordKind::recv};
       runtime().requests.track(*info.request, id, scope.t0(), false, instance);
     } else if constexpr (kFamily == Family::p2p_start || kFamily == Family::p2p_init) {

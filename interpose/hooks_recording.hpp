@@ -17,6 +17,7 @@
 #include "interpose/function_table.hpp"
 #include "interpose/runtime.hpp"
 #include "monitor/monitor.hpp"
+#include "monitor/thread_state.hpp"
 
 namespace commtap::interpose {
 
@@ -30,9 +31,11 @@ constexpr bool is_collective(Family family) {
          family == Family::collective_init;
 }
 
-inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std::uint64_t bytes,
-                            std::int32_t root, std::uint32_t site, std::uint64_t enter_ns,
-                            std::uint64_t exit_ns,
+// `self`: the calling thread's state (CallScope::thread()), whose cached counters the record or
+// aggregate goes to: these helpers touch no thread-local themselves.
+inline void record_instance(monitor::ThreadState& self, Fn fn, std::int64_t comm_id,
+                            std::uint64_t seq, std::uint64_t bytes, std::int32_t root,
+                            std::uint32_t site, std::uint64_t enter_ns, std::uint64_t exit_ns,
                             collectives::Algorithm algorithm = collectives::Algorithm::native) {
   // The clock may step back a few nanoseconds once, when it switches to the counter.
   monitor::InstanceRecord record{comm_id,
@@ -44,15 +47,15 @@ inline void record_instance(Fn fn, std::int64_t comm_id, std::uint64_t seq, std:
                                  root,
                                  site};
   record.algorithm = static_cast<std::uint8_t>(algorithm);
-  runtime().counters->record(record);
+  runtime().counters->record(record, self.counters);
 }
 
-inline void aggregate(Fn fn, const world::CommState* comm, std::uint32_t site, std::uint64_t bytes,
-                      std::uint64_t ns) {
+inline void aggregate(monitor::ThreadState& self, Fn fn, const world::CommState* comm,
+                      std::uint32_t site, std::uint64_t bytes, std::uint64_t ns) {
   runtime().counters->aggregate(
       {comm != nullptr ? comm->id : 0, static_cast<std::uint32_t>(index_of(fn)), site,
        monitor::size_bucket(bytes)},
-      ns);
+      ns, self.counters);
 }
 
 // ---- Point-to-point transfers -----------------------------------------------------------------
@@ -66,19 +69,21 @@ inline std::uint64_t number_message(const world::CommState* comm, int peer_world
   return runtime().messages->next(comm->id, peer_world, tag, direction, runtime().thread_multiple);
 }
 
-inline void record_transfer(Fn fn, Direction direction, const world::CommState* comm,
-                            int peer_world, int tag, std::uint64_t msg, std::uint64_t bytes,
-                            std::uint32_t site, std::uint64_t start_ns, std::uint64_t end_ns) {
+inline void record_transfer(monitor::ThreadState& self, Fn fn, Direction direction,
+                            const world::CommState* comm, int peer_world, int tag,
+                            std::uint64_t msg, std::uint64_t bytes, std::uint32_t site,
+                            std::uint64_t start_ns, std::uint64_t end_ns) {
   if (msg == 0) return;
-  const int self = runtime().world_rank;
-  if (!monitor::is_message_sampled(comm->id, direction == Direction::send ? self : peer_world,
-                                   direction == Direction::send ? peer_world : self, tag, msg,
+  const int own_rank = runtime().world_rank;
+  if (!monitor::is_message_sampled(comm->id, direction == Direction::send ? own_rank : peer_world,
+                                   direction == Direction::send ? peer_world : own_rank, tag, msg,
                                    runtime().sample))
     return;
   runtime().counters->record(
       {comm->id, msg, bytes, start_ns, end_ns, static_cast<std::uint32_t>(index_of(fn)), peer_world,
        site, tag,
-       direction == Direction::send ? monitor::RecordKind::send : monitor::RecordKind::recv});
+       direction == Direction::send ? monitor::RecordKind::send : monitor::RecordKind::recv},
+      self.counters);
 }
 
 // The tag of commtap's own all-reduce messages in the transfers table: negative, so that it never
@@ -88,15 +93,16 @@ constexpr int kAlgorithmStepTag = -1;
 // A message of commtap's all-reduce (`step`) inside a recorded instance of `fn`: every rank
 // records the same instances and, in them, all their messages, numbered per pair in posting
 // order as the application's are, so both sides' rows join.
-inline void record_step(Fn fn, const world::CommState* comm, const collectives::Step& step,
-                        std::uint32_t site) {
+inline void record_step(monitor::ThreadState& self, Fn fn, const world::CommState* comm,
+                        const collectives::Step& step, std::uint32_t site) {
   const Direction direction = step.send ? Direction::send : Direction::recv;
   const std::uint64_t msg = number_message(comm, step.peer, kAlgorithmStepTag, direction);
   if (msg == 0) return;
-  runtime().counters->record({comm->id, msg, step.bytes, step.start_ns, step.end_ns,
-                              static_cast<std::uint32_t>(index_of(fn)), step.peer, site,
-                              kAlgorithmStepTag,
-                              step.send ? monitor::RecordKind::send : monitor::RecordKind::recv});
+  runtime().counters->record(
+      {comm->id, msg, step.bytes, step.start_ns, step.end_ns,
+       static_cast<std::uint32_t>(index_of(fn)), step.peer, site, kAlgorithmStepTag,
+       step.send ? monitor::RecordKind::send : monitor::RecordKind::recv},
+      self.counters);
 }
 
 // Bytes a completed receive delivered (its status knows; the posted count is an upper bound).
@@ -109,9 +115,10 @@ inline std::uint64_t received_bytes(const MPI_Status& status) {
 // A receive's side of a transfer, once its status is known. A receive posted for a specific
 // source and tag was numbered when posted (`msg`), since MPI matches such receives in the order
 // they are posted; a wildcard one is numbered now, from the source and tag that matched.
-inline void finish_receive(Fn fn, const world::CommState* comm, std::uint64_t msg, int posted_peer,
-                           int posted_tag, const MPI_Status* status, std::uint64_t posted_bytes,
-                           std::uint32_t site, std::uint64_t start_ns, std::uint64_t end_ns) {
+inline void finish_receive(monitor::ThreadState& self, Fn fn, const world::CommState* comm,
+                           std::uint64_t msg, int posted_peer, int posted_tag,
+                           const MPI_Status* status, std::uint64_t posted_bytes, std::uint32_t site,
+                           std::uint64_t start_ns, std::uint64_t end_ns) {
   int peer_world = posted_peer, tag = posted_tag;
   if (status != nullptr) {
     if (status->MPI_SOURCE == MPI_PROC_NULL) return;
@@ -124,7 +131,8 @@ inline void finish_receive(Fn fn, const world::CommState* comm, std::uint64_t ms
                                                runtime().sample))
     return;
   const std::uint64_t bytes = status != nullptr ? received_bytes(*status) : posted_bytes;
-  record_transfer(fn, Direction::recv, comm, peer_world, tag, msg, bytes, site, start_ns, end_ns);
+  record_transfer(self, fn, Direction::recv, comm, peer_world, tag, msg, bytes, site, start_ns,
+                  end_ns);
 }
 
 template <Fn id>

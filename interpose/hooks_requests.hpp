@@ -18,6 +18,7 @@
 #include "interpose/hooks_recording.hpp"
 #include "interpose/runtime.hpp"
 #include "monitor/monitor.hpp"
+#include "monitor/thread_state.hpp"
 
 namespace commtap::interpose {
 
@@ -35,7 +36,7 @@ void snapshot_requests(RequestSnapshot& snapshot, A... a) {
 // After it: attribute each operation the call completed to the function that started it.
 template <Fn id, typename... A>
 void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
-                     monitor::CallStats* stats, A... a) {
+                     monitor::ThreadState& self, monitor::CallStats* stats, A... a) {
   if (rc != MPI_SUCCESS) return;
   // `status`: the completed operation's status, or nullptr if the application ignored it.
   auto complete = [&](MPI_Request request, const MPI_Status* status) {
@@ -45,22 +46,23 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
       monitor::bump(origin.completion_ns, monitor::elapsed_ns(done->started_ns, now));
       const Instance& instance = done->instance;
       if (instance.comm == nullptr) return;
-      aggregate(done->fn, instance.comm, instance.site, instance.bytes,
+      aggregate(self, done->fn, instance.comm, instance.site, instance.bytes,
                 monitor::elapsed_ns(done->started_ns, now));
       switch (instance.kind) {
         case monitor::RecordKind::collective:
           instance.comm->completed_seq(instance.seq, false);
           if (instance.sampled)
-            record_instance(done->fn, instance.comm->id, instance.seq, instance.bytes,
+            record_instance(self, done->fn, instance.comm->id, instance.seq, instance.bytes,
                             instance.root, instance.site, done->started_ns, now);
           break;
         case monitor::RecordKind::send:
-          record_transfer(done->fn, Direction::send, instance.comm, instance.root, instance.tag,
-                          instance.seq, instance.bytes, instance.site, done->started_ns, now);
+          record_transfer(self, done->fn, Direction::send, instance.comm, instance.root,
+                          instance.tag, instance.seq, instance.bytes, instance.site,
+                          done->started_ns, now);
           break;
         case monitor::RecordKind::recv:
-          finish_receive(done->fn, instance.comm, instance.seq, instance.root, instance.tag, status,
-                         instance.bytes, instance.site, done->started_ns, now);
+          finish_receive(self, done->fn, instance.comm, instance.seq, instance.root, instance.tag,
+                         status, instance.bytes, instance.site, done->started_ns, now);
           break;
       }
     }
@@ -144,7 +146,8 @@ struct RequestHooks {
   template <typename... A>
   [[gnu::always_inline]] void after(int rc, const CallScope& scope, A... a) {
     if constexpr (kConsumes) {
-      if (snapshot.size() > 0) settle_requests<id>(rc, snapshot, scope.t1(), scope.stats(), a...);
+      if (snapshot.size() > 0)
+        settle_requests<id>(rc, snapshot, scope.t1(), scope.thread(), scope.stats(), a...);
     } else if constexpr (family_of(id) == Family::start) {
       if (rc == MPI_SUCCESS) start_requests<id>(scope.t0(), a...);
     }

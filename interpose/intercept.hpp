@@ -1,8 +1,10 @@
 // The body every generated MPI wrapper shares: one call scope (guard, clocks, heartbeat,
 // counters; interpose/call_scope.hpp) and the hooks of the call's topics, each a no-op for the
 // calls it does not concern (hooks_*.hpp). Pass-through costs one acquire load (a plain load on
-// x86) and one TLS read; recording adds two clock reads and a few thread-local adds (and, for
-// calls that make or complete requests, one request-table operation).
+// x86) and, once commtap is active, one TLS read (the thread's block: one TLS descriptor call,
+// the only one of the wrapper: the scope hands the block to the hooks); recording adds two clock
+// reads and a few adds to the thread's counters (and, for calls that make or complete requests,
+// one request-table operation).
 #pragma once
 
 #include <mpi.h>
@@ -83,16 +85,17 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
   if constexpr (family == Family::lifecycle) {
     return lifecycle_call<id>(real, a...);
   } else {
-    if (!CallScope::recording()) [[unlikely]]
+    monitor::ThreadState* const self = CallScope::recording_thread();
+    if (self == nullptr) [[unlikely]]
       return real(a...);
-    CallScope scope(id);
+    CallScope scope(id, *self);
     RequestHooks<id> requests;
     CollectiveHooks<id> collective;
     PointToPointHooks<id> point_to_point;
     CommunicatorHooks<id> communicators;
     DatatypeHooks<id> datatypes;
     requests.before(a...);
-    collective.before(info);
+    collective.before(info, scope);
     point_to_point.before(a...);
     communicators.before(a...);
     datatypes.before(a...);
@@ -117,7 +120,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     datatypes.after_library(rc, a...);
     scope.leave();
 
-    collective.identify(rc, info);
+    collective.identify(rc, info, scope);
     const std::uint64_t bytes =
         rc == MPI_SUCCESS && info.count > 0 ? payload_bytes(info, family) : 0;
     scope.count(bytes);

@@ -163,7 +163,8 @@ void register_construction(NcclConstruction made, A... a) {
 // A constructor: in a process that has not called MPI_Init, the first one starts recording.
 template <Fn id, typename Real, typename... A>
 ncclResult_t construct(Real real, A... a) {
-  if (!CallScope::recording() && t_depth == 0 && !runtime().active.load()) {
+  // Not nested in another recorded call of this thread (commtap's own or the library's).
+  if (!runtime().active.load() && monitor::this_thread().depth == 0) {
     const NcclConstruction first = describe_construction<id>(a...);
     if constexpr (id != Fn::ncclCommSplit && id != Fn::ncclCommShrink)
       start_without_mpi({first.id, first.rank, first.size});

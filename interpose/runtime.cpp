@@ -28,7 +28,6 @@
 namespace commtap::interpose {
 
 Immortal<Runtime> g_runtime;
-thread_local int t_depth = 0;
 
 const char* family_name(Family family) noexcept {
   switch (family) {

@@ -17,6 +17,7 @@
 #include "interpose/requests.hpp"
 #include "monitor/monitor.hpp"
 #include "monitor/stream_completions.hpp"
+#include "monitor/thread_state.hpp"
 #include "settings/settings.hpp"
 #include "world/communicators.hpp"
 
@@ -60,12 +61,6 @@ extern Immortal<Runtime> g_runtime;
 inline Runtime& runtime() noexcept {
   return g_runtime.value;
 }
-
-// Nesting depth of intercepted calls on this thread: a call made while another is in progress
-// (by commtap itself or by the MPI library calling its own MPI_ symbols) passes straight through.
-// A TLS descriptor access (see monitor/call_counters.cpp): cheap in a preloaded library, and the
-// library can still be dlopen'ed as NCCL's profiler plugin.
-extern thread_local int t_depth;
 
 // Lifecycle hooks, called by the generated Init/Init_thread/Finalize/Abort wrappers and by the
 // Fortran mpi_f08 wrappers. `start` and `stop` are idempotent.

@@ -4,15 +4,19 @@
 #include <unordered_map>
 
 #include "monitor/monitor.hpp"
+#include "monitor/thread_state.hpp"
 
 namespace commtap::monitor {
+
+// Each thread's block (thread_state.hpp). Trivially destructible: it outlives the thread_local
+// destructors at exit, so a late call still finds its cached pointers (see below).
+constinit thread_local ThreadState t_thread_state;
 
 // Slot arrays are never freed while the counters live: a thread that exits hands its array to
 // the next new thread, and its counts stay in the array (totals() sums every array). This keeps
 // a late call memory-safe: at exit() the main thread's thread_local destructors run before
 // atexit handlers and static destructors, which may still call MPI (MPI_Finalize from a global
 // object's destructor); such a call keeps counting into the array its thread cached.
-namespace {
 
 // One thread's aggregates: open addressing with a short probe, written by its thread only.
 // Counts and totals are cumulative (the writer subtracts what it saw last window); the minimum
@@ -85,8 +89,6 @@ struct AggregateTable {
   }
 };
 
-}  // namespace
-
 struct CallCounters::Registry {
   struct Thread {
     std::unique_ptr<CallStats[]> stats;
@@ -118,15 +120,6 @@ namespace {
 // Each CallCounters gets its own number, so a thread's cached slots can never be mistaken for
 // those of a later object that happens to reuse the same address.
 std::atomic<std::uint64_t> next_serial{1};
-// TLS descriptors (-mtls-dialect=gnu2, CMakeLists.txt): in a preloaded library the descriptor
-// resolves to a constant offset, so an access costs one indirect call that returns it, not a
-// __tls_get_addr lookup; and unlike initial-exec TLS the library can still be dlopen'ed (NCCL
-// loads it as its profiler plugin).
-thread_local std::uint64_t cached_serial = 0;
-thread_local CallStats* cached_slots = nullptr;
-thread_local Activity* cached_activity = nullptr;
-thread_local std::atomic<RecordRing*>* cached_ring = nullptr;
-thread_local std::atomic<AggregateTable*>* cached_aggregates = nullptr;
 }  // namespace
 
 CallCounters::CallCounters(std::size_t functions)
@@ -137,16 +130,14 @@ CallCounters::CallCounters(std::size_t functions)
 CallCounters::~CallCounters() = default;
 
 CallStats* CallCounters::local() {
-  if (cached_serial != serial_) attach_thread();
-  return cached_slots;
+  return local(this_thread().counters);
 }
 
 Activity* CallCounters::local_activity() {
-  if (cached_serial != serial_) attach_thread();
-  return cached_activity;
+  return local_activity(this_thread().counters);
 }
 
-void CallCounters::attach_thread() {
+void CallCounters::attach_thread(ThreadCache& cache) {
   Registry::Thread* thread = nullptr;
   {
     std::lock_guard lock(registry_->mutex);
@@ -160,7 +151,8 @@ void CallCounters::attach_thread() {
     }
   }
   // Hand the slots on when the thread exits. The registry is held weakly: a thread that
-  // outlives the counters (still running at exit) does nothing.
+  // outlives the counters (still running at exit) does nothing. Its own thread-local (it has a
+  // destructor), touched only here, once per thread and counters.
   struct OnThreadExit {
     std::vector<std::pair<std::weak_ptr<Registry>, Registry::Thread*>> attached;
     ~OnThreadExit() {
@@ -170,21 +162,25 @@ void CallCounters::attach_thread() {
   };
   thread_local OnThreadExit on_exit;
   on_exit.attached.emplace_back(registry_, thread);
-  cached_serial = serial_;
-  cached_slots = thread->stats.get();
-  cached_activity = &thread->activity;
-  cached_ring = &thread->ring;
-  cached_aggregates = &thread->aggregates;
+  cache.serial = serial_;
+  cache.slots = thread->stats.get();
+  cache.activity = &thread->activity;
+  cache.ring = &thread->ring;
+  cache.aggregates = &thread->aggregates;
+}
+
+void CallCounters::record(const InstanceRecord& record, ThreadCache& cache) {
+  if (cache.serial != serial_) attach_thread(cache);
+  RecordRing* ring = cache.ring->load(std::memory_order_relaxed);
+  if (ring == nullptr) {
+    ring = new RecordRing();  // owned by the registry's thread entry, freed with the counters
+    cache.ring->store(ring, std::memory_order_release);
+  }
+  ring->push(record);
 }
 
 void CallCounters::record(const InstanceRecord& record) {
-  if (cached_serial != serial_) attach_thread();
-  RecordRing* ring = cached_ring->load(std::memory_order_relaxed);
-  if (ring == nullptr) {
-    ring = new RecordRing();  // owned by the registry's thread entry, freed with the counters
-    cached_ring->store(ring, std::memory_order_release);
-  }
-  ring->push(record);
+  this->record(record, this_thread().counters);
 }
 
 std::uint64_t CallCounters::drain(std::vector<InstanceRecord>& out) {
@@ -199,14 +195,18 @@ std::uint64_t CallCounters::drain(std::vector<InstanceRecord>& out) {
   return dropped;
 }
 
-void CallCounters::aggregate(const AggregateKey& key, std::uint64_t ns) {
-  if (cached_serial != serial_) attach_thread();
-  AggregateTable* table = cached_aggregates->load(std::memory_order_relaxed);
+void CallCounters::aggregate(const AggregateKey& key, std::uint64_t ns, ThreadCache& cache) {
+  if (cache.serial != serial_) attach_thread(cache);
+  AggregateTable* table = cache.aggregates->load(std::memory_order_relaxed);
   if (table == nullptr) {
     table = new AggregateTable();  // owned by the registry's thread entry
-    cached_aggregates->store(table, std::memory_order_release);
+    cache.aggregates->store(table, std::memory_order_release);
   }
   table->add(key, ns, window_.load(std::memory_order_relaxed));
+}
+
+void CallCounters::aggregate(const AggregateKey& key, std::uint64_t ns) {
+  aggregate(key, ns, this_thread().counters);
 }
 
 std::uint64_t CallCounters::close_window(std::vector<AggregateRow>& out) {

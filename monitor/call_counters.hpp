@@ -1,7 +1,8 @@
 // monitor/call_counters: the hot path's per-thread statistics, activity and record rings.
 //
-// The hot path touches only CallCounters::local() (one thread-local pointer) and the clock;
-// everything that allocates or locks happens at thread start and exit or on the writer thread.
+// The hot path touches only its thread's cached pointers (CallCounters::ThreadCache, part of the
+// thread's monitor::ThreadState) and the clock; everything that allocates or locks happens at
+// thread start and exit or on the writer thread.
 #pragma once
 
 #include <array>
@@ -133,6 +134,8 @@ class RecordRing {
   std::atomic<std::uint64_t> dropped_{0};
 };
 
+struct AggregateTable;  // one thread's aggregates (call_counters.cpp)
+
 // A plain snapshot of CallStats, summed over threads.
 struct CallTotals {
   std::uint64_t calls = 0, time_ns = 0, bytes = 0, completions = 0, completion_ns = 0;
@@ -147,18 +150,42 @@ class CallCounters {
   CallCounters(const CallCounters&) = delete;
   CallCounters& operator=(const CallCounters&) = delete;
 
-  // This thread's slots. Cheap after the first call on a thread.
+  // What a thread caches of the counters it last attached to (its monitor::ThreadState's
+  // `counters`, thread_state.hpp). The overloads that take it touch no thread-local: the hot
+  // path fetches the thread's block once per call and passes it down; those without it fetch
+  // it themselves.
+  struct ThreadCache {
+    std::uint64_t serial = 0;  // of the CallCounters the pointers belong to; 0: none yet
+    CallStats* slots = nullptr;
+    Activity* activity = nullptr;
+    std::atomic<RecordRing*>* ring = nullptr;
+    std::atomic<AggregateTable*>* aggregates = nullptr;
+  };
+
+  // This thread's slots (attached on its first call: its activity record with them).
+  [[gnu::always_inline]] CallStats* local(ThreadCache& cache) {
+    if (cache.serial != serial_) [[unlikely]]
+      attach_thread(cache);
+    return cache.slots;
+  }
   CallStats* local();
   // This thread's activity record (attached together with its slots).
+  [[gnu::always_inline]] Activity* local_activity(ThreadCache& cache) {
+    if (cache.serial != serial_) [[unlikely]]
+      attach_thread(cache);
+    return cache.activity;
+  }
   Activity* local_activity();
   // The threads that are inside a recorded call now.
   std::vector<ActivitySnapshot> busy() const;
   // Queues a collective instance or transfer on this thread's ring (made on first use).
+  void record(const InstanceRecord& record, ThreadCache& cache);
   void record(const InstanceRecord& record);
   // Writer side: takes every queued record; returns the total dropped so far.
   std::uint64_t drain(std::vector<InstanceRecord>& out);
   // Adds one call of `ns` nanoseconds to this thread's aggregate for `key` (a per-thread hash
   // table, made on first use; keys beyond its capacity are counted as dropped).
+  void aggregate(const AggregateKey& key, std::uint64_t ns, ThreadCache& cache);
   void aggregate(const AggregateKey& key, std::uint64_t ns);
   // Writer side: closes the current window and appends its aggregates (summed per key over
   // threads); returns the calls dropped so far for lack of room.
@@ -170,7 +197,7 @@ class CallCounters {
   struct Registry;  // defined in call_counters.cpp
 
  private:
-  void attach_thread();
+  [[gnu::noinline]] void attach_thread(ThreadCache& cache);
   // The window calls are aggregated into now; close_window() advances it.
   std::atomic<std::uint64_t> window_{1};
   std::size_t functions_;

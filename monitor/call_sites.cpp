@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "monitor/monitor.hpp"
+#include "monitor/thread_state.hpp"
 
 namespace commtap::monitor {
 
@@ -44,20 +45,14 @@ CallSites::CallSites() : shared_(std::make_unique<Shared>()) {}
 CallSites::~CallSites() = default;
 
 std::uint32_t CallSites::site_of(const void* return_address) {
-  // A direct-mapped per-thread cache keyed by return address: a hit costs a TLS read and a
-  // compare. Entries carry the owner's serial so another CallSites object never matches.
-  struct Entry {
-    std::uintptr_t key = 0;
-    const CallSites* owner = nullptr;
-    std::uint32_t site = 0;
-    bool indirect = false;
-  };
-  // TLS descriptors: see call_counters.cpp.
-  thread_local std::array<Entry, 64> cache{};
-  const auto key = reinterpret_cast<std::uintptr_t>(return_address);
-  Entry& entry = cache[(key >> 4) % cache.size()];
-  if (entry.key == key && entry.owner == this && !entry.indirect) return entry.site;
+  return site_of(return_address, this_thread().sites);
+}
 
+// Not in the cache, or called through a binding inside the MPI library (whose entries are kept
+// to skip the module lookup, but whose site differs from call to call).
+std::uint32_t CallSites::site_of_missed(const void* return_address, ThreadCache& cache) {
+  const auto key = reinterpret_cast<std::uintptr_t>(return_address);
+  ThreadCache::Entry& entry = cache.entries[(key >> 4) % cache.entries.size()];
   bool indirect = entry.key == key && entry.owner == this && entry.indirect;
   if (!indirect) {
     std::lock_guard lock(shared_->mutex);
@@ -101,7 +96,7 @@ std::uint32_t CallSites::site_of(const void* return_address) {
       shared_->sites.push_back(unwind(site));
     }
   }
-  entry = Entry{key, this, site, indirect};
+  entry = ThreadCache::Entry{key, this, site, indirect};
   return site;
 }
 

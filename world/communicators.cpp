@@ -175,20 +175,21 @@ CommState* CommunicatorRegistry::new_state(std::int64_t id) {
   return states_.back().get();
 }
 
-CommState* CommunicatorRegistry::lookup(MPI_Comm comm, bool identify) {
-  // Most threads use one to three communicators: four entries, round robin.
-  struct Cache {
-    std::uint64_t generation = 0;
-    std::array<MPI_Comm, 4> comms{};
-    std::array<CommState*, 4> states{};
-    unsigned next = 0;
-  };
-  thread_local Cache cache;
-  const std::uint64_t generation = generation_.load(std::memory_order_acquire);
-  if (cache.generation != generation) cache = Cache{generation};
-  for (unsigned i = 0; i < cache.comms.size(); ++i)
-    if (cache.states[i] != nullptr && cache.comms[i] == comm) return cache.states[i];
+CommState* CommunicatorRegistry::state_of(MPI_Comm comm) {
+  return lookup(comm, true, monitor::this_thread().communicators);
+}
 
+CommState* CommunicatorRegistry::known(MPI_Comm comm) {
+  return lookup(comm, false, monitor::this_thread().communicators);
+}
+
+CommState* CommunicatorRegistry::lookup_missed(MPI_Comm comm, bool identify,
+                                               monitor::HandleCache& cache) {
+  // Most threads use one to three communicators: four entries, round robin, all dropped when a
+  // handle is freed (its value may come back as another communicator).
+  const std::uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (cache.owner != this || cache.generation != generation)
+    cache = monitor::HandleCache{this, generation};
   CommState* state = nullptr;
   {
     std::lock_guard lock(mutex_);
@@ -200,9 +201,9 @@ CommState* CommunicatorRegistry::lookup(MPI_Comm comm, bool identify) {
     }
     state = found->second.state;
   }
-  const unsigned slot = cache.next++ % cache.comms.size();
-  cache.comms[slot] = comm;
-  cache.states[slot] = state;
+  const unsigned slot = cache.next++ % cache.keys.size();
+  cache.keys[slot] = key_of(comm);
+  cache.values[slot] = state;
   return state;
 }
 

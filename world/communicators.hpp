@@ -19,12 +19,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "monitor/monitor.hpp"
+#include "monitor/thread_state.hpp"
 
 namespace commtap::world {
 
@@ -67,14 +69,21 @@ struct CommState {
 
 class CommunicatorRegistry {
  public:
-  // The state of `comm` for the hot path: a thread-local cache of recent communicators, else a
-  // locked lookup; a communicator commtap did not see being made is identified on first use.
-  // Called only after a call on `comm` succeeded (so `comm` is valid: identifying it queries
-  // the library, which would raise an error on a handle that is not one).
-  CommState* state_of(MPI_Comm comm) { return lookup(comm, true); }
+  // The state of `comm` for the hot path: this thread's cache of recent communicators (`cache`,
+  // its monitor::ThreadState's, which the overloads without it fetch themselves), else a locked
+  // lookup; a communicator commtap did not see being made is identified on first use. Called
+  // only after a call on `comm` succeeded (so `comm` is valid: identifying it queries the
+  // library, which would raise an error on a handle that is not one).
+  CommState* state_of(MPI_Comm comm, monitor::HandleCache& cache) {
+    return lookup(comm, true, cache);
+  }
+  CommState* state_of(MPI_Comm comm);
   // The state of `comm` if commtap knows it already, else nullptr: safe before a call, on any
   // handle the application passes.
-  CommState* known(MPI_Comm comm) { return lookup(comm, false); }
+  CommState* known(MPI_Comm comm, monitor::HandleCache& cache) {
+    return lookup(comm, false, cache);
+  }
+  CommState* known(MPI_Comm comm);
   // At MPI_Init: registers MPI_COMM_WORLD and MPI_COMM_SELF.
   void start(int world_rank);
   // How a creation call involves its parent's ranks.
@@ -103,7 +112,24 @@ class CommunicatorRegistry {
   std::vector<monitor::CommProgress> progress() const;
 
  private:
-  CommState* lookup(MPI_Comm comm, bool identify);
+  // A hit in `cache` inline (a load of the generation and up to four compares), the rest not.
+  [[gnu::always_inline]] CommState* lookup(MPI_Comm comm, bool identify,
+                                           monitor::HandleCache& cache) {
+    const std::uint64_t key = key_of(comm);
+    if (cache.owner == this && cache.generation == generation_.load(std::memory_order_acquire))
+      for (unsigned i = 0; i < cache.keys.size(); ++i)
+        if (cache.values[i] != nullptr && cache.keys[i] == key)
+          return static_cast<CommState*>(cache.values[i]);
+    return lookup_missed(comm, identify, cache);
+  }
+  CommState* lookup_missed(MPI_Comm comm, bool identify, monitor::HandleCache& cache);
+  // A handle's bits (an int in some MPI libraries, a pointer in others) as a cache key.
+  static std::uint64_t key_of(MPI_Comm comm) {
+    static_assert(sizeof(MPI_Comm) <= sizeof(std::uint64_t));
+    std::uint64_t key = 0;
+    std::memcpy(&key, &comm, sizeof comm);
+    return key;
+  }
   struct Live {
     CommState* state;
     std::uint64_t collective_children;  // creation calls collective over all of its ranks

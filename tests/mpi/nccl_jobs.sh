@@ -11,7 +11,7 @@ if [ "${COMMTAP_TEST_HAVE_NCCL:-0}" != 1 ]; then
   exit 77
 fi
 launch=("$PROGRAMS/launch_ranks" -n 4 --master-port $((20000 + $$ % 20000)) --)
-train=("$PROGRAMS/nccl_train" --steps 60 --split --compute-us 200)
+train=("$PROGRAMS/nccl_train" --steps 200 --split --compute-us 200)
 
 # Native, then under commtap: the same results (the program checks every all-reduce).
 timeout "$LIMIT" "${launch[@]}" "${train[@]}" >native.out 2>&1 || {
@@ -60,6 +60,32 @@ pass "NCCL communicator ids agree across members for InitRank and Split"
   fail "commtap analyze on a healthy NCCL job"
 }
 pass "commtap analyze reads the trace of a job without MPI"
+
+# Clocks 25 ms apart per rank (a test-only shift, as if each rank were a host whose clock
+# disagrees): with no MPI to measure offsets, the analyzer aligns the ranks by their collectives'
+# completions. Aligned, each all-reduce ends within a few milliseconds on every rank (unaligned,
+# 75 ms apart), and the job reads healthy.
+COMMTAP_TEST_CLOCK_SKEW=25000000 timeout "$LIMIT" "$CLI" run --dir skewed -- "${launch[@]}" \
+  "${train[@]}" >/dev/null 2>skewed.err || {
+  cat skewed.err >&2
+  fail "run with skewed clocks"
+}
+"$CLI" analyze --json skewed >skewed.json || {
+  cat skewed.json >&2
+  fail "commtap analyze with skewed clocks: a finding, or an error"
+}
+grep -q '"clocks": "collective completions' skewed.json || fail "clocks not aligned by completions"
+"$CLI" export skewed -o skewed-trace.json 2>/dev/null || fail "export with skewed clocks"
+spread=$(grep '"name":"ncclAllReduce"' skewed-trace.json |
+  sed 's/.*"comm_id":\([0-9]*\),"seq":\([0-9]*\).*"ts":\([0-9.]*\),"dur":\([0-9.]*\).*/\1:\2 \3 \4/' |
+  awk '{ end = $2 + $3; if (!($1 in lo) || end < lo[$1]) lo[$1] = end
+         if (!($1 in hi) || end > hi[$1]) hi[$1] = end; n[$1]++ }
+       END { worst = 0; for (k in n) if (n[k] > 1 && hi[k] - lo[k] > worst) worst = hi[k] - lo[k]
+             printf "%d %d", worst, length(n) }')
+read -r worst instances <<<"$spread"
+[ "$instances" -ge 3 ] || fail "too few all-reduce instances in the export ($instances)"
+[ "$worst" -lt 10000 ] || fail "aligned all-reduce ends $worst us apart across ranks (skew 25 ms/rank)"
+pass "clocks skewed by 25 ms per rank aligned from completions: ends within $worst us"
 
 # A program that never makes an MPI or NCCL call records nothing, and commtap run says so.
 timeout "$LIMIT" "$CLI" run --dir none -- /bin/true 2>none.err || fail "commtap run /bin/true"
