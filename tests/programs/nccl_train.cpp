@@ -2,9 +2,12 @@
 // job: each step computes, all-reduces the "gradient", passes a block around the ring with
 // grouped sends and receives, now and then broadcasts the "parameters" from rank 0, and with
 // --split all-reduces on a communicator of the even or of the odd ranks. Every value depends on
-// the rank and the step, so results are checked exactly.
+// the rank and the step, so results are checked exactly. --constructors first makes and uses a
+// communicator with each of the other constructors (InitRankConfig, InitRankScalable, Shrink
+// without the last rank), then finalizes and destroys them (the fake NCCL only).
 //
-//   launch_ranks -n 4 -- nccl_train [--steps N | --seconds S] [--split] [--compute-us U]
+//   launch_ranks -n 4 -- nccl_train [--steps N | --seconds S] [--split] [--constructors]
+//                                   [--compute-us U]
 //                                   [--bytes B] [--p2p-bytes B] [--check-every K]
 //                                   [--no-abort-on-error]
 //
@@ -31,6 +34,7 @@
 #include <ctime>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #ifdef NCCL_TRAIN_CUDA
@@ -45,6 +49,7 @@ struct Options {
   int steps = 200;
   double seconds = 0;  // > 0: run this long instead of a fixed number of steps
   bool split = false;
+  bool constructors = false;
   long compute_us = 2000;
   std::size_t bytes = 1 << 20;
   std::size_t p2p_bytes = 64 << 10;
@@ -53,11 +58,12 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char* problem) {
-  std::fprintf(stderr,
-               "nccl_train: %s\nusage: nccl_train [--steps N | --seconds S] [--split] "
-               "[--compute-us U] [--bytes B] [--p2p-bytes B] [--check-every K] "
-               "[--no-abort-on-error]\n",
-               problem);
+  std::fprintf(
+      stderr,
+      "nccl_train: %s\nusage: nccl_train [--steps N | --seconds S] [--split] [--constructors] "
+      "[--compute-us U] [--bytes B] [--p2p-bytes B] [--check-every K] "
+      "[--no-abort-on-error]\n",
+      problem);
   std::exit(2);
 }
 
@@ -78,6 +84,8 @@ Options parse(int argc, char** argv) {
       options.seconds = number();
     } else if (name == "--split") {
       options.split = true;
+    } else if (name == "--constructors") {
+      options.constructors = true;
     } else if (name == "--compute-us") {
       options.compute_us = static_cast<long>(number());
     } else if (name == "--bytes") {
@@ -299,6 +307,59 @@ void expect(const Job& job, const char* what, const Buffer<float>& buffer, int s
   }
 }
 
+// --constructors: one communicator from each other constructor, an all-reduce of (rank + 1) on
+// each, checked, then ncclCommFinalize and ncclCommDestroy. Each new unique id reaches the other
+// ranks by a broadcast on the world communicator.
+void use_every_constructor(Job& job) {
+#ifdef NCCL_TRAIN_CUDA
+  usage("--constructors runs on the fake NCCL only");
+#else
+  auto new_unique_id = [&] {
+    ncclUniqueId id{};
+    if (job.rank == 0) check_nccl(job, ncclGetUniqueId(&id), "ncclGetUniqueId", -1);
+    check_nccl(job, ncclBroadcast(&id, &id, sizeof id, ncclInt8, 0, job.world, job.stream),
+               "ncclBroadcast", -1);
+    synchronize(job, -1);
+    return id;
+  };
+  std::vector<std::pair<ncclComm_t, const char*> > made;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  ncclComm_t comm = nullptr;
+  ncclUniqueId id = new_unique_id();
+  check_nccl(job, ncclCommInitRankConfig(&comm, job.size, id, job.rank, &config),
+             "ncclCommInitRankConfig", -1);
+  made.emplace_back(comm, "InitRankConfig");
+  id = new_unique_id();
+  check_nccl(job, ncclCommInitRankScalable(&comm, job.size, job.rank, 1, &id, nullptr),
+             "ncclCommInitRankScalable", -1);
+  made.emplace_back(comm, "InitRankScalable");
+  // Shrink: the last rank is left out and does not call it (NCCL's contract).
+  int excluded = job.size - 1;
+  if (job.size > 1 && job.rank != excluded) {
+    check_nccl(job, ncclCommShrink(job.world, &excluded, 1, &comm, nullptr, NCCL_SHRINK_DEFAULT),
+               "ncclCommShrink", -1);
+    made.emplace_back(comm, "Shrink");
+  }
+  for (auto [made_comm, name] : made) {
+    int size = 0;
+    ncclCommCount(made_comm, &size);
+    float value = static_cast<float>(job.rank + 1);
+    check_nccl(job, ncclAllReduce(&value, &value, 1, ncclFloat32, ncclSum, made_comm, job.stream),
+               "ncclAllReduce", -1);
+    synchronize(job, -1);
+    if (value != static_cast<float>(size * (size + 1) / 2)) {
+      std::fprintf(stderr, "nccl_train: rank %d: all-reduce on the %s communicator gave %g\n",
+                   job.rank, name, static_cast<double>(value));
+      std::exit(3);
+    }
+  }
+  for (auto [made_comm, name] : made) {
+    check_nccl(job, ncclCommFinalize(made_comm), "ncclCommFinalize", -1);
+    check_nccl(job, ncclCommDestroy(made_comm), "ncclCommDestroy", -1);
+  }
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -343,6 +404,7 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
+  if (options.constructors) use_every_constructor(job);
 
   const std::size_t elements = options.bytes / sizeof(float);
   const std::size_t block = options.p2p_bytes / sizeof(float);
