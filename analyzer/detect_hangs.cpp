@@ -34,6 +34,24 @@ struct Liveness {
   bool lost(const Rank& r) const {
     return r.ended_by == "running" && job.now_wall > heard(r) + stale_ns;
   }
+  static bool ended_by_signal(const Rank& r) {
+    return r.ended_by.rfind("SIG", 0) == 0 || r.ended_by == "signal";
+  }
+  // The job is over and `r` went first without a word: its trace stops without an end, no later
+  // than every other rank's, and the others ended after tearing their communicators down
+  // (ncclCommAbort, MPI_Abort: the error a dead peer gives them), none by a signal (a job being
+  // stopped, whose launcher may SIGKILL ranks before they write their end). That is a crash,
+  // however soon the others followed.
+  bool died_first(int number, const Rank& r) const {
+    if (r.ended_by != "running") return false;
+    bool torn_down = false;
+    for (const auto& [other, o] : job.ranks) {
+      if (other == number) continue;
+      if (o.ended_by == "running" || ended_by_signal(o) || heard(o) < heard(r)) return false;
+      torn_down = torn_down || o.nccl_aborts > 0 || o.ended_by == "abort";
+    }
+    return torn_down;
+  }
   // A rank that something other than MPI_Finalize ended (a signal: the batch system's time
   // limit, a user's scancel, a launcher tearing the job down; or exit, abort) is judged as it
   // stood at its last heartbeat before that, up to its end: a job killed while it hung did hang,
@@ -264,9 +282,11 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   const std::size_t found_before = out.size();
   auto lost = [&](const Rank& r) { return live.lost(r); };
   auto seen = [&](const Rank& r) { return live.seen(r); };
-  // Lost ranks: no heartbeat for a while although others go on (or ended properly).
+  // Lost ranks: no heartbeat for a while although others go on (or ended properly), or the
+  // first to go in a job the others then tore down.
   for (const auto& [number, r] : job.ranks) {
-    if (!lost(r)) continue;
+    const bool first_to_go = !lost(r) && live.died_first(number, r);
+    if (!lost(r) && !first_to_go) continue;
     Finding f;
     f.kind = finding_kind::rank_lost;
     f.subject = job.rank_name(number);
@@ -274,9 +294,13 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
     f.first_seen_ns = Liveness::heard(r);
     f.last_seen_ns = job.now_wall;
     const double silent = static_cast<double>(job.now_wall - Liveness::heard(r));
-    f.summary = job.rank_name(number) + ": no heartbeat for " + ms_text(silent) +
-                " while other ranks go on (crashed or frozen); it was last " +
-                (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
+    f.summary =
+        job.rank_name(number) +
+        (first_to_go ? ": its trace stops without an end, before every other rank's, which then "
+                       "tore their communicators down (crashed)"
+                     : ": no heartbeat for " + ms_text(silent) +
+                           " while other ranks go on (crashed or frozen)") +
+        "; it was last " + (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
     f.evidence = {{"rank", number},
                   {"host", job.hosts[static_cast<std::size_t>(r.host)]},
                   {"last_heartbeat_ns", r.last.wall_ns},
@@ -384,16 +408,16 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   // communicator down (on an error NCCL reported, its own timeout, or to shrink it around a
   // failed rank). Said when nothing else of this detector's explains it; a warning, since an
   // abort is the application's answer to a problem, not the problem.
-  // An abort after another rank of the job was ended by a signal (or MPI_Abort) is that end's
-  // consequence (the peer's sockets closed, NCCL reported a remote error): a job stopped by its
-  // batch system's SIGTERM at its time limit. A rank that crashed without a word is named by the
-  // liveness rules above.
+  // An abort is the consequence of another rank's end (the peer's sockets closed, NCCL reported
+  // a remote error) where another rank was ended by a signal (a job stopped by its batch
+  // system's SIGTERM, whose ranks go in any order) or by MPI_Abort, or went silent without an
+  // end before the aborting rank's last word (killed in that stop, or crashed: the liveness
+  // rules above name a crash).
   auto ended_before = [&](int aborting) {
     const std::uint64_t heard = Liveness::heard(job.ranks.at(aborting));
     for (const auto& [number, r] : job.ranks)
-      if (number != aborting &&
-          (r.ended_by.rfind("SIG", 0) == 0 || r.ended_by == "signal" || r.ended_by == "abort") &&
-          Liveness::heard(r) <= heard)
+      if (number != aborting && (Liveness::ended_by_signal(r) || r.ended_by == "abort" ||
+                                 (r.ended_by == "running" && Liveness::heard(r) <= heard)))
         return true;
     return false;
   };

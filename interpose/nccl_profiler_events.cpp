@@ -160,8 +160,15 @@ struct alignas(64) OpSlot {
   std::atomic<std::uint64_t> word{0};
   std::atomic<Comm*> comm{nullptr};
   std::atomic<std::uint64_t> msg{0};
-  std::atomic<std::uint64_t> first_ns{0};    // its first step started (posted)
-  std::atomic<std::uint64_t> last_ns{0};     // its last step done
+  std::atomic<std::uint64_t> first_ns{0};  // its first step started (posted)
+  std::atomic<std::uint64_t> last_ns{0};   // its last step done
+  // Its last step: posted to the network (send: SendWait; receive: the step started) and its
+  // size. A transfer row is that step: an operation's steps wait between them for the GPU and
+  // for the peers upstream in the ring, so its first post to its last arrival spans the whole
+  // collective, which a slow host anywhere lengthens; the last step's post to its arrival is
+  // one message over this one link.
+  std::atomic<std::uint64_t> last_post_ns{0};
+  std::atomic<std::uint64_t> last_step_bytes{0};
   std::atomic<std::uint64_t> step_bytes{0};  // v4+: the steps' transfer sizes
   std::atomic<std::uint64_t> op_bytes{0};    // v1-v3: the op's running total
   std::atomic<std::uint32_t> function{0};
@@ -469,6 +476,8 @@ void* start_op(Comm* comm, const typename abi::Version<V>::Descr& d) {
   put(slot.msg, msg);
   put(slot.first_ns, std::uint64_t{0});
   put(slot.last_ns, std::uint64_t{0});
+  put(slot.last_post_ns, std::uint64_t{0});
+  put(slot.last_step_bytes, std::uint64_t{0});
   put(slot.step_bytes, std::uint64_t{0});
   put(slot.op_bytes, std::uint64_t{0});
   put(slot.function, function);
@@ -487,11 +496,18 @@ void stop_op(OpSlot& slot) {
     std::uint64_t last = get(slot.last_ns);
     if (last == 0) last = g_sink.now();
     const std::uint64_t step_bytes = get(slot.step_bytes);
+    const std::uint64_t last_step_bytes = get(slot.last_step_bytes);
+    const std::uint64_t steps = static_cast<std::uint64_t>(std::max(1, get(slot.steps)));
+    const std::uint64_t last_post = get(slot.last_post_ns);
     monitor::InstanceRecord record;
     record.comm_id = comm->setup.id;
     record.seq = get(slot.msg);
-    record.bytes = step_bytes != 0 ? step_bytes : get(slot.op_bytes);
-    record.enter_ns = first;
+    // The last step's size: v4+ report it; before, the operation's bytes over its steps.
+    record.bytes = last_step_bytes != 0 ? last_step_bytes
+                   : step_bytes != 0    ? step_bytes / steps
+                                        : get(slot.op_bytes) / steps;
+    record.enter_ns =
+        last_post != 0 && last_post <= (last != 0 ? last : last_post) ? last_post : first;
     record.exit_ns = last < first ? first : last;
     record.function = get(slot.function);
     record.root = get(slot.peer);  // = its world rank (record_transfers)
@@ -515,7 +531,11 @@ void* start_step(const typename abi::Version<V>::Descr& d) {
     // A receive whose post is retried starts its step again: the first post counts.
     if (get(slot->first_ns) == 0) put(slot->first_ns, g_sink.now());
   }
-  if (step + 1 >= get(slot->steps)) flags |= kFlagB;
+  if (step + 1 >= get(slot->steps)) {
+    flags |= kFlagB;
+    // A receive's last step is posted now (a send's when it reaches SendWait).
+    if (!get(slot->send)) put(slot->last_post_ns, g_sink.now());
+  }
   return encode(Kind::step, parent.index, parent.gen, flags);
 }
 
@@ -631,10 +651,16 @@ abi::Result record_event_state(void* handle, abi::EventState state,
     OpSlot* slot = g_ops.find(h);
     if (slot == nullptr) return abi::kSuccess;
     if constexpr (V >= 4) {
-      if (args != nullptr) put(slot->step_bytes, get(slot->step_bytes) + args->proxyStep.transSize);
+      if (args != nullptr) {
+        put(slot->step_bytes, get(slot->step_bytes) + args->proxyStep.transSize);
+        if ((h.flags & kFlagB) != 0)
+          put(slot->last_step_bytes, static_cast<std::uint64_t>(args->proxyStep.transSize));
+      }
     }
-    if (state == abi::kProxyStepRecvFlushWait && (h.flags & kFlagB) != 0)
-      put(slot->last_ns, g_sink.now());
+    if ((h.flags & kFlagB) != 0) {
+      if (state == abi::kProxyStepRecvFlushWait) put(slot->last_ns, g_sink.now());
+      if (state == abi::kProxyStepSendWait) put(slot->last_post_ns, g_sink.now());
+    }
   } else if (h.kind == Kind::kernel_ch) {
     if constexpr (V >= 4) {
       if (state != abi::kKernelChStop || args == nullptr) return abi::kSuccess;

@@ -49,8 +49,8 @@ expect_equal "0|4|4;1|4|4;" "$(db_query trace "SELECT rank, entered, completed F
 # Every send meets its receive: 4 all-reduces x 2 directions on channel 0, and the message.
 expect_equal "8|1|9" "$(db_query trace "SELECT sum(tag = 0), sum(tag = 257), count(*)
   FROM transfers_joined")" "joined transfers (collectives' channel 0, point-to-point channel 1)"
-expect_equal "4096|256" "$(db_query trace "SELECT max(bytes), min(bytes) FROM transfers")" \
-  "transfer sizes from the steps"
+expect_equal "2048|128" "$(db_query trace "SELECT max(bytes), min(bytes) FROM transfers")" \
+  "transfer sizes: each operation's last step"
 pass "v5: instances, progress and joined transfers from the plugin's events"
 
 # Every older interface: instances on all; exits and progress where NCCL reports kernels (v3+).

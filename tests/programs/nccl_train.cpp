@@ -7,7 +7,7 @@
 // without the last rank), then finalizes and destroys them (the fake NCCL only).
 //
 //   launch_ranks -n 4 -- nccl_train [--steps N | --seconds S] [--split] [--constructors]
-//                                   [--compute-us U]
+//                                   [--compute-us U] [--sleep]
 //                                   [--bytes B] [--p2p-bytes B] [--check-every K]
 //                                   [--no-abort-on-error]
 //
@@ -50,6 +50,7 @@ struct Options {
   double seconds = 0;  // > 0: run this long instead of a fixed number of steps
   bool split = false;
   bool constructors = false;
+  bool sleep = false;  // compute by sleeping, as a host thread that waits for its GPU
   long compute_us = 2000;
   std::size_t bytes = 1 << 20;
   std::size_t p2p_bytes = 64 << 10;
@@ -58,12 +59,12 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char* problem) {
-  std::fprintf(
-      stderr,
-      "nccl_train: %s\nusage: nccl_train [--steps N | --seconds S] [--split] [--constructors] "
-      "[--compute-us U] [--bytes B] [--p2p-bytes B] [--check-every K] "
-      "[--no-abort-on-error]\n",
-      problem);
+  std::fprintf(stderr,
+               "nccl_train: %s\nusage: nccl_train [--steps N | --seconds S] [--split] "
+               "[--constructors] [--sleep] "
+               "[--compute-us U] [--bytes B] [--p2p-bytes B] [--check-every K] "
+               "[--no-abort-on-error]\n",
+               problem);
   std::exit(2);
 }
 
@@ -86,6 +87,8 @@ Options parse(int argc, char** argv) {
       options.split = true;
     } else if (name == "--constructors") {
       options.constructors = true;
+    } else if (name == "--sleep") {
+      options.sleep = true;
     } else if (name == "--compute-us") {
       options.compute_us = static_cast<long>(number());
     } else if (name == "--bytes") {
@@ -118,8 +121,15 @@ double now_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-// The "forward and backward pass": the core stays busy, as it would launching kernels.
-void compute(long microseconds) {
+// The "forward and backward pass": the core stays busy, as it would launching kernels; or,
+// with --sleep, the host thread waits for its GPU (what most of a training step is on the host,
+// and what lets several ranks share a few cores without taking turns on them).
+void compute(long microseconds, bool sleep) {
+  if (sleep) {
+    const timespec pause{microseconds / 1000000, (microseconds % 1000000) * 1000};
+    nanosleep(&pause, nullptr);
+    return;
+  }
   const double until = now_seconds() + static_cast<double>(microseconds) * 1e-6;
   while (now_seconds() < until) {
   }
@@ -419,7 +429,7 @@ int main(int argc, char** argv) {
   for (bool more = true; more; ++step) {
     const bool check = step % options.check_every == 0;
     const bool broadcast = step % 20 == 0;
-    compute(options.compute_us);
+    compute(options.compute_us, options.sleep);
     for (std::size_t i = 0; i < elements; ++i)
       gradient.host[i] = static_cast<float>(job.rank + 1) * pattern(i, step);
     gradient.upload();

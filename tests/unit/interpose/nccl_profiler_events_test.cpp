@@ -169,7 +169,9 @@ struct Nccl {
     if constexpr (V >= 4) a.proxyStep.transSize = bytes;
     if (send) {
       state(s, abi::kProxyStepSendGpuWait, &a);
+      g_now = t0 + 20;  // the GPU's data is there; then the receiver's buffer
       state(s, abi::kProxyStepSendPeerWait, &a);
+      g_now = t0 + 30;  // posted to the network
       state(s, abi::kProxyStepSendWait, &a);
       g_now = t1;
     } else {
@@ -250,13 +252,15 @@ TEST_F(NcclProfilerEvents, SampledAllReduceGivesOneInstanceAndItsTransfers) {
   EXPECT_EQ(sends[0].seq, 1u);  // the collective's sequence number
   EXPECT_EQ(sends[0].tag, 0);   // its channel
   EXPECT_EQ(sends[0].root, 1);  // the peer
-  EXPECT_EQ(sends[0].bytes, 1024u);
-  EXPECT_EQ(sends[0].enter_ns, 2000u);  // first step posted
-  EXPECT_EQ(sends[0].exit_ns, 2400u);   // last step done
+  // The row is the last step, one message over the link: the waits between steps (for the GPU,
+  // for the ring's upstream) are not the link's.
+  EXPECT_EQ(sends[0].bytes, 512u);
+  EXPECT_EQ(sends[0].enter_ns, 2330u);  // the last step posted to the network (SendWait)
+  EXPECT_EQ(sends[0].exit_ns, 2400u);   // ... and done
   EXPECT_EQ(sends[0].function, fn(Fn::ncclAllReduce));
-  EXPECT_EQ(recvs[0].bytes, 1024u);
-  EXPECT_EQ(recvs[0].enter_ns, 2010u);
-  EXPECT_EQ(recvs[0].exit_ns, 2500u);  // the last step's data arrived
+  EXPECT_EQ(recvs[0].bytes, 512u);
+  EXPECT_EQ(recvs[0].enter_ns, 2310u);  // the last step's receive posted
+  EXPECT_EQ(recvs[0].exit_ns, 2500u);   // ... and its data arrived
 }
 
 TEST_F(NcclProfilerEvents, UnsampledCollectivesRecordNothingButComplete) {
