@@ -216,7 +216,22 @@ void detect_progress_hangs(const Job& job, const HealthOptions& options, const L
       std::erase_if(s.culprits, [&](int m) { return waiting_somewhere.count(m) > 0; });
       if (s.culprits.empty()) continue;
     }
-    const std::vector<int> blocked = live.split_waiting(s.culprits);
+    // A rank whose heartbeat stopped (stopped, frozen) is the cause before ranks that still
+    // run: those wait on their streams for work that needs it (a ring's neighbour cannot finish
+    // the previous step), and their host thread reads 'computing' as the cause's did.
+    std::vector<int> behind;
+    auto silent = [&](int m) {
+      auto r = job.ranks.find(m);
+      return r == job.ranks.end() || live.lost(r->second) || live.silent(live.seen(r->second));
+    };
+    if (std::any_of(s.culprits.begin(), s.culprits.end(), silent) &&
+        !std::all_of(s.culprits.begin(), s.culprits.end(), silent)) {
+      for (int m : s.culprits)
+        if (!silent(m)) behind.push_back(m);
+      std::erase_if(s.culprits, [&](int m) { return !silent(m); });
+    }
+    std::vector<int> blocked = live.split_waiting(s.culprits);
+    blocked.insert(blocked.end(), behind.begin(), behind.end());
     std::vector<int> aborted;
     for (int m : s.members)
       if (job.ranks.at(m).nccl_aborts > 0) aborted.push_back(m);
@@ -245,8 +260,8 @@ void detect_progress_hangs(const Job& job, const HealthOptions& options, const L
                   " ranks enqueued " + where + " and wait for it" + stuck_for +
                   " (their kernels cannot finish); never enqueued: " + doing;
       if (!blocked.empty())
-        f.summary +=
-            "; also not there, blocked in calls (waiting for it): " + names_of(job, blocked);
+        f.summary += "; also not there, blocked in calls or on their streams (waiting for it): " +
+                     names_of(job, blocked);
     } else {
       f.kind = finding_kind::communication_hang;
       f.subject = "comm " + std::to_string(s.comm_id);
