@@ -7,7 +7,7 @@
 // without the last rank), then finalizes and destroys them (the fake NCCL only).
 //
 //   launch_ranks -n 4 -- nccl_train [--steps N | --seconds S] [--split] [--constructors]
-//                                   [--compute-us U] [--sleep]
+//                                   [--compute-us U] [--sleep] [--slow-rank R --slow-us U]
 //                                   [--bytes B] [--p2p-bytes B] [--check-every K]
 //                                   [--no-abort-on-error]
 //
@@ -51,6 +51,8 @@ struct Options {
   bool split = false;
   bool constructors = false;
   bool sleep = false;  // compute by sleeping, as a host thread that waits for its GPU
+  int slow_rank = -1;  // this rank computes slow_us longer every step (a straggler)
+  long slow_us = 0;
   long compute_us = 2000;
   std::size_t bytes = 1 << 20;
   std::size_t p2p_bytes = 64 << 10;
@@ -61,7 +63,7 @@ struct Options {
 [[noreturn]] void usage(const char* problem) {
   std::fprintf(stderr,
                "nccl_train: %s\nusage: nccl_train [--steps N | --seconds S] [--split] "
-               "[--constructors] [--sleep] "
+               "[--constructors] [--sleep] [--slow-rank R --slow-us U] "
                "[--compute-us U] [--bytes B] [--p2p-bytes B] [--check-every K] "
                "[--no-abort-on-error]\n",
                problem);
@@ -89,6 +91,10 @@ Options parse(int argc, char** argv) {
       options.constructors = true;
     } else if (name == "--sleep") {
       options.sleep = true;
+    } else if (name == "--slow-rank") {
+      options.slow_rank = static_cast<int>(number());
+    } else if (name == "--slow-us") {
+      options.slow_us = static_cast<long>(number());
     } else if (name == "--compute-us") {
       options.compute_us = static_cast<long>(number());
     } else if (name == "--bytes") {
@@ -429,7 +435,8 @@ int main(int argc, char** argv) {
   for (bool more = true; more; ++step) {
     const bool check = step % options.check_every == 0;
     const bool broadcast = step % 20 == 0;
-    compute(options.compute_us, options.sleep);
+    compute(options.compute_us + (job.rank == options.slow_rank ? options.slow_us : 0),
+            options.sleep);
     for (std::size_t i = 0; i < elements; ++i)
       gradient.host[i] = static_cast<float>(job.rank + 1) * pattern(i, step);
     gradient.upload();
