@@ -1,8 +1,8 @@
 // The real NCCL on a real GPU, 1-rank communicator, under MPI (commtap starts at MPI_Init), or
 // with --no-mpi as torchrun starts a process (no MPI call at all: commtap starts at the
 // communicator): three single all-reduces of 64 MiB and one group of two, then the stream is
-// synchronized once at the end. Out of place: on one rank NCCL then copies the buffer (at least ~40 us for
-// 64 MiB read and written even at 3.35 TB/s), where in place it has nothing to do and the
+// synchronized once at the end. Out of place: on one rank NCCL then copies the buffer (at least ~40
+// us for 64 MiB read and written even at 3.35 TB/s), where in place it has nothing to do and the
 // test's lower bound on each completion would not hold. Prints "no gpu" and exits 0 where there is
 // no usable device, so the test script can skip.
 #include <cuda_runtime_api.h>
