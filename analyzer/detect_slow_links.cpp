@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
+#include "analyzer/evidence.hpp"
 #include "analyzer/statistics.hpp"
 
 namespace commtap::analyzer {
@@ -34,9 +36,11 @@ struct Reservoir {
 // (it was in flight when the receive was posted) or only an upper bound on it (it had arrived
 // before the receive was posted: it took at most that long).
 struct LinkObservation {
+  std::int64_t start = 0;  // its send, on rank 0's clock
   double ns = 0;  // negative where the two clocks' alignment is off by more than the latency
   bool upper_bound = false;
-  bool later_half = false;  // sent in the second half of the recent window
+  int size_class = 0;
+  bool operator<(const LinkObservation& other) const { return start < other.start; }
 };
 
 // One directed host pair's messages, judged.
@@ -52,11 +56,37 @@ struct PairCell {
   bool clock_only = false;  // read slow, but the round trip is not: a clock error
   // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
   bool suspect = false;
+  // How often its recent messages were slow against how often healthy pairs' are, and since
+  // when they count as recent (rank 0's clock).
+  EvidenceTest test;
+  std::int64_t recent_from = INT64_MAX;
 };
 using PairCells = std::map<std::pair<int, int>, PairCell>;
 
 bool involves(const std::pair<int, int>& pair, int h) {
   return pair.first == h || pair.second == h;
+}
+
+// A slow direction's echo: a rank whose MPI_Waitall holds its receives and a send stuck on the
+// slow link completes those receives late, so what its host receives (from anyone) reads slow
+// too. `other` is `link` itself, its reverse, or a pair into the link's sender.
+bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, int>& link) {
+  return other == link || other == std::make_pair(link.second, link.first) ||
+         other.second == link.first;
+}
+
+// How far back from now `from` (rank 0's clock) is.
+double recent_ns(const Job& job, std::int64_t from) {
+  return from == INT64_MAX ? 0.0
+                           : static_cast<double>(static_cast<std::int64_t>(job.now_wall) -
+                                                 job.wall_minus_aligned - from);
+}
+
+// A network finding's severity: its evidence alone (what a slow link costs the job is what the
+// program waits for it, which the messages do not say).
+Severity network_severity(const EvidenceTest& test, const HealthOptions& options) {
+  return test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor ? Severity::error
+                                                                               : Severity::warning;
 }
 
 // The job's messages per directed host pair on the corrected clocks, judged against their size
@@ -65,16 +95,16 @@ bool involves(const std::pair<int, int>& pair, int h) {
 PairCells judge_pairs(const Job& job, const HealthOptions& options,
                       const std::vector<JoinedMessage>& messages,
                       const std::vector<double>& correction, MessageEvidence& evidence) {
-  // The recent window, on rank 0's clock: where a link is judged slow or not.
+  // The recent window, on rank 0's clock: where a link is judged slow or not (reaching further
+  // back for a pair with few messages in it, below).
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const std::int64_t recent_aligned =
       static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
-  const std::int64_t recent_middle = recent_aligned + window_ns / 2;
   // Per (sender host, receiver host, size class): one-way times of the messages measured in
-  // flight (for the baseline and the matrix), and the recent window's observations.
+  // flight (for the baseline and the matrix); per directed pair, every message as evidence.
   using CellKey = std::tuple<int, int, int>;
   std::map<CellKey, Reservoir> cells;
-  std::map<CellKey, std::vector<LinkObservation>> recent;
+  std::map<std::pair<int, int>, std::vector<LinkObservation>> observed;
   std::mt19937_64 random(12345);
   // Messages of the stall span that stalled (detect_stalled_links): kept with their size
   // class, judged against its baseline below.
@@ -97,8 +127,7 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     const CellKey key{m.from_host, m.to_host, size_class(m.bytes)};
     const auto one_way = static_cast<double>(done - start);
     if (in_flight) cells[key].add(std::max(0.0, one_way), random);
-    if (start >= recent_aligned)
-      recent[key].push_back({one_way, !in_flight, start >= recent_middle});
+    observed[{m.from_host, m.to_host}].push_back({start, one_way, !in_flight, std::get<2>(key)});
     // Stalled: counted from the moment both sides were ready (a message that waited for a late
     // receive did not stall).
     const std::int64_t stalled = done - std::max(start, posted);
@@ -126,12 +155,14 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
   }
   // Per directed host pair. A link is slow when, in the recent window, at least kMinSlow
   // messages took longer than the threshold (link_factor times the baseline and
-  // min_link_delay more) and, in each half of the window, slow messages were at least as many
-  // as the messages shown to be faster (measured faster, or arrived before a receive posted
-  // sooner than the threshold): a slowness that lasts, not a burst. Counting the censored
-  // messages matters: behind a slow host the receivers are late and find most messages
-  // already there, so a median over the measured ones alone would be mostly from before the
-  // fault. The matrix shows the medians over the whole --since range.
+  // min_link_delay more), in each half of the time its recent messages span slow messages were
+  // at least as many as the messages shown to be faster (measured faster, or arrived before a
+  // receive posted sooner than the threshold): a slowness that lasts, not a burst; and the
+  // evidence holds (evidence.hpp): one message per kIndependentNs, slow far more often than
+  // the other pairs' messages are. Counting the censored messages matters: behind a slow host
+  // the receivers are late and find most messages already there, so a median over the
+  // measured ones alone would be mostly from before the fault. The matrix shows the medians
+  // over the whole --since range.
   constexpr std::uint64_t kMinSlow = 3;
   PairCells pairs;
   for (auto& [key, reservoir] : cells) {
@@ -143,25 +174,89 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     cell.base += weight * base;
     cell.messages += reservoir.seen;
   }
-  for (auto& [key, observations] : recent) {
-    PairCell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
-    auto c = baseline.find(std::get<2>(key));
-    if (c == baseline.end()) continue;  // no message of this size class measured anywhere
-    const double base = std::max(1000.0, c->second);
-    const double threshold =
-        std::max(base * options.link_factor, base + options.min_link_delay_us * 1e3);
-    for (const LinkObservation& o : observations) {
+  // Per pair, its recent decided messages (slow, or shown fast) by send time: the evidence.
+  // Recent: sent in the last window, or, where that holds fewer than kMinRecent decided ones
+  // kIndependentNs apart (a job that exchanges messages every few seconds), back to the
+  // kMinRecent-th newest such.
+  constexpr std::size_t kMinRecent = 12;
+  std::map<std::pair<int, int>, std::vector<std::pair<std::int64_t, bool>>> decided;
+  for (auto& [pair, observations] : observed) {
+    PairCell& cell = pairs[pair];
+    std::sort(observations.begin(), observations.end());
+    auto threshold_of = [&](int size) -> std::optional<std::pair<double, double>> {
+      auto c = baseline.find(size);
+      if (c == baseline.end()) return std::nullopt;  // no message of this class measured
+      const double base = std::max(1000.0, c->second);
+      return std::make_pair(
+          base, std::max(base * options.link_factor, base + options.min_link_delay_us * 1e3));
+    };
+    auto is_decided = [&](const LinkObservation& o) {
+      auto t = threshold_of(o.size_class);
+      return t && (o.ns < t->second || !o.upper_bound);
+    };
+    std::size_t from = observations.size(), independent = 0;
+    std::int64_t counted = INT64_MAX;  // the send time of the latest one counted
+    while (from > 0 &&
+           (observations[from - 1].start >= recent_aligned || independent < kMinRecent)) {
+      --from;
+      if (is_decided(observations[from]) && observations[from].start <= counted - kIndependentNs) {
+        ++independent;
+        counted = observations[from].start;
+      }
+    }
+    if (from < observations.size()) cell.recent_from = observations[from].start;
+    for (std::size_t i = from; i < observations.size(); ++i) {
+      const LinkObservation& o = observations[i];
+      const auto t = threshold_of(o.size_class);
+      if (!t) continue;
+      const auto [base, threshold] = *t;
       cell.recent_excess.push_back(o.ns - base);
       if (!o.upper_bound) cell.recent_ns.push_back(o.ns);
       cell.slow_excess.push_back(threshold - base);
       if (o.ns < threshold) {
         ++cell.recent_fast;
-        ++cell.half_fast[o.later_half];
+        decided[pair].emplace_back(o.start, false);
       } else if (!o.upper_bound) {
         ++cell.recent_slow;
-        ++cell.half_slow[o.later_half];
+        decided[pair].emplace_back(o.start, true);
       }
     }
+  }
+  // One decided message per pair and kIndependentNs: a burst of traffic or one descheduled
+  // receiver is one observation however many messages it touched.
+  std::map<std::pair<int, int>, std::vector<bool>> thinned;
+  for (auto& [pair, sent] : decided) {
+    std::int64_t next = INT64_MIN;
+    for (const auto& [start, slow] : sent)
+      if (start >= next) {
+        thinned[pair].push_back(slow);
+        next = start + kIndependentNs;
+      }
+    // Slow against fast in each half of the span its messages cover.
+    PairCell& cell = pairs[pair];
+    const std::int64_t middle = sent.front().first + (sent.back().first - sent.front().first) / 2;
+    for (const auto& [start, slow] : sent)
+      ++(slow ? cell.half_slow : cell.half_fast)[start > middle];
+  }
+  // The chance that a healthy pair's message reads slow: the lower quartile of the other pairs'
+  // shares of slow observations (a slow host makes most of a small cluster's pairs slow), and
+  // never under kHealthySlowShare (a busy node delays some messages of every pair).
+  constexpr double kHealthySlowShare = 0.05;
+  for (auto& [pair, cell] : pairs) {
+    auto own = thinned.find(pair);
+    if (own == thinned.end()) continue;
+    std::vector<double> other_shares;
+    for (const auto& [other, observations] : thinned)
+      if (other != pair && !observations.empty())
+        other_shares.push_back(
+            static_cast<double>(std::count(observations.begin(), observations.end(), true)) /
+            static_cast<double>(observations.size()));
+    cell.test.observed_what = "slow messages";
+    cell.test.observations = static_cast<double>(own->second.size());
+    cell.test.hits = static_cast<double>(std::count(own->second.begin(), own->second.end(), true));
+    cell.test.chance = std::max(kHealthySlowShare, lower_quartile_of(other_shares));
+    cell.test.samples = cell.recent_slow + cell.recent_fast;
+    cell.test.comparisons = static_cast<double>(std::max<std::size_t>(1, thinned.size()));
   }
   for (auto& [pair, cell] : pairs) {
     const double n = static_cast<double>(std::max<std::uint64_t>(1, cell.messages));
@@ -171,7 +266,13 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     auto half_slow = [&](int h) {
       return cell.half_slow[h] > 0 && cell.half_slow[h] >= cell.half_fast[h];
     };
-    cell.slow = cell.recent_slow >= kMinSlow && half_slow(0) && half_slow(1);
+    const bool slow_by_effect = cell.recent_slow >= kMinSlow && half_slow(0) && half_slow(1);
+    cell.slow = slow_by_effect && cell.test.false_alarm() <= options.false_alarm_rate;
+    if (slow_by_effect && !cell.slow)
+      evidence.unproven.push_back({finding_kind::slow_link,
+                                   "link " + job.hosts[static_cast<std::size_t>(pair.first)] +
+                                       " -> " + job.hosts[static_cast<std::size_t>(pair.second)],
+                                   cell.test.false_alarm(), cell.test.text()});
     cell.suspect = !cell.slow && cell.recent_slow > 0 && cell.recent_slow >= cell.recent_fast;
   }
   // A one-way time is a difference of two hosts' clocks, aligned by estimates that can be off
@@ -249,7 +350,16 @@ std::set<int> slow_hosts_of(const Job& job, const HealthOptions& options, const 
         ++healthy_elsewhere;
       }
     }
-    if (involved >= 2 && slow_peers.size() >= 2 && healthy_elsewhere > 0 &&
+    // One slow link and its echo make a host's pairs with two peers slow: a host is named only
+    // where no one of its slow pairs explains the others (a second peer's pair slow on its own).
+    std::vector<std::pair<int, int>> slow_pairs;
+    for (const auto& [pair, cell] : pairs)
+      if (cell.slow && involves(pair, h)) slow_pairs.push_back(pair);
+    const bool one_link = std::any_of(slow_pairs.begin(), slow_pairs.end(), [&](const auto& link) {
+      return std::all_of(slow_pairs.begin(), slow_pairs.end(),
+                         [&](const auto& other) { return explained_by_link(other, link); });
+    });
+    if (involved >= 2 && slow_peers.size() >= 2 && healthy_elsewhere > 0 && !one_link &&
         slow >= options.host_cell_fraction * involved)
       candidates.emplace_back(weakest, h);
   }
@@ -280,7 +390,9 @@ void name_slow_hosts(const Job& job, const HealthOptions& options, const PairCel
     // --since range can still be mostly from before the fault.
     std::vector<double> mine, others;
     std::uint64_t n = 0;
+    std::int64_t since = INT64_MAX;
     for (const auto& [pair, cell] : pairs) {
+      if (involves(pair, h)) since = std::min(since, cell.recent_from);
       auto& into = pair.first == h || pair.second == h ? mine : others;
       into.insert(into.end(), cell.recent_ns.begin(), cell.recent_ns.end());
       if (&into == &mine) n += cell.recent_ns.size();
@@ -290,21 +402,34 @@ void name_slow_hosts(const Job& job, const HealthOptions& options, const PairCel
     if (mine.empty() || others.empty() ||
         median_of(mine) < median_of(others) + options.min_link_delay_us * 1e3)
       continue;
+    // The evidence: its slow pairs' observations together (each pair's were tested alone).
+    EvidenceTest test;
+    test.observed_what = "slow messages";
+    for (const auto& [pair, cell] : pairs) {
+      if (!cell.slow || !involves(pair, h)) continue;
+      test.chance = std::max(test.chance, cell.test.chance);
+      test.observations += cell.test.observations;
+      test.hits += cell.test.hits;
+      test.samples += cell.test.samples;
+    }
+    test.comparisons = static_cast<double>(job.hosts.size());
     Finding f;
     f.kind = finding_kind::slow_host_network;
     f.subject = "host " + job.hosts[static_cast<std::size_t>(h)];
     f.strength = median_of(mine) / std::max(1.0, median_of(others));
-    f.severity = Severity::error;
+    f.severity = network_severity(test, options);
+    f.confidence = test.confidence();
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": its links are slow in both directions: median message latency " +
                 ms_text(median_of(mine)) + " over " + with_commas(n) + " messages of the last " +
-                ms_text(options.window_s * 1e9) + " vs " + ms_text(median_of(others)) +
-                " between other hosts (network side: NIC or link)";
+                ms_text(recent_ns(job, since)) + " vs " + ms_text(median_of(others)) +
+                " between other hosts (network side: NIC or link); " + test.text();
     f.evidence = {{"host", job.hosts[static_cast<std::size_t>(h)]},
                   {"median_latency_ns", median_of(mine)},
                   {"others_latency_ns", median_of(others)},
-                  {"messages", n}};
+                  {"messages", n},
+                  {"test", test.to_json()}};
     f.host = job.hosts[static_cast<std::size_t>(h)];
     f.avoid = avoid_host(f.host);
     findings.push_back(f);
@@ -322,7 +447,7 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   constexpr std::uint64_t kMinKnown = 3;
   auto undecided_around = [&](const std::pair<int, int>& link) {
     for (const auto& [other, cell] : pairs) {
-      if (other == link || other == std::make_pair(link.second, link.first)) continue;
+      if (explained_by_link(other, link)) continue;
       if (!involves(other, link.first) && !involves(other, link.second)) continue;
       if (cell.slow || cell.suspect) return true;
       if (cell.recent_fast < kMinKnown && !cell.clock_only) return true;
@@ -341,16 +466,17 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
     f.kind = finding_kind::slow_link;
     f.subject = "link " + from + (both ? " <-> " : " -> ") + to;
     f.strength = cell.ratio;
-    f.severity = Severity::error;
+    f.severity = network_severity(cell.test, options);
+    f.confidence = cell.test.confidence();
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": " + std::to_string(cell.recent_slow) + " of " +
                 std::to_string(cell.recent_slow + cell.recent_fast) + " messages of the last " +
-                ms_text(options.window_s * 1e9) + " took " +
+                ms_text(recent_ns(job, cell.recent_from)) + " took " +
                 std::to_string(static_cast<int>(std::lround(options.link_factor))) +
                 "x the baseline " + ms_text(cell.base) + " or more (median " +
                 ms_text(cell.median) + " over " + with_commas(cell.messages) + " messages)" +
-                (both ? ", both directions" : ", this direction only");
+                (both ? ", both directions" : ", this direction only") + "; " + cell.test.text();
     f.evidence = {{"from", from},
                   {"to", to},
                   {"both_directions", both},
@@ -359,7 +485,8 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                   {"ratio", cell.ratio},
                   {"recent_slow", cell.recent_slow},
                   {"recent_fast", cell.recent_fast},
-                  {"messages", cell.messages}};
+                  {"messages", cell.messages},
+                  {"test", cell.test.to_json()}};
     f.from = from;
     f.to = to;
     f.avoid = avoid_link(from, to, both, cell.median - cell.base);

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "analyzer/evidence.hpp"
 #include "analyzer/statistics.hpp"
 #include "analyzer/trace_files.hpp"
 
@@ -43,11 +44,23 @@ struct RankWindow {
   // NCCL: how long its part of those instances took, enqueue to completion on the GPU (the
   // rank's own clock): the time it waited for the others, as time inside MPI is for MPI.
   LogHistogram waited_in_flight;
+  // The evidence (evidence.hpp): of the waited instances, one per kIndependentNs at most, how
+  // many it (or its host) arrived last at, and the chance of that in a healthy job (sums of
+  // 1/members, and of its host's share of the members).
+  double observations = 0, last_hits = 0, host_last_hits = 0, chance = 0, host_chance = 0;
+  // What the program calls where it is late: per (communicator, call site), waited instances
+  // and those it (or its host) arrived last at.
+  struct SiteCount {
+    std::uint32_t waited = 0, last = 0, host_last = 0;
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, SiteCount> sites;
+  // Per communicator, the sequence numbers seen (every call counts one, sampled or not: what a
+  // lateness costs is per call), and the span of the instances' times.
+  std::map<std::int64_t, std::pair<std::uint64_t, std::uint64_t>> seq_range;
+  std::int64_t earliest = INT64_MAX, latest = INT64_MIN;
 };
 
 constexpr int kWindowsKept = 30;  // persistence looks at the latest windows only
-// Windows a rank or host must be late in for a finding however few instances it was compared in.
-constexpr int kPersistentWindows = 2;
 
 // A host is stalled in a window when its ranks' writer ticks were held off the CPU (heartbeats'
 // stalled_ns) at least this share of the time, and that many times the other hosts' median plus
@@ -141,9 +154,10 @@ bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls
 
 bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
                        std::uint64_t& instances_compared, std::optional<LatenessTable>& lateness,
-                       std::string& error) {
+                       std::vector<UnprovenSubject>& unproven, std::string& error) {
   const char* sql =
-      "SELECT rank, comm_id, seq, enter_ns, exit_ns FROM collectives WHERE exit_ns IS NOT NULL";
+      "SELECT rank, comm_id, seq, enter_ns, exit_ns, site FROM collectives WHERE exit_ns IS NOT "
+      "NULL";
   // A job without MPI (NCCL's collectives only): its ranks wait for a late one on the GPU, after
   // their NCCL calls returned, so the time inside calls says nothing; the collectives' own
   // enqueue-to-completion times say who waited.
@@ -194,18 +208,43 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
   const int first_kept = std::max(0, windows_total - kWindowsKept);
   const int windows = windows_total - first_kept;
 
-  // Pass 2: each rank's lateness per window, and which host arrived last.
+  // Pass 2: each rank's lateness per window, which host arrived last, and the evidence.
   std::map<int, std::vector<RankWindow>> per_rank;
   std::vector<std::vector<std::uint32_t>> host_last(
       static_cast<std::size_t>(windows), std::vector<std::uint32_t>(job.hosts.size(), 0));
   std::vector<std::uint32_t> window_instances(static_cast<std::size_t>(windows), 0);
   const double min_lateness = options.min_lateness_ms * 1e6;
+  // Independent observations: per rank, the first waited instance of each span of
+  // kIndependentNs (longer where windows are so long that a rank's spans would take much
+  // memory), whichever communicator it was on; which one is first does not depend on who
+  // arrived last, so the observations stay a fair sample.
+  const std::int64_t span_ns = std::max<std::int64_t>(kIndependentNs, window_ns / 100);
+  const std::int64_t kept_from = first + static_cast<std::int64_t>(first_kept) * window_ns;
+  const auto spans = static_cast<std::size_t>((last - kept_from) / span_ns + 1);
+  std::map<int, std::vector<bool>> observed_span;
+  // Per communicator, each host's share of its members: the chance that host arrives last.
+  std::map<std::int64_t, std::map<int, double>> host_share;
+  // Where some members are not known, a host counts as likely as all its ranks would be.
+  std::vector<int> ranks_on_host(job.hosts.size(), 0);
+  for (const auto& [number, r] : job.ranks) ++ranks_on_host[static_cast<std::size_t>(r.host)];
+  for (const auto& [id, comm] : job.comms) {
+    std::map<int, double> shares;
+    int known = 0;
+    for (int member : comm.members) {
+      auto r = job.ranks.find(member);
+      if (r == job.ranks.end()) continue;
+      shares[r->second.host] += 1.0 / std::max(1, comm.size);
+      ++known;
+    }
+    if (known == comm.size) host_share[id] = std::move(shares);
+  }
   if (!each_row(
           job, sql,
           [&](sqlite3_stmt* s) {
             const int rank = static_cast<int>(column_i64(s, 0));
-            auto found =
-                instances.find({column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))});
+            const std::int64_t comm_id = column_i64(s, 1);
+            const auto seq = static_cast<std::uint64_t>(column_i64(s, 2));
+            auto found = instances.find({comm_id, seq});
             if (found == instances.end()) return;
             const Instance& i = found->second;
             const int w = static_cast<int>((i.earliest - first) / window_ns) - first_kept;
@@ -217,15 +256,45 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
             RankWindow& rw = windows_of_rank[static_cast<std::size_t>(w)];
             ++rw.instances;
             rw.lateness.add(t - i.earliest);
+            auto [range, added] = rw.seq_range.try_emplace(comm_id, seq, seq);
+            range->second.first = std::min(range->second.first, seq);
+            range->second.second = std::max(range->second.second, seq);
+            rw.earliest = std::min(rw.earliest, i.earliest);
+            rw.latest = std::max(rw.latest, i.earliest);
             if (static_cast<double>(i.latest - i.earliest) < min_lateness) return;
             ++rw.waited_instances;
             rw.waited_lateness.add(t - i.earliest);
             if (without_mpi) rw.waited_in_flight.add(column_i64(s, 4) - column_i64(s, 3));
-            if (rank == i.latest_rank) {
+            const bool arrived_last = rank == i.latest_rank;
+            const bool host_last_here = job.ranks.at(i.latest_rank).host == r.host;
+            if (arrived_last) {
               ++host_last[static_cast<std::size_t>(w)][static_cast<std::size_t>(r.host)];
               ++window_instances[static_cast<std::size_t>(w)];
               ++rw.waited_last;
             }
+            const std::int64_t site =
+                sqlite3_column_type(s, 5) == SQLITE_NULL ? -1 : column_i64(s, 5);
+            RankWindow::SiteCount& at_site = rw.sites[{comm_id, site}];
+            ++at_site.waited;
+            at_site.last += arrived_last;
+            at_site.host_last += host_last_here;
+            std::vector<bool>& seen = observed_span[rank];
+            if (seen.empty()) seen.resize(spans);
+            const auto span = static_cast<std::size_t>((i.earliest - kept_from) / span_ns);
+            if (span >= seen.size() || seen[span]) return;
+            seen[span] = true;
+            const int members = job.comms.at(comm_id).size;
+            double chance_of_host =
+                std::min(1.0, static_cast<double>(ranks_on_host[static_cast<std::size_t>(r.host)]) /
+                                  members);
+            if (auto shares = host_share.find(comm_id); shares != host_share.end())
+              if (auto share = shares->second.find(r.host); share != shares->second.end())
+                chance_of_host = share->second;
+            rw.observations += 1;
+            rw.last_hits += arrived_last;
+            rw.host_last_hits += host_last_here;
+            rw.chance += 1.0 / members;
+            rw.host_chance += chance_of_host;
           },
           error))
     return false;
@@ -316,7 +385,8 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
   // machine that became slow late in a long job is named after a few windows, not after most of
   // the job's, and one noisy window at the end names nobody.
   std::set<int> slow;
-  int onset_window = windows;  // the earliest window of a slow rank's late run
+  int onset_window = windows;    // the earliest window of a slow rank's late run
+  std::map<int, int> run_start;  // per slow rank, the first window of its late run
   for (const auto& [rank, late] : flags) {
     const int needed = std::min<int>(2, static_cast<int>(late.size()));
     int flagged = 0;
@@ -324,7 +394,8 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
       flagged += late[late.size() - length].second ? 1 : 0;
       if (flagged >= needed && flagged >= options.persistence * static_cast<double>(length)) {
         slow.insert(rank);
-        onset_window = std::min(onset_window, late[late.size() - length].first);
+        run_start[rank] = late[late.size() - length].first;
+        onset_window = std::min(onset_window, run_start[rank]);
         break;
       }
     }
@@ -421,13 +492,11 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
     std::vector<int> subjects = whole_host ? std::vector<int>{ranks.front()} : ranks;
     for (int subject_rank : subjects) {
       std::vector<double> own, others, fractions;
-      std::uint64_t n = 0;
       for (int rank : whole_host ? ranks : std::vector<int>{subject_rank}) {
         own.insert(own.end(), rank_lateness[rank].begin(), rank_lateness[rank].end());
         others.insert(others.end(), other_lateness[rank].begin(), other_lateness[rank].end());
         fractions.insert(fractions.end(), host_last_fraction[rank].begin(),
                          host_last_fraction[rank].end());
-        for (const RankWindow& rw : per_rank[rank]) n += rw.waited_instances;
       }
       std::vector<double> own_share, others_share;
       for (const auto& [rank, share] : mpi_share)
@@ -441,32 +510,131 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
       if (!stalled && !own_share.empty() && !others_share.empty() && own_mpi > 0.8 * others_mpi)
         continue;
       if (!stalled && stalled_mpi >= 0 && !own_share.empty() && own_mpi > stalled_mpi) continue;
-      // Too little to tell a faulty machine from the program's own imbalance: few collectives
-      // in one window (a short job's rank 0 reading its input). Late in two windows or more is
-      // persistence enough, however few the sampled instances (COMMTAP_SAMPLE=16 keeps about one
-      // a second of a job that a slow host holds to 16 steps a second).
-      const std::uint64_t compared = n / (whole_host ? ranks.size() : 1);
-      const int flagged = flagged_windows[subject_rank], eligible = eligible_windows[subject_rank];
-      if (compared < static_cast<std::uint64_t>(std::max(0, options.min_evidence_instances)) &&
-          flagged < kPersistentWindows)
+      // How sure: over the late run's independent observations, how often this rank (or, for
+      // a host, one of its ranks) arrived last, against the chance of that in a healthy job
+      // (evidence.hpp). The run's windows are the subject's own; of a host's ranks, the one
+      // observed most stands for it (they meet the same collectives).
+      const std::vector<int> members = whole_host ? ranks : std::vector<int>{subject_rank};
+      int from_window = windows;
+      for (int rank : members) from_window = std::min(from_window, run_start[rank]);
+      int witness = members.front();
+      auto observed_in_run = [&](int rank) {
+        double seen = 0;
+        for (int w = from_window; w < windows; ++w)
+          seen += per_rank[rank][static_cast<std::size_t>(w)].observations;
+        return seen;
+      };
+      for (int rank : members)
+        if (observed_in_run(rank) > observed_in_run(witness)) witness = rank;
+      EvidenceTest test;
+      test.observed_what =
+          whole_host && ranks.size() > 1 ? "one of its ranks last to arrive" : "last to arrive";
+      RankWindow::SiteCount total;
+      std::map<std::pair<std::int64_t, std::int64_t>, RankWindow::SiteCount> sites;
+      std::map<std::int64_t, std::pair<std::uint64_t, std::uint64_t>> seq_range;
+      std::int64_t run_earliest = INT64_MAX, run_latest = INT64_MIN;
+      std::uint64_t run_instances = 0, run_waited = 0;
+      for (int w = from_window; w < windows; ++w) {
+        const RankWindow& rw = per_rank[witness][static_cast<std::size_t>(w)];
+        test.observations += rw.observations;
+        test.hits += whole_host ? rw.host_last_hits : rw.last_hits;
+        test.chance += whole_host ? rw.host_chance : rw.chance;
+        test.samples += rw.waited_instances;
+        run_instances += rw.instances;
+        run_waited += rw.waited_instances;
+        run_earliest = std::min(run_earliest, rw.earliest);
+        run_latest = std::max(run_latest, rw.latest);
+        for (const auto& [site, count] : rw.sites) {
+          auto& into = sites[site];
+          into.waited += count.waited;
+          into.last += count.last;
+          into.host_last += count.host_last;
+        }
+        for (const auto& [comm, range] : rw.seq_range) {
+          auto [it, added] = seq_range.try_emplace(comm, range);
+          it->second.first = std::min(it->second.first, range.first);
+          it->second.second = std::max(it->second.second, range.second);
+        }
+      }
+      if (test.observations > 0) test.chance /= test.observations;
+      // Every rank and host could have been named, from a run of windows of any length.
+      test.comparisons = static_cast<double>(job.ranks.size() + job.hosts.size()) *
+                         (1 + std::floor(std::log2(std::max(1, eligible_windows[subject_rank]))));
+      if (test.false_alarm() > options.false_alarm_rate) {
+        unproven.push_back({whole_host ? finding_kind::slow_host : finding_kind::slow_rank,
+                            whole_host ? "host " + job.hosts[static_cast<std::size_t>(host)]
+                                       : job.rank_name(subject_rank),
+                            test.false_alarm(), test.text()});
         continue;
+      }
+      // What it costs the job: the others wait its excess lateness at each call where someone
+      // waited, and the sequence numbers count every call, sampled or not.
+      std::uint64_t calls = 0;
+      for (const auto& [comm, range] : seq_range) calls += range.second - range.first + 1;
+      const double run_s = static_cast<double>(run_latest - run_earliest) / 1e9;
+      const double excess_ns = std::max(0.0, median_of(own) - median_of(others));
+      const double cost = run_s <= 0 || run_instances == 0
+                              ? 0.0
+                              : std::min(1.0, excess_ns / 1e9 * static_cast<double>(calls - 1) /
+                                                  run_s * static_cast<double>(run_waited) /
+                                                  static_cast<double>(run_instances));
+      // The program's own imbalance looks the same as a slow machine within one job. Where the
+      // trace can tell: late only where the program calls some of its collectives, on time where
+      // others kept it waiting at the rest (rank 0 reading input before a broadcast, writing a
+      // checkpoint before a barrier), a slow machine being late everywhere. And rank 0, alone,
+      // is the rank programs give extra work (input, output, printing) whatever the machine.
+      std::vector<std::string> late_sites;
+      std::uint32_t on_time_waited = 0;
+      for (const auto& [site, count] : sites) {
+        total.waited += count.waited;
+        if (count.waited < 4) continue;
+        const double share =
+            static_cast<double>(whole_host ? count.host_last : count.last) / count.waited;
+        if (share >= (1 + test.chance) / 2)
+          late_sites.push_back("comm " + std::to_string(site.first) + " site " +
+                               std::to_string(site.second));
+        else if (share <= test.chance + (1 - test.chance) / 4)
+          on_time_waited += count.waited;
+      }
+      const bool at_some_sites =
+          !late_sites.empty() && on_time_waited > 0 && on_time_waited * 5 >= total.waited;
+      const bool rank_zero = members == std::vector<int>{0} && job.ranks.size() > 1;
+      const bool program_suspected = at_some_sites || rank_zero;
+      const bool would_be_error =
+          test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor &&
+          cost >= options.error_cost_share;
       Finding f;
       f.kind = whole_host ? finding_kind::slow_host : finding_kind::slow_rank;
       const std::string host_name = job.hosts[static_cast<std::size_t>(host)];
       f.subject = whole_host ? "host " + host_name : job.rank_name(subject_rank);
-      f.severity = flagged >= options.error_windows ? Severity::error : Severity::warning;
+      f.severity = would_be_error && !program_suspected ? Severity::error : Severity::warning;
+      f.confidence = test.confidence();
       f.first_seen_ns = first_wall;
       f.last_seen_ns = job.now_wall;
+      const std::uint64_t compared = run_waited;
+      const int flagged = flagged_windows[subject_rank], eligible = eligible_windows[subject_rank];
       f.summary = f.subject + ": last to arrive in " + percent_text(median_of(fractions)) + " of " +
-                  with_commas(compared) + " collectives, median lateness " +
+                  with_commas(compared) +
+                  " collectives that kept the others waiting, median "
+                  "lateness " +
                   ms_text(median_of(own)) + " vs " + ms_text(median_of(others)) +
-                  " for the others, in " + std::to_string(flagged) + " of " +
-                  std::to_string(eligible) + " windows, " +
+                  " for the others, " +
                   (without_mpi ? "its collectives take " + ms_text(own_mpi) +
                                      " from enqueue to completion vs " + ms_text(others_mpi)
                                : "inside MPI " + percent_text(own_mpi) + " of the time vs " +
                                      percent_text(others_mpi)) +
-                  " for the others (compute side: it arrives late)";
+                  " for the others (compute side: it arrives late); about " + percent_text(cost) +
+                  " of the job's time lost; " + test.text();
+      if (at_some_sites)
+        f.summary += "; late only at " + std::to_string(late_sites.size()) +
+                     " of the call sites where ranks waited (" + late_sites.front() +
+                     (late_sites.size() > 1 ? ", ..." : "") +
+                     "), on time at the others: the program's own work before those calls, or a "
+                     "fault that strikes only there; one job cannot tell them apart";
+      else if (rank_zero)
+        f.summary +=
+            "; rank 0 is where programs do extra work (input, output, printing): one job "
+            "cannot tell that from a slow machine (earlier runs in --store can)";
       f.evidence = {{"host", host_name},
                     {"program", job.program},
                     {"ranks", whole_host ? ranks : std::vector<int>{subject_rank}},
@@ -474,7 +642,16 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
                     {"median_lateness_ns", median_of(own)},
                     {"others_lateness_ns", median_of(others)},
                     {"windows_flagged", flagged},
-                    {"windows", eligible}};
+                    {"windows", eligible},
+                    {"cost_share", cost},
+                    {"test", test.to_json()}};
+      if (program_suspected) {
+        f.evidence["program_structure_suspected"] = at_some_sites ? "call sites" : "rank 0";
+        // What it would be were it the machine (findings_store.cpp: earlier runs can say).
+        f.evidence["severity_if_the_machine"] =
+            severity_name(would_be_error ? Severity::error : Severity::warning);
+        if (at_some_sites) f.evidence["late_sites"] = late_sites;
+      }
       if (without_mpi) {
         f.evidence["collective_ns"] = own_mpi;
         f.evidence["others_collective_ns"] = others_mpi;

@@ -27,11 +27,13 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
 // late, and the stall, not its network, is the cause (health.cpp leaves such findings out).
 bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls& stalls,
                         std::string& error);
-// slow_rank, slow_host: arrival lateness at aligned collective instances, in persistence windows.
-// `instances`: the aligned instances compared; `lateness`: per rank and window, for the report.
+// slow_rank, slow_host: arrival lateness at aligned collective instances, per window, and how
+// often the subject arrived last against chance (evidence.hpp). `instances`: the aligned
+// instances compared; `lateness`: per rank and window, for the report; `unproven`: late
+// subjects whose evidence fell short of options.false_alarm_rate.
 bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
                        std::uint64_t& instances, std::optional<LatenessTable>& lateness,
-                       std::string& error);
+                       std::vector<UnprovenSubject>& unproven, std::string& error);
 
 // The job's point-to-point messages between hosts, sends joined with their receives, times on
 // rank 0's clock (message_links.cpp).

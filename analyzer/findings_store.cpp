@@ -88,6 +88,11 @@ void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& 
       } else if (!host_with_others.empty()) {
         f.summary += "; in " + std::to_string(host_with_others.size()) + " other run(s) of " +
                      program + " this host was late with other ranks: the machine";
+        // A rank 0 or call-site finding held at a warning as possibly the program's own: the
+        // machine after all, with the severity its evidence and cost give.
+        Severity if_machine = f.severity;
+        if (parse_severity(f.evidence.value("severity_if_the_machine", ""), if_machine))
+          f.severity = std::max(f.severity, if_machine);
       }
     }
   for (JobHealth& job : jobs)  // most severe first again

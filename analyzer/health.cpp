@@ -135,7 +135,8 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
   std::vector<Finding>& findings = health.findings;
   detect_hangs(job, options, findings);
   if (!find_stalled_hosts(job, options, evidence.stalls, error) ||
-      !detect_slow_nodes(job, options, findings, health.instances, evidence.lateness, error))
+      !detect_slow_nodes(job, options, findings, health.instances, evidence.lateness,
+                         evidence.unproven, error))
     return false;
   // The network side: the messages' one-way times need the hosts' clocks corrected first; the
   // probes read which direction the messages found slow; the TCP counters and the stalls then
@@ -148,6 +149,8 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     health.messages = messages.joined;
     detect_slow_links(job, options, messages.between_hosts, evidence.clocks, findings,
                       evidence.messages, evidence.delayed_hosts);
+    evidence.unproven.insert(evidence.unproven.end(), evidence.messages.unproven.begin(),
+                             evidence.messages.unproven.end());
   }
   if (!detect_probed_links(job, options, evidence.messages, evidence.clocks, findings,
                            evidence.probes, evidence.delayed_hosts, error) ||

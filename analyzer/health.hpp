@@ -29,12 +29,12 @@ struct HealthOptions {
   double min_lateness_ms = 1.0;  // slow rank: median lateness at least this ...
   double lateness_factor = 5.0;  // ... and this many times the ranks' lower quartile ...
   double last_fraction = 0.4;    // ... and its host last to arrive this often
-  // Evidence a compute-side finding (slow rank or host) needs: at least this many compared
-  // collectives, or late in 2 windows, for any finding (a short job's few collectives show the
-  // program's own imbalance: its rank 0 reading input, say), and for an ERROR flagged in at least
-  // error_windows windows (fewer: a warning). A cron user pages someone on an ERROR.
-  int min_evidence_instances = 50;
-  int error_windows = 3;
+  // The evidence a finding needs (evidence.hpp): the chance that a healthy job shows it, over
+  // every subject the job's analysis tested, at most this. An ERROR needs a thousand times
+  // less, and an effect that costs the job at least error_cost_share of its time (slow ranks
+  // and hosts); a cron user pages someone on an ERROR.
+  double false_alarm_rate = 1e-3;
+  double error_cost_share = 0.02;
   double link_factor = 3.0;        // slow link: median latency this many times the baseline
   double min_link_delay_us = 200;  // ... and at least this much more
   // Link probes: a pair's throughput this many times below the baseline is slow (higher than
@@ -81,6 +81,9 @@ struct Finding {
   // How far from healthy (a ratio to the baseline): of several findings of one kind and
   // severity, the clearest comes first. Not stored or printed.
   double strength = 0;
+  // One minus the chance that a healthy job shows this evidence (evidence.hpp; the test is in
+  // `evidence.test`); -1 where the rule is not a test against chance (a hang, a lost rank).
+  double confidence = -1;
   // What the later stages read of it (the network detectors, health.cpp), also in `evidence`:
   // the host it names, or its link's ends; the data its rule read ("probes", "tcp", "stalls";
   // empty: the job's messages or collectives); and that of another rule's finding of the same

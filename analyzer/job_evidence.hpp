@@ -48,6 +48,15 @@ struct ClockAlignment {
   std::vector<ProbedOneWay> probed_one_way;      // per directed pair with probe round trips
 };
 
+// A subject that stood out by its effect (late, slow) but whose evidence fell short of the
+// job's false-alarm rate (evidence.hpp): what a longer job, or a lower --false-alarm-rate, may
+// name. Not a finding.
+struct UnprovenSubject {
+  std::string kind, subject;
+  double false_alarm = 1;  // the chance of the evidence in a healthy job
+  std::string test;        // EvidenceTest::text
+};
+
 // detect_slow_links: per directed host pair, the job's messages (the report's matrix).
 struct MessageLink {
   std::string from, to;
@@ -69,6 +78,7 @@ struct ClockOnlyLink {
 };
 struct MessageEvidence {
   std::vector<MessageLink> links;
+  std::vector<UnprovenSubject> unproven;  // directions slow by effect, short of evidence
   std::vector<MessageStall> stalls;
   std::vector<ClockOnlyLink> slow_one_way_by_clock_only;
 };
@@ -115,6 +125,7 @@ struct JobEvidence {
   // detect_probed_links, detect_lost_packets): their lateness at collectives is the network's.
   std::vector<std::string> delayed_hosts;
   std::vector<ExplainedFinding> explained_by_stalls;
+  std::vector<UnprovenSubject> unproven;  // detect_slow_nodes, detect_slow_links
 };
 
 }  // namespace commtap::analyzer

@@ -56,13 +56,13 @@ void add_health_options(CLI::App* command, HealthOptions& options) {
                    "Slow rank: how often its host must be last to arrive")
       ->capture_default_str();
   command
-      ->add_option(
-          "--min-evidence", options.min_evidence_instances,
-          "Slow rank or host: least compared collectives for any finding late in one window only")
+      ->add_option("--false-alarm-rate", options.false_alarm_rate,
+                   "Chance that a healthy job shows a finding's evidence, at most (an error: "
+                   "1000 times less)")
       ->capture_default_str();
   command
-      ->add_option("--error-windows", options.error_windows,
-                   "Slow rank or host: flagged windows for an error (fewer: a warning)")
+      ->add_option("--error-cost", options.error_cost_share,
+                   "Slow rank or host: share of the job's time it costs for an error")
       ->capture_default_str();
   command
       ->add_option("--link-factor", options.link_factor,

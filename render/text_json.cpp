@@ -24,6 +24,8 @@ std::string health_text(const std::vector<JobHealth>& jobs) {
       for (char& c : severity) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
       out += "  " + severity + " " + f.kind + ": " + f.summary + "\n";
     }
+    for (const UnprovenSubject& u : job.evidence.unproven)
+      out += "  (not a finding: " + u.subject + " stood out, but " + u.test + ")\n";
   }
   return out;
 }
@@ -64,8 +66,15 @@ json health_json(const std::vector<JobHealth>& jobs,
                           {"severity", severity_name(f.severity)},
                           {"summary", f.summary},
                           {"evidence", f.evidence},
+                          {"confidence", f.confidence < 0 ? json(nullptr) : json(f.confidence)},
                           {"first_seen_ns", f.first_seen_ns},
                           {"last_seen_ns", f.last_seen_ns}});
+    json unproven = json::array();
+    for (const UnprovenSubject& u : job.evidence.unproven)
+      unproven.push_back({{"kind", u.kind},
+                          {"subject", u.subject},
+                          {"false_alarm", u.false_alarm},
+                          {"test", u.test}});
     out["jobs"].push_back({{"job_id", job.job_id},
                            {"path", job.path},
                            {"ranks", job.ranks},
@@ -81,6 +90,7 @@ json health_json(const std::vector<JobHealth>& jobs,
                                                   : json(nullptr)},
                            {"skipped_files", job.skipped},
                            {"findings", findings},
+                           {"unproven", unproven},
                            {"links", links_json(job.evidence.messages.links)}});
   }
   return out;
