@@ -66,6 +66,21 @@ void merge_same_subject(std::vector<Finding>& findings) {
   findings = std::move(merged);
 }
 
+// One fault, one finding: a slow link at a host that a network finding names already (its NIC,
+// its lost packets) is that host's fault seen on one of its pairs, not a second one. The link
+// goes into the host's evidence (`links`).
+void absorb_links_into_hosts(std::vector<Finding>& findings) {
+  for (Finding& host : findings) {
+    if (host.kind != finding_kind::slow_host_network) continue;
+    std::erase_if(findings, [&](const Finding& link) {
+      if (link.kind != finding_kind::slow_link || (link.from != host.host && link.to != host.host))
+        return false;
+      host.evidence["links"].push_back(link.subject);
+      return true;
+    });
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
@@ -160,6 +175,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
       !detect_degradation(job, options, findings, error))
     return false;
   merge_same_subject(findings);
+  absorb_links_into_hosts(findings);
   // A host whose process was held off the CPU in the latest window receives late (its receives
   // complete when it runs again), answers probes late and sends late: its links and its network
   // read slow, and the stall is the cause. Those findings are left out (listed in the evidence),
