@@ -9,6 +9,7 @@
 #include <set>
 
 #include "analyzer/detectors.hpp"
+#include "analyzer/evidence.hpp"
 #include "analyzer/statistics.hpp"
 #include "analyzer/trace_rows.hpp"
 
@@ -40,7 +41,9 @@ struct PairVerdict {
   double latency_ns = 0, mb_per_s = 0;  // medians over the recent rounds
   int rounds = 0, slow_rounds = 0;      // slow rounds: of the measure slow most often
   bool slow_for_host = false;           // slow in most of the newest rounds, kHostRounds at least
-  bool slow = false;                    // the same, kLinkRounds at least
+  bool slow = false;                    // the same, kLinkRounds at least, and the evidence holds
+  // The rounds of the measure and newest run that make the strongest case against chance.
+  EvidenceTest test;
 };
 
 std::vector<double> recent_values(const std::vector<std::pair<std::int64_t, double>>& series) {
@@ -200,6 +203,10 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     return out;
   };
   std::map<std::pair<int, int>, PairVerdict> verdicts;
+  // Per measure, each pair's slow rounds (after the both-directions rule), for the chance that a
+  // healthy pair's round reads slow: the lower quartile of the pairs' shares, never under 5% (a
+  // busy node slows a round of any pair now and then).
+  std::map<std::pair<int, int>, std::pair<std::vector<bool>, std::vector<bool>>> slow_series;
   for (const auto& [key, p] : pairs) {
     PairVerdict& v = verdicts[key];
     const std::vector<double> lat = recent_values(p.latency_ns), tput = recent_values(p.mb_per_s);
@@ -238,6 +245,58 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     v.slow_for_host =
         persistent(slow_latency, kHostRounds) || persistent(slow_throughput, kHostRounds);
     v.slow = persistent(slow_latency, kLinkRounds) || persistent(slow_throughput, kLinkRounds);
+    slow_series[key] = {slow_latency, slow_throughput};
+  }
+  // The evidence (evidence.hpp): rounds are seconds apart, each an independent observation. Of
+  // each measure's runs of newest rounds, the one least likely by chance; the multiplicity
+  // counts every pair and three measures: latency, throughput, and both at once. A busy node
+  // slows one measure of a round now and then (seen: a pair's throughput 15x below the others'
+  // in 3 of 5 rounds of a clean run at load 6); a delay slows both. At the floors of 5% for one
+  // measure and 1% for both, a link needs 4 slow rounds of 4, or 3 slow in both.
+  std::map<std::pair<int, int>, std::vector<bool>> slow_both;
+  for (const auto& [key, series] : slow_series) {
+    const auto& [latency, throughput] = series;
+    std::vector<bool>& both = slow_both[key];
+    for (std::size_t i = 1; i <= std::min(latency.size(), throughput.size()); ++i)
+      both.insert(both.begin(), latency[latency.size() - i] && throughput[throughput.size() - i]);
+  }
+  auto chance_of = [&](auto series_of, double floor) {
+    std::vector<double> shares;
+    for (const auto& [key, series] : slow_series) {
+      const std::vector<bool>& slow = series_of(key);
+      if (!slow.empty())
+        shares.push_back(static_cast<double>(std::count(slow.begin(), slow.end(), true)) /
+                         static_cast<double>(slow.size()));
+    }
+    return std::max(floor, lower_quartile_of(shares));
+  };
+  const double latency_chance = chance_of(
+      [&](const auto& key) -> const std::vector<bool>& { return slow_series[key].first; }, 0.05);
+  const double throughput_chance = chance_of(
+      [&](const auto& key) -> const std::vector<bool>& { return slow_series[key].second; }, 0.05);
+  const double both_chance =
+      chance_of([&](const auto& key) -> const std::vector<bool>& { return slow_both[key]; }, 0.01);
+  for (auto& [key, v] : verdicts) {
+    const auto& [slow_latency, slow_throughput] = slow_series[key];
+    v.test.observed_what = "slow probe rounds";
+    v.test.spacing_s = 0;  // a round every COMMTAP_PROBE_INTERVAL or more
+    v.test.comparisons = static_cast<double>(verdicts.size() * 3);
+    const std::vector<bool>& both = slow_both[key];
+    for (const auto& [slow, chance] :
+         {std::pair{&slow_latency, latency_chance}, std::pair{&slow_throughput, throughput_chance},
+          std::pair{&both, both_chance}}) {
+      int hits = 0;
+      for (std::size_t length = 1; length <= slow->size(); ++length) {
+        hits += (*slow)[slow->size() - length] ? 1 : 0;
+        EvidenceTest run = v.test;
+        run.observations = static_cast<double>(length);
+        run.hits = hits;
+        run.samples = length;
+        run.chance = chance;
+        if (run.p_value() < v.test.p_value()) v.test = run;
+      }
+    }
+    v.slow = v.slow && v.test.false_alarm() <= options.false_alarm_rate;
   }
 
   for (const auto& [key, v] : verdicts)  // for the report's matrices
@@ -316,6 +375,25 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     return ms_text(v.latency_ns) + " latency, " + mb_text(v.mb_per_s);
   };
   const std::string baseline = ms_text(base_latency) + " latency, " + mb_text(base_throughput);
+  // Several of its pairs, each slow in most of at least two rounds: their rounds together are
+  // its evidence, and a host they do not make a case for is not named (nor are its links kept
+  // from being named).
+  auto host_test = [&](int node) {
+    EvidenceTest test;
+    test.observed_what = "slow probe rounds";
+    test.spacing_s = 0;
+    test.comparisons = static_cast<double>(nodes.size());
+    for (const auto& [key, v] : verdicts) {
+      if (!involves(key, node) || !flagged(v)) continue;
+      test.observations += v.test.observations;
+      test.hits += v.test.hits;
+      test.samples += v.test.samples;
+      test.chance = std::max(test.chance, v.test.chance);
+    }
+    return test;
+  };
+  std::erase_if(slow_hosts,
+                [&](int node) { return host_test(node).false_alarm() > options.false_alarm_rate; });
   for (int node : slow_hosts) {
     std::vector<double> lat, tput;
     int rounds = 0;
@@ -331,16 +409,20 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     f.kind = finding_kind::slow_host_network;
     f.subject = "host " + host;
     f.strength = strength(median_of(lat), median_of(tput));
-    // Several of its pairs, each slow in most of at least two rounds: no noise.
-    f.severity = Severity::error;
+    const EvidenceTest test = host_test(node);
+    f.severity = test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor
+                     ? Severity::error
+                     : Severity::warning;
+    f.confidence = test.confidence();
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": link probes to and from it measure " + ms_text(median_of(lat)) +
                 " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
                 baseline + " between other hosts, over " +
                 count_text(static_cast<std::uint64_t>(rounds), "probe round") +
-                " (network side: NIC or link)";
+                " (network side: NIC or link); " + test.text();
     f.evidence = {{"host", host},
                   {"source", "probes"},
+                  {"test", test.to_json()},
                   {"latency_ns", median_of(lat)},
                   {"mb_per_s", median_of(tput)},
                   {"baseline_latency_ns", base_latency},
@@ -425,15 +507,20 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     f.kind = finding_kind::slow_link;
     f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
     f.strength = strength(v.latency_ns, v.mb_per_s);
-    f.severity = Severity::error;
+    f.severity = v.test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor
+                     ? Severity::error
+                     : Severity::warning;
+    f.confidence = v.test.confidence();
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + baseline +
                 " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
                 count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
-                (both ? ", both directions" : ", this direction only" + direction);
+                (both ? ", both directions" : ", this direction only" + direction) + "; " +
+                v.test.text();
     f.evidence = {{"from", p.from},
                   {"to", p.to},
                   {"source", "probes"},
+                  {"test", v.test.to_json()},
                   {"both_directions", both},
                   {"latency_ns", v.latency_ns},
                   {"mb_per_s", v.mb_per_s},

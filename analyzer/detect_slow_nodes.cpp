@@ -560,6 +560,29 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
       // Every rank and host could have been named, from a run of windows of any length.
       test.comparisons = static_cast<double>(job.ranks.size() + job.hosts.size()) *
                          (1 + std::floor(std::log2(std::max(1, eligible_windows[subject_rank]))));
+      // A host held off the CPU has evidence of its own: in a pipeline the stage waiting for it
+      // takes turns being last, so arriving last says little, while its stall counters stand
+      // out interval after interval. Per writer interval of the late run, whether the host
+      // stood out as stalled (as a window is judged), against a 5% chance; the better of the two
+      // tests counts, the multiplicity doubled.
+      if (stalled && !stalls.empty()) {
+        EvidenceTest held;
+        held.observed_what = "held off the CPU";
+        held.comparisons = 2 * test.comparisons;
+        held.chance = 0.05;
+        held.spacing_s = std::max(0.5, job.interval_s);
+        const auto step = static_cast<std::int64_t>(held.spacing_s * 1e9);
+        const std::int64_t to = run_latest + job.wall_minus_aligned;
+        for (std::int64_t at = run_earliest + job.wall_minus_aligned; at + step <= to; at += step) {
+          const std::map<int, double> shares = host_stall_shares(job, stalls, at, at + step);
+          if (!shares.count(host) || shares.size() < 2) continue;
+          held.observations += 1;
+          held.hits += stalled_hosts_of(shares).count(host) ? 1 : 0;
+          ++held.samples;
+        }
+        test.comparisons *= 2;
+        if (held.p_value() < test.p_value()) test = held;
+      }
       if (test.false_alarm() > options.false_alarm_rate) {
         unproven.push_back({whole_host ? finding_kind::slow_host : finding_kind::slow_rank,
                             whole_host ? "host " + job.hosts[static_cast<std::size_t>(host)]
@@ -599,7 +622,8 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
       const bool at_some_sites =
           !late_sites.empty() && on_time_waited > 0 && on_time_waited * 5 >= total.waited;
       const bool rank_zero = members == std::vector<int>{0} && job.ranks.size() > 1;
-      const bool program_suspected = at_some_sites || rank_zero;
+      // Held off the CPU is the machine's (or another job's) doing, not the program's work.
+      const bool program_suspected = (at_some_sites || rank_zero) && !stalled;
       const bool would_be_error =
           test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor &&
           cost >= options.error_cost_share;
@@ -625,13 +649,13 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
                                      percent_text(others_mpi)) +
                   " for the others (compute side: it arrives late); about " + percent_text(cost) +
                   " of the job's time lost; " + test.text();
-      if (at_some_sites)
+      if (at_some_sites && program_suspected)
         f.summary += "; late only at " + std::to_string(late_sites.size()) +
                      " of the call sites where ranks waited (" + late_sites.front() +
                      (late_sites.size() > 1 ? ", ..." : "") +
                      "), on time at the others: the program's own work before those calls, or a "
                      "fault that strikes only there; one job cannot tell them apart";
-      else if (rank_zero)
+      else if (rank_zero && program_suspected)
         f.summary +=
             "; rank 0 is where programs do extra work (input, output, printing): one job "
             "cannot tell that from a slow machine (earlier runs in --store can)";

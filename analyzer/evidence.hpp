@@ -45,14 +45,17 @@ struct EvidenceTest {
   double chance = 0;          // the probability of standing out in a healthy job
   std::uint64_t samples = 0;  // every observation before thinning (collectives, messages)
   double comparisons = 1;     // subjects and spans the analysis tested: the multiplicity
+  // How far apart the observations are at least (s; 0: not said, as for probe rounds).
+  double spacing_s = static_cast<double>(kIndependentNs) / 1e9;
   double p_value() const { return chance_bound(hits, observations, chance); }
   // The chance of this finding in a healthy job (a bound).
   double false_alarm() const { return std::min(1.0, p_value() * std::max(1.0, comparisons)); }
   double confidence() const { return 1 - false_alarm(); }
 
   nlohmann::json to_json() const {
-    return {{"test", "binomial tail bound (Chernoff), observations 100 ms apart"},
+    return {{"test", "binomial tail bound (Chernoff)"},
             {"observed", observed_what},
+            {"spacing_s", spacing_s},
             {"observations", observations},
             {"hits", hits},
             {"chance", chance},
@@ -63,18 +66,18 @@ struct EvidenceTest {
   }
   // "38 of 38 independent observations, 25% by chance: false-alarm chance < 1e-12"
   std::string text() const {
-    char buffer[160];
+    char buffer[200];
     const double fa = false_alarm();
-    char bound[32];
+    char bound[32], apart[48] = "";
     if (fa < 1e-12)
       std::snprintf(bound, sizeof bound, "< 1e-12");
     else
       std::snprintf(bound, sizeof bound, "%.1g", fa);
+    if (spacing_s > 0) std::snprintf(apart, sizeof apart, " %.1f s apart or more", spacing_s);
     std::snprintf(buffer, sizeof buffer,
-                  "%s in %.0f of %.0f observations %.1f s apart or more, %.0f%% by chance: a "
-                  "healthy job shows this with probability %s",
-                  observed_what.c_str(), hits, observations, kIndependentNs / 1e9, 100 * chance,
-                  bound);
+                  "%s in %.0f of %.0f observations%s, %.0f%% by chance: a healthy job shows this "
+                  "with probability %s",
+                  observed_what.c_str(), hits, observations, apart, 100 * chance, bound);
     return buffer;
   }
 };
