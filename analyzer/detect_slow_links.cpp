@@ -183,12 +183,20 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
   for (auto& [pair, observations] : observed) {
     PairCell& cell = pairs[pair];
     std::sort(observations.begin(), observations.end());
+    // Clocks aligned by collective completions (a job without MPI) are good to their error
+    // bound only: a one-way time cannot read slow by less than that (an NCCL ring's slow link
+    // otherwise shows on the link after it, its completions skewing the estimates).
+    const double clock_error_ns =
+        job.clock_method.collective_ranks + job.clock_method.host_ranks > 0
+            ? job.clock_method.error_ns
+            : 0.0;
     auto threshold_of = [&](int size) -> std::optional<std::pair<double, double>> {
       auto c = baseline.find(size);
       if (c == baseline.end()) return std::nullopt;  // no message of this class measured
       const double base = std::max(1000.0, c->second);
       return std::make_pair(
-          base, std::max(base * options.link_factor, base + options.min_link_delay_us * 1e3));
+          base, std::max({base * options.link_factor, base + options.min_link_delay_us * 1e3,
+                          base + clock_error_ns}));
     };
     auto is_decided = [&](const LinkObservation& o) {
       auto t = threshold_of(o.size_class);

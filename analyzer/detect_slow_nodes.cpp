@@ -390,15 +390,15 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
   for (const auto& [rank, late] : flags) {
     const int needed = std::min<int>(2, static_cast<int>(late.size()));
     int flagged = 0;
+    // The longest such run: its windows are the evidence (How sure a finding is).
     for (std::size_t length = 1; length <= late.size(); ++length) {
       flagged += late[late.size() - length].second ? 1 : 0;
       if (flagged >= needed && flagged >= options.persistence * static_cast<double>(length)) {
         slow.insert(rank);
         run_start[rank] = late[late.size() - length].first;
-        onset_window = std::min(onset_window, run_start[rank]);
-        break;
       }
     }
+    if (slow.count(rank)) onset_window = std::min(onset_window, run_start[rank]);
   }
   if (slow.empty()) return true;
   // Arriving late is not enough: a rank that waits in a receive for a message that comes late
