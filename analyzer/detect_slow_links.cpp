@@ -247,8 +247,11 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
       ++(slow ? cell.half_slow : cell.half_fast)[start > middle];
   }
   // The chance that a healthy pair's message reads slow: the lower quartile of the other pairs'
-  // shares of slow observations (a slow host makes most of a small cluster's pairs slow), and
-  // never under kHealthySlowShare (a busy node delays some messages of every pair).
+  // shares of slow observations (a slow host makes most of a small cluster's pairs slow), each
+  // share estimated as (slow + 1) / (observations + 2), so that a pair seen a few times does not
+  // vouch for a low rate (a job's first second: 2 of 4 slow on one pair, none of 4 on two
+  // others, and a third with 4 of 5 read as 1 in 3,000), and never under kHealthySlowShare (a
+  // busy node delays some messages of every pair).
   constexpr double kHealthySlowShare = 0.05;
   for (auto& [pair, cell] : pairs) {
     auto own = thinned.find(pair);
@@ -257,8 +260,8 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     for (const auto& [other, observations] : thinned)
       if (other != pair && !observations.empty())
         other_shares.push_back(
-            static_cast<double>(std::count(observations.begin(), observations.end(), true)) /
-            static_cast<double>(observations.size()));
+            (static_cast<double>(std::count(observations.begin(), observations.end(), true)) + 1) /
+            (static_cast<double>(observations.size()) + 2));
     cell.test.observed_what = "slow messages";
     cell.test.observations = static_cast<double>(own->second.size());
     cell.test.hits = static_cast<double>(std::count(own->second.begin(), own->second.end(), true));

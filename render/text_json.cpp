@@ -71,8 +71,10 @@ json health_json(const std::vector<JobHealth>& jobs,
                           {"last_seen_ns", f.last_seen_ns}});
     json unproven = json::array();
     for (const UnprovenSubject& u : job.evidence.unproven)
-      unproven.push_back({{"kind", u.kind},
-                          {"subject", u.subject},
+      // Not "kind" and "subject": what reads a report's findings by those keys must not count
+      // these.
+      unproven.push_back({{"would_be", u.kind},
+                          {"for", u.subject},
                           {"false_alarm", u.false_alarm},
                           {"test", u.test}});
     out["jobs"].push_back({{"job_id", job.job_id},
