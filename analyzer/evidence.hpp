@@ -68,16 +68,17 @@ struct EvidenceTest {
   std::string text() const {
     char buffer[200];
     const double fa = false_alarm();
-    char bound[32], apart[48] = "";
+    char bound[32], apart[48] = "", by_chance[16];
     if (fa < 1e-12)
       std::snprintf(bound, sizeof bound, "< 1e-12");
     else
       std::snprintf(bound, sizeof bound, "%.1g", fa);
     if (spacing_s > 0) std::snprintf(apart, sizeof apart, " %.1f s apart or more", spacing_s);
+    std::snprintf(by_chance, sizeof by_chance, chance < 0.01 ? "%.1g%%" : "%.0f%%", 100 * chance);
     std::snprintf(buffer, sizeof buffer,
-                  "%s in %.0f of %.0f observations%s, %.0f%% by chance: a healthy job shows this "
+                  "%s in %.0f of %.0f observations%s, %s by chance: a healthy job shows this "
                   "with probability %s",
-                  observed_what.c_str(), hits, observations, apart, 100 * chance, bound);
+                  observed_what.c_str(), hits, observations, apart, by_chance, bound);
     return buffer;
   }
 };
