@@ -336,24 +336,9 @@ COMMTAP_EVIDENCE_ROW(SlowHostNetwork, Rule::slow_host_network)
 // 5 us of jitter, rank 7 2 ms late at every one, no messages, no aggregates. Ten seconds of a
 // rank 2 ms late at every collective is as plain a straggler as there is: an error.
 TEST(FindingEvidence, SyntheticStragglerIsAnError) {
-  SyntheticJob job;
-  job.ranks = 16;
-  job.hosts = 2;
-  job.steps = 10'000;
-  job.period_ms = 1;
-  job.seconds = 10;  // a writer window per 1,000 instances
-  job.jitter_us = 5;
-  job.late_us = [](int rank, double) { return rank == 7 ? 2000.0 : 0.0; };
-  job.collective_bytes = 4096;
-  job.messages = false;
-  job.aggregates = false;
-  job.stall_share = [](int, double) { return 0.0; };
-  job.job_id = "bench";
-  job.host_prefix = "node";
-  job.command_line = "";
-  const JobHealth health = analyze(job, HealthOptions{});
+  const JobHealth health =
+      analyze(commtap::fixtures::straggler_job(16, 10'000, 2), HealthOptions{});
   commtap::testing::expect_exactly(health, {{"slow_rank", "rank 7 (node0)"}});
   ASSERT_FALSE(health.findings.empty());
-  EXPECT_STREQ(commtap::analyzer::severity_name(health.findings[0].severity), "error")
-      << describe(health);
+  EXPECT_EQ(health.findings[0].severity, Severity::error) << describe(health);
 }
