@@ -41,18 +41,12 @@ constexpr double kFaultUs = 3000;  // every fault: 3 ms, blatant next to 40 us o
 
 enum class Rule { slow_rank, slow_host, slow_link, slow_host_network };
 
+// The finding kind each rule's faults must be named as.
 const char* rule_name(Rule rule) {
-  switch (rule) {
-    case Rule::slow_rank:
-      return "slow_rank";
-    case Rule::slow_host:
-      return "slow_host";
-    case Rule::slow_link:
-      return "slow_link";
-    case Rule::slow_host_network:
-      return "slow_host_network";
-  }
-  return "?";
+  namespace kind = commtap::analyzer::finding_kind;
+  constexpr const char* names[] = {kind::slow_rank, kind::slow_host, kind::slow_link,
+                                   kind::slow_host_network};
+  return names[static_cast<int>(rule)];
 }
 
 // A job length, and the period that gives it enough all-reduces while the whole file stays fast.
