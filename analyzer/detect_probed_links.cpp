@@ -2,6 +2,7 @@
 // latency and throughput, measured by commtap itself, so that a slow NIC or a rate-limited link
 // is found in any job, also one whose own messages commtap does not see (collectives only).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -9,7 +10,6 @@
 #include <set>
 
 #include "analyzer/detectors.hpp"
-#include "analyzer/evidence.hpp"
 #include "analyzer/statistics.hpp"
 #include "analyzer/trace_rows.hpp"
 
@@ -203,10 +203,10 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     return out;
   };
   std::map<std::pair<int, int>, PairVerdict> verdicts;
-  // Per measure, each pair's slow rounds (after the both-directions rule), for the chance that a
-  // healthy pair's round reads slow: the lower quartile of the pairs' shares, never under 5% (a
-  // busy node slows a round of any pair now and then).
-  std::map<std::pair<int, int>, std::pair<std::vector<bool>, std::vector<bool>>> slow_series;
+  // Per pair, its slow rounds (oldest first) by latency (after the both-directions rule), by
+  // throughput, and by both at once: the evidence below.
+  constexpr std::size_t kMeasures = 3;
+  std::map<std::pair<int, int>, std::array<std::vector<bool>, kMeasures>> slow_rounds;
   for (const auto& [key, p] : pairs) {
     PairVerdict& v = verdicts[key];
     const std::vector<double> lat = recent_values(p.latency_ns), tput = recent_values(p.mb_per_s);
@@ -245,57 +245,36 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     v.slow_for_host =
         persistent(slow_latency, kHostRounds) || persistent(slow_throughput, kHostRounds);
     v.slow = persistent(slow_latency, kLinkRounds) || persistent(slow_throughput, kLinkRounds);
-    slow_series[key] = {slow_latency, slow_throughput};
+    std::vector<bool> slow_both;
+    for (std::size_t i = std::min(slow_latency.size(), slow_throughput.size()); i >= 1; --i)
+      slow_both.push_back(slow_latency[slow_latency.size() - i] &&
+                          slow_throughput[slow_throughput.size() - i]);
+    slow_rounds[key] = {slow_latency, slow_throughput, slow_both};
   }
   // The evidence (evidence.hpp): rounds are seconds apart, each an independent observation. Of
   // each measure's runs of newest rounds, the one least likely by chance; the multiplicity
   // counts every pair and three measures: latency, throughput, and both at once. A busy node
   // slows one measure of a round now and then (seen: a pair's throughput 15x below the others'
   // in 3 of 5 rounds of a clean run at load 6); a delay slows both. At the floors of 5% for one
-  // measure and 1% for both, a link needs 4 slow rounds of 4, or 3 slow in both.
-  std::map<std::pair<int, int>, std::vector<bool>> slow_both;
-  for (const auto& [key, series] : slow_series) {
-    const auto& [latency, throughput] = series;
-    std::vector<bool>& both = slow_both[key];
-    for (std::size_t i = 1; i <= std::min(latency.size(), throughput.size()); ++i)
-      both.insert(both.begin(), latency[latency.size() - i] && throughput[throughput.size() - i]);
-  }
-  auto chance_of = [&](auto series_of, double floor) {
+  // measure and 1% for both, a link needs 4 slow rounds of 4, or 3 slow in both. The chance that
+  // a healthy pair's round reads slow, per measure: the lower quartile of the pairs' shares,
+  // never under the measure's floor.
+  constexpr std::array<double, kMeasures> kFloors = {0.05, 0.05, 0.01};
+  std::array<double, kMeasures> chance{};
+  for (std::size_t m = 0; m < kMeasures; ++m) {
     std::vector<double> shares;
-    for (const auto& [key, series] : slow_series) {
-      const std::vector<bool>& slow = series_of(key);
-      if (!slow.empty())
-        shares.push_back(static_cast<double>(std::count(slow.begin(), slow.end(), true)) /
-                         static_cast<double>(slow.size()));
-    }
-    return std::max(floor, lower_quartile_of(shares));
-  };
-  const double latency_chance = chance_of(
-      [&](const auto& key) -> const std::vector<bool>& { return slow_series[key].first; }, 0.05);
-  const double throughput_chance = chance_of(
-      [&](const auto& key) -> const std::vector<bool>& { return slow_series[key].second; }, 0.05);
-  const double both_chance =
-      chance_of([&](const auto& key) -> const std::vector<bool>& { return slow_both[key]; }, 0.01);
+    for (const auto& [key, series] : slow_rounds)
+      if (!series[m].empty())
+        shares.push_back(static_cast<double>(std::count(series[m].begin(), series[m].end(), true)) /
+                         static_cast<double>(series[m].size()));
+    chance[m] = std::max(kFloors[m], lower_quartile_of(shares));
+  }
   for (auto& [key, v] : verdicts) {
-    const auto& [slow_latency, slow_throughput] = slow_series[key];
     v.test.observed_what = "slow probe rounds";
     v.test.spacing_s = 0;  // a round every COMMTAP_PROBE_INTERVAL or more
-    v.test.comparisons = static_cast<double>(verdicts.size() * 3);
-    const std::vector<bool>& both = slow_both[key];
-    for (const auto& [slow, chance] :
-         {std::pair{&slow_latency, latency_chance}, std::pair{&slow_throughput, throughput_chance},
-          std::pair{&both, both_chance}}) {
-      int hits = 0;
-      for (std::size_t length = 1; length <= slow->size(); ++length) {
-        hits += (*slow)[slow->size() - length] ? 1 : 0;
-        EvidenceTest run = v.test;
-        run.observations = static_cast<double>(length);
-        run.hits = hits;
-        run.samples = length;
-        run.chance = chance;
-        if (run.p_value() < v.test.p_value()) v.test = run;
-      }
-    }
+    v.test.comparisons = static_cast<double>(verdicts.size() * kMeasures);
+    for (std::size_t m = 0; m < kMeasures; ++m)
+      strongest_newest_run(slow_rounds[key][m], chance[m], v.test);
     v.slow = v.slow && v.test.false_alarm() <= options.false_alarm_rate;
   }
 
@@ -387,13 +366,8 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     test.observed_what = "slow probe rounds";
     test.spacing_s = 0;
     test.comparisons = static_cast<double>(nodes.size());
-    for (const auto& [key, v] : verdicts) {
-      if (!involves(key, node) || !flagged(v)) continue;
-      test.observations += v.test.observations;
-      test.hits += v.test.hits;
-      test.samples += v.test.samples;
-      test.chance = std::max(test.chance, v.test.chance);
-    }
+    for (const auto& [key, v] : verdicts)
+      if (involves(key, node) && flagged(v)) test.pool(v.test);
     return test;
   };
   std::erase_if(slow_hosts,
@@ -414,9 +388,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     f.subject = "host " + host;
     f.strength = strength(median_of(lat), median_of(tput));
     const EvidenceTest test = host_test(node);
-    f.severity = test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor
-                     ? Severity::error
-                     : Severity::warning;
+    f.severity = severity_by_evidence(test, options);
     f.confidence = test.confidence();
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": link probes to and from it measure " + ms_text(median_of(lat)) +
@@ -511,9 +483,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     f.kind = finding_kind::slow_link;
     f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
     f.strength = strength(v.latency_ns, v.mb_per_s);
-    f.severity = v.test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor
-                     ? Severity::error
-                     : Severity::warning;
+    f.severity = severity_by_evidence(v.test, options);
     f.confidence = v.test.confidence();
     f.first_seen_ns = f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + baseline +

@@ -9,7 +9,6 @@
 #include <random>
 #include <set>
 
-#include "analyzer/evidence.hpp"
 #include "analyzer/statistics.hpp"
 
 namespace commtap::analyzer {
@@ -80,13 +79,6 @@ double recent_ns(const Job& job, std::int64_t from) {
   return from == INT64_MAX ? 0.0
                            : static_cast<double>(static_cast<std::int64_t>(job.now_wall) -
                                                  job.wall_minus_aligned - from);
-}
-
-// A network finding's severity: its evidence alone (what a slow link costs the job is what the
-// program waits for it, which the messages do not say).
-Severity network_severity(const EvidenceTest& test, const HealthOptions& options) {
-  return test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor ? Severity::error
-                                                                               : Severity::warning;
 }
 
 // The job's messages per directed host pair on the corrected clocks, judged against their size
@@ -180,24 +172,24 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
   // kMinRecent-th newest such.
   constexpr std::size_t kMinRecent = 12;
   std::map<std::pair<int, int>, std::vector<std::pair<std::int64_t, bool>>> decided;
+  // Clocks aligned by collective completions (a job without MPI) are good to their error bound
+  // only: a one-way time cannot read slow by less than that (an NCCL ring's slow link otherwise
+  // shows on the link after it, its completions skewing the estimates).
+  const double clock_error_ns = job.clock_method.collective_ranks + job.clock_method.host_ranks > 0
+                                    ? job.clock_method.error_ns
+                                    : 0.0;
+  // Per size class: (baseline, slow threshold); none where no message of it was measured.
+  auto threshold_of = [&](int size) -> std::optional<std::pair<double, double>> {
+    auto c = baseline.find(size);
+    if (c == baseline.end()) return std::nullopt;
+    const double base = std::max(1000.0, c->second);
+    return std::make_pair(
+        base, std::max({base * options.link_factor, base + options.min_link_delay_us * 1e3,
+                        base + clock_error_ns}));
+  };
   for (auto& [pair, observations] : observed) {
     PairCell& cell = pairs[pair];
     std::sort(observations.begin(), observations.end());
-    // Clocks aligned by collective completions (a job without MPI) are good to their error
-    // bound only: a one-way time cannot read slow by less than that (an NCCL ring's slow link
-    // otherwise shows on the link after it, its completions skewing the estimates).
-    const double clock_error_ns =
-        job.clock_method.collective_ranks + job.clock_method.host_ranks > 0
-            ? job.clock_method.error_ns
-            : 0.0;
-    auto threshold_of = [&](int size) -> std::optional<std::pair<double, double>> {
-      auto c = baseline.find(size);
-      if (c == baseline.end()) return std::nullopt;  // no message of this class measured
-      const double base = std::max(1000.0, c->second);
-      return std::make_pair(
-          base, std::max({base * options.link_factor, base + options.min_link_delay_us * 1e3,
-                          base + clock_error_ns}));
-    };
     auto is_decided = [&](const LinkObservation& o) {
       auto t = threshold_of(o.size_class);
       return t && (o.ns < t->second || !o.upper_bound);
@@ -416,19 +408,14 @@ void name_slow_hosts(const Job& job, const HealthOptions& options, const PairCel
     // The evidence: its slow pairs' observations together (each pair's were tested alone).
     EvidenceTest test;
     test.observed_what = "slow messages";
-    for (const auto& [pair, cell] : pairs) {
-      if (!cell.slow || !involves(pair, h)) continue;
-      test.chance = std::max(test.chance, cell.test.chance);
-      test.observations += cell.test.observations;
-      test.hits += cell.test.hits;
-      test.samples += cell.test.samples;
-    }
+    for (const auto& [pair, cell] : pairs)
+      if (cell.slow && involves(pair, h)) test.pool(cell.test);
     test.comparisons = static_cast<double>(job.hosts.size());
     Finding f;
     f.kind = finding_kind::slow_host_network;
     f.subject = "host " + job.hosts[static_cast<std::size_t>(h)];
     f.strength = median_of(mine) / std::max(1.0, median_of(others));
-    f.severity = network_severity(test, options);
+    f.severity = severity_by_evidence(test, options);
     f.confidence = test.confidence();
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
@@ -477,7 +464,7 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
     f.kind = finding_kind::slow_link;
     f.subject = "link " + from + (both ? " <-> " : " -> ") + to;
     f.strength = cell.ratio;
-    f.severity = network_severity(cell.test, options);
+    f.severity = severity_by_evidence(cell.test, options);
     f.confidence = cell.test.confidence();
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;

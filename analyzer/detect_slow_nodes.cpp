@@ -7,7 +7,6 @@
 #include <set>
 #include <unordered_map>
 
-#include "analyzer/evidence.hpp"
 #include "analyzer/statistics.hpp"
 #include "analyzer/trace_files.hpp"
 
@@ -21,6 +20,7 @@ struct Instance {
   std::int64_t earliest = INT64_MAX;
   std::int64_t latest = INT64_MIN;
   std::int32_t latest_rank = -1;
+  std::int32_t latest_host = -1;  // the latest rank's
   std::uint32_t count = 0;
 };
 
@@ -182,6 +182,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
             if (t > i.latest) {
               i.latest = t;
               i.latest_rank = rank;
+              i.latest_host = r->second.host;
             }
             ++i.count;
           },
@@ -266,7 +267,7 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
             rw.waited_lateness.add(t - i.earliest);
             if (without_mpi) rw.waited_in_flight.add(column_i64(s, 4) - column_i64(s, 3));
             const bool arrived_last = rank == i.latest_rank;
-            const bool host_last_here = job.ranks.at(i.latest_rank).host == r.host;
+            const bool host_last_here = i.latest_host == r.host;
             if (arrived_last) {
               ++host_last[static_cast<std::size_t>(w)][static_cast<std::size_t>(r.host)];
               ++window_instances[static_cast<std::size_t>(w)];
@@ -624,9 +625,8 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
       const bool rank_zero = members == std::vector<int>{0} && job.ranks.size() > 1;
       // Held off the CPU is the machine's (or another job's) doing, not the program's work.
       const bool program_suspected = (at_some_sites || rank_zero) && !stalled;
-      const bool would_be_error =
-          test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor &&
-          cost >= options.error_cost_share;
+      const bool would_be_error = severity_by_evidence(test, options) == Severity::error &&
+                                  cost >= options.error_cost_share;
       Finding f;
       f.kind = whole_host ? finding_kind::slow_host : finding_kind::slow_rank;
       const std::string host_name = job.hosts[static_cast<std::size_t>(host)];

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/evidence.hpp"
 #include "analyzer/health.hpp"
 #include "analyzer/job_model.hpp"
 
@@ -17,6 +18,14 @@ namespace commtap::analyzer {
 
 // Each detector's parameters say what it reads (const) and what it writes; health.cpp runs them
 // in an order that follows from that.
+
+// The severity of a finding its evidence alone decides (network findings, whose cost to the job
+// the trace does not say): an error a thousand times less likely in a healthy job than the
+// finding's own bar (evidence.hpp), else a warning.
+inline Severity severity_by_evidence(const EvidenceTest& test, const HealthOptions& options) {
+  return test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor ? Severity::error
+                                                                               : Severity::warning;
+}
 
 // hang, communication_hang, rank_lost: from the latest heartbeats and communicator progress (on
 // NCCL communicators from the progress alone: enqueued and completed); comm_aborted: a rank

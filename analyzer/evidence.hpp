@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace commtap::analyzer {
 
@@ -48,6 +49,14 @@ struct EvidenceTest {
   // How far apart the observations are at least (s; 0: not said, as for probe rounds).
   double spacing_s = static_cast<double>(kIndependentNs) / 1e9;
   double p_value() const { return chance_bound(hits, observations, chance); }
+  // Adds another subject's observations to this one's (a host's pairs together), at the larger
+  // of the two chances.
+  void pool(const EvidenceTest& other) {
+    observations += other.observations;
+    hits += other.hits;
+    samples += other.samples;
+    chance = std::max(chance, other.chance);
+  }
   // The chance of this finding in a healthy job (a bound).
   double false_alarm() const { return std::min(1.0, p_value() * std::max(1.0, comparisons)); }
   double confidence() const { return 1 - false_alarm(); }
@@ -82,6 +91,22 @@ struct EvidenceTest {
     return buffer;
   }
 };
+
+// Of the runs of newest observations in `stood_out` (oldest first), each tested against
+// `chance`, the one least likely in a healthy job: replaces `best` where stronger.
+inline void strongest_newest_run(const std::vector<bool>& stood_out, double chance,
+                                 EvidenceTest& best) {
+  int hits = 0;
+  for (std::size_t length = 1; length <= stood_out.size(); ++length) {
+    hits += stood_out[stood_out.size() - length] ? 1 : 0;
+    EvidenceTest run = best;
+    run.observations = static_cast<double>(length);
+    run.hits = hits;
+    run.samples = length;
+    run.chance = chance;
+    if (run.p_value() < best.p_value()) best = run;
+  }
+}
 
 // What a finding's severity needs beyond its false-alarm rate: an error is a finding a healthy
 // job would show a thousand times less often than the warning's rate, and one that costs the job
