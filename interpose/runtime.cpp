@@ -96,6 +96,17 @@ struct Session {
   std::atomic<bool> final_window{false};
   // Link probes (nullptr: off); run under `lifecycle_mutex` at agreed world collectives.
   std::unique_ptr<probes::LinkProber> prober;
+  // The nodes the clocks are compared along and the probes run between (pretend ones with
+  // COMMTAP_TEST_NODES), and the clock tree over them (MPI jobs; run under `lifecycle_mutex`).
+  world::NodeLayout layout;
+  std::unique_ptr<world::ClockTree> clocks;
+  // What the clock estimates cost this rank (COMMTAP_VERBOSE reports it): MPI_Init's, the
+  // mid-job ones, MPI_Finalize's.
+  struct ClockCost {
+    std::uint64_t estimates = 0, total_ns = 0;
+    std::vector<std::uint64_t> mid_job_ns;  // the first kKept mid-job ones
+    static constexpr std::size_t kKept = 4096;
+  } clock_cost;
   // Measurements not written yet: clock estimates (MPI_Init's, periodic ones, MPI_Finalize's)
   // and link probes. Guarded by `measured_mutex` (the writer thread takes them).
   std::mutex measured_mutex;
@@ -240,6 +251,20 @@ void keep_clock_estimate(const monitor::ClockOffset& offset) {
   session.clock_estimates.push_back({monitor::now_ns(), offset});
 }
 
+// One clock estimate along the tree, kept and accounted for.
+monitor::ClockOffset estimate_clock(int exchanges, bool mid_job) {
+  const std::uint64_t began = monitor::now_ns();
+  const monitor::ClockOffset offset = session.clocks->estimate(exchanges);
+  const std::uint64_t took = monitor::elapsed_ns(began, monitor::now_ns());
+  Session::ClockCost& cost = session.clock_cost;
+  ++cost.estimates;
+  cost.total_ns += took;
+  if (mid_job && cost.mid_job_ns.size() < Session::ClockCost::kKept)
+    cost.mid_job_ns.push_back(took);
+  keep_clock_estimate(offset);
+  return offset;
+}
+
 void on_fatal_signal(int number) {
   if (!session.forked_child && session.writer != nullptr) {
     session.final_window.store(true);
@@ -294,12 +319,17 @@ const monitor::RankFacts& learn_rank_facts(const Settings& settings, int rank, i
   world::NodeLayout layout = world::node_layout(session.comm, 0);
   facts.local_rank = layout.local_rank;
   facts.node = layout.node_index;
-  if (layout.leaders != MPI_COMM_NULL) PMPI_Comm_free(&layout.leaders);
-  PMPI_Comm_free(&layout.node);
   facts.mpi_library = mpi_library_version();
   learn_local_facts(settings, facts);
-  facts.clock = world::estimate_clock_offset(session.comm);
-  keep_clock_estimate(facts.clock);
+  // The clocks are compared along the nodes (pretend ones for tests, so that one machine can
+  // check the tree across nodes).
+  if (settings.test_nodes > 0) {
+    world::free_layout(layout);
+    layout = world::node_layout(session.comm, static_cast<int>(settings.test_nodes));
+  }
+  session.layout = layout;
+  session.clocks = std::make_unique<world::ClockTree>(layout, settings.yield);
+  facts.clock = estimate_clock(world::kClockExchanges, false);
   return facts;
 }
 
@@ -396,7 +426,9 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   runtime().thread_multiple = thread_level == MPI_THREAD_MULTIPLE;
 
   // A private communicator keeps commtap's own messages out of the application's matching.
-  PMPI_Comm_dup(MPI_COMM_WORLD, &session.comm);
+  MPI_Request duplicated = MPI_REQUEST_NULL;
+  PMPI_Comm_idup(MPI_COMM_WORLD, &session.comm, &duplicated);
+  world::wait_all(1, &duplicated, true);
   int rank = 0, size = 1;
   PMPI_Comm_rank(session.comm, &rank);
   PMPI_Comm_size(session.comm, &size);
@@ -414,8 +446,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
 
   learn_rank_facts(settings, rank, size);
   if (settings.probe_interval > 0)
-    session.prober = std::make_unique<probes::LinkProber>(session.comm, settings,
-                                                          static_cast<int>(settings.test_nodes));
+    session.prober = std::make_unique<probes::LinkProber>(session.comm, session.layout, settings);
   if (settings.tcp_interval > 0)
     session.tcp_links = std::make_unique<monitor::TcpLinkCounters>(
         static_cast<std::uint64_t>(settings.tcp_interval) * 1'000'000'000);
@@ -485,15 +516,26 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   count_lifecycle_call(finalize_fn, now, now);
   // MPI_Finalize is collective: a last clock estimate bounds the drift since the last one.
   // Not at MPI_Abort, where the other ranks may never come.
-  if (std::strcmp(ended_by, "finalize") == 0 && session.comm != MPI_COMM_NULL) {
-    keep_clock_estimate(world::estimate_clock_offset(session.comm));
-  }
+  if (std::strcmp(ended_by, "finalize") == 0 && session.clocks != nullptr)
+    estimate_clock(world::kClockExchanges, false);
   // Written before the library's MPI_Finalize: finalize can hang (UCX across hosts), and what
   // was recorded must survive that.
   finish_recording(ended_by);
   if (runtime().settings.verbose >= 1 && should_print(runtime().settings, session.facts.rank)) {
     std::fprintf(stderr, "commtap: rank %d wrote %s\n", session.facts.rank,
                  session.writer ? session.database_path.c_str() : "nothing");
+    if (Session::ClockCost& c = session.clock_cost; c.estimates > 0) {
+      // The median says what a re-estimation costs; the longest, what one preempted cost.
+      std::vector<std::uint64_t>& mid_job = c.mid_job_ns;
+      std::sort(mid_job.begin(), mid_job.end());
+      std::fprintf(stderr,
+                   "commtap: rank %d: clock estimates: %llu, %.1f ms in all; %zu mid-job, median "
+                   "%.3f ms, longest %.3f ms\n",
+                   session.facts.rank, static_cast<unsigned long long>(c.estimates),
+                   static_cast<double>(c.total_ns) / 1e6, mid_job.size(),
+                   mid_job.empty() ? 0.0 : static_cast<double>(mid_job[mid_job.size() / 2]) / 1e6,
+                   mid_job.empty() ? 0.0 : static_cast<double>(mid_job.back()) / 1e6);
+    }
     if (session.prober && session.prober->cost().since_ns != 0) {
       // What the link probes cost this rank, against the time since they could first run.
       const probes::LinkProber::Cost c = session.prober->cost();
@@ -510,10 +552,12 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
     }
   }
   if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0) {
-    session.prober.reset();  // frees its communicators
+    session.prober.reset();
+    session.clocks.reset();
+    world::free_layout(session.layout);
     PMPI_Comm_free(&session.comm);
   } else {
-    (void)session.prober.release();  // MPI may be gone: its communicators are left as they are
+    (void)session.prober.release();  // MPI may be gone: the communicators are left as they are
   }
   runtime().requests.clear();
 }
@@ -527,7 +571,7 @@ void after_world_collective(std::uint64_t seq) {
   if (!sync_clock && !probe_decision) return;
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.stopped || session.forked_child || session.without_mpi) return;
-  if (sync_clock) keep_clock_estimate(world::estimate_clock_offset(session.comm));
+  if (sync_clock && session.clocks != nullptr) estimate_clock(world::kClockExchangesMidJob, true);
   if (probe_decision) {
     std::vector<monitor::ProbeRow> rows = prober->after_world_collective(seq);
     if (!rows.empty()) {

@@ -49,14 +49,14 @@ struct PeerTimes {
 
 }  // namespace
 
-LinkProber::LinkProber(MPI_Comm comm, const ProbeSettings& settings, int test_nodes) {
+LinkProber::LinkProber(MPI_Comm comm, const world::NodeLayout& layout,
+                       const ProbeSettings& settings) {
   interval_ns_ = static_cast<std::uint64_t>(settings.probe_interval) * 1'000'000'000ull;
   probe_bytes_ = static_cast<std::uint64_t>(settings.probe_bytes);
   if (interval_ns_ == 0) return;
-  PMPI_Comm_dup(comm, &comm_);
+  // Shared with commtap's other agreements, which never run at the same time as a decision.
+  comm_ = comm;
   PMPI_Comm_rank(comm_, &rank_);
-  world::NodeLayout layout = world::node_layout(comm_, test_nodes);
-  node_ = layout.node;
   leaders_ = layout.leaders;
   hosts_ = layout.nodes;
   host_index_ = layout.node_index;
@@ -76,11 +76,6 @@ LinkProber::LinkProber(MPI_Comm comm, const ProbeSettings& settings, int test_no
   last_decision_ns_ = monitor::now_ns();
   last_probe_end_ns_ = 0;
   buffer_.resize(probe_bytes_);
-}
-
-LinkProber::~LinkProber() {
-  for (MPI_Comm* c : {&leaders_, &node_, &comm_})
-    if (*c != MPI_COMM_NULL) PMPI_Comm_free(c);
 }
 
 std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t seq) {

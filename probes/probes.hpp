@@ -15,17 +15,18 @@
 
 #include "monitor/trace_schema.hpp"
 #include "settings/module_settings.hpp"
+#include "world/world.hpp"
 
 namespace commtap::probes {
 
 class LinkProber {
  public:
-  // Collective over `comm` (commtap's private duplicate of MPI_COMM_WORLD), at MPI_Init: finds
-  // the hosts (MPI's shared-memory domains, or `test_nodes` pretend ones: COMMTAP_TEST_NODES,
-  // world::node_layout) and their leaders. Probes nothing if there is one host or
+  // Collective over `comm` (commtap's private duplicate of MPI_COMM_WORLD), at MPI_Init, with
+  // its hosts (MPI's shared-memory domains, or pretend ones: COMMTAP_TEST_NODES,
+  // world::node_layout) and their leaders in `layout`; the communicators stay the caller's, who
+  // keeps them until the prober is gone. Probes nothing if there is one host or
   // COMMTAP_PROBE_INTERVAL is 0.
-  LinkProber(MPI_Comm comm, const ProbeSettings& settings, int test_nodes);
-  ~LinkProber();
+  LinkProber(MPI_Comm comm, const world::NodeLayout& layout, const ProbeSettings& settings);
   LinkProber(const LinkProber&) = delete;
   LinkProber& operator=(const LinkProber&) = delete;
 
@@ -55,7 +56,6 @@ class LinkProber {
   void exchange(void* out, int out_bytes, void* in, int in_bytes, int peer);
 
   MPI_Comm comm_ = MPI_COMM_NULL;     // all ranks
-  MPI_Comm node_ = MPI_COMM_NULL;     // this rank's host
   MPI_Comm leaders_ = MPI_COMM_NULL;  // one rank per host; MPI_COMM_NULL on the others
   int rank_ = 0, hosts_ = 0, host_index_ = 0;
   std::vector<std::string> host_names_;  // of each host index (leaders only)

@@ -22,10 +22,17 @@ NodeLayout node_layout(MPI_Comm comm, int test_nodes) {
     PMPI_Comm_rank(layout.leaders, &layout.node_index);
   }
   int facts[2] = {layout.nodes, layout.node_index};
-  PMPI_Bcast(facts, 2, MPI_INT, 0, layout.node);
+  MPI_Request request = MPI_REQUEST_NULL;
+  PMPI_Ibcast(facts, 2, MPI_INT, 0, layout.node, &request);
+  wait_all(1, &request, true);
   layout.nodes = facts[0];
   layout.node_index = facts[1];
   return layout;
+}
+
+void free_layout(NodeLayout& layout) {
+  for (MPI_Comm* c : {&layout.leaders, &layout.node})
+    if (*c != MPI_COMM_NULL) PMPI_Comm_free(c);
 }
 
 std::vector<int> world_ranks_of(MPI_Group group) {

@@ -22,6 +22,8 @@ struct NodeLayout {
   int nodes = 0, node_index = 0, local_size = 0, local_rank = 0;
 };
 NodeLayout node_layout(MPI_Comm comm, int test_nodes);
+// Frees the layout's communicators (collective over the layout's ranks while MPI runs).
+void free_layout(NodeLayout& layout);
 
 // The MPI_COMM_WORLD rank of each rank of `group`, in order (MPI_UNDEFINED for ranks outside
 // MPI_COMM_WORLD, as with spawned processes).
@@ -38,9 +40,33 @@ int lowest_rank_where(bool condition, MPI_Comm comm);
 // oversubscribed ranks do not starve the one they wait for, or by blocking. An MPI error code.
 int wait_all(int count, MPI_Request requests[], bool yield);
 
-// This rank's offset to rank 0's monotonic clock (monitor::now_ns): rank 0 answers a dozen timed
-// requests from every other rank in turn, and each keeps the exchange with the shortest round
-// trip. Collective over `comm`; rank 0 gets {0, 0}.
-monitor::ClockOffset estimate_clock_offset(MPI_Comm comm);
+// Offsets to rank 0's monotonic clock (monitor::now_ns), estimated along a tree so that no rank
+// exchanges with more than a few others and the job waits O(log p) message latencies, not p: each
+// node's ranks compare clocks with a parent among them (a binary tree rooted at the node's
+// leader, over shared memory), and the leaders with a parent among the leaders (a binary tree
+// rooted at rank 0's node). Every edge is Cristian's method (the shortest of `exchanges` timed
+// round trips); all edges are measured at once, then the offsets are summed down the tree, and so
+// are their error bounds: a rank's error is the sum of half the shortest round trip of each edge
+// on its path to rank 0 (depth log2(nodes) + log2(ranks per node)).
+class ClockTree {
+ public:
+  // Along `layout`'s nodes, whose communicators the caller keeps (and frees after the last
+  // estimate). `yield`: wait by testing with sched_yield (oversubscribed nodes).
+  ClockTree(const NodeLayout& layout, bool yield) : layout_(layout), yield_(yield) {}
+
+  // This rank's offset to rank 0's clock; rank 0 gets {0, 0}. Collective over the layout's
+  // ranks. Point-to-point messages per rank: 2 x exchanges + 1 as a child, as many per child
+  // (at most 2 children per tree, a leader is in two trees).
+  monitor::ClockOffset estimate(int exchanges) const;
+
+ private:
+  NodeLayout layout_;
+  bool yield_;
+};
+
+// Exchanges the clock estimates use: at MPI_Init and MPI_Finalize, and mid-job (where the job
+// waits for them: fewer, each edge's error then a little wider).
+inline constexpr int kClockExchanges = 12;
+inline constexpr int kClockExchangesMidJob = 2;
 
 }  // namespace commtap::world
