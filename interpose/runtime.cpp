@@ -243,28 +243,32 @@ void finish_recording(const char* ended_by) {
   finish_recording("exit");
 }
 
-// SIGTERM and SIGINT (what batch systems and Ctrl-C send) end the process before MPI_Finalize:
-// the writer is asked for a last window first, then the signal's default action proceeds.
-void keep_clock_estimate(const monitor::ClockOffset& offset) {
-  if (offset.error_ns < 0) return;
+void keep_clock_estimates(const std::vector<monitor::ClockEstimate>& estimates) {
   std::lock_guard lock(session.measured_mutex);
-  session.clock_estimates.push_back({monitor::now_ns(), offset});
+  for (const monitor::ClockEstimate& estimate : estimates)
+    if (estimate.offset.error_ns >= 0) session.clock_estimates.push_back(estimate);
 }
 
-// One clock estimate along the tree, kept and accounted for.
+// One clock estimate along the tree, kept and accounted for: summed down the tree before it
+// returns, or mid-job in the background (its offset kept when it arrives). Returns the offset
+// of the last estimate finished (MPI_Init's, at MPI_Init).
 monitor::ClockOffset estimate_clock(int exchanges, bool mid_job) {
   const std::uint64_t began = monitor::now_ns();
-  const monitor::ClockOffset offset = session.clocks->estimate(exchanges);
+  const std::vector<monitor::ClockEstimate> finished =
+      mid_job ? session.clocks->estimate_in_background(exchanges)
+              : session.clocks->estimate(exchanges);
   const std::uint64_t took = monitor::elapsed_ns(began, monitor::now_ns());
   Session::ClockCost& cost = session.clock_cost;
   ++cost.estimates;
   cost.total_ns += took;
   if (mid_job && cost.mid_job_ns.size() < Session::ClockCost::kKept)
     cost.mid_job_ns.push_back(took);
-  keep_clock_estimate(offset);
-  return offset;
+  keep_clock_estimates(finished);
+  return finished.empty() ? monitor::ClockOffset{} : finished.back().offset;
 }
 
+// SIGTERM and SIGINT (what batch systems and Ctrl-C send) end the process before MPI_Finalize:
+// the writer is asked for a last window first, then the signal's default action proceeds.
 void on_fatal_signal(int number) {
   if (!session.forked_child && session.writer != nullptr) {
     session.final_window.store(true);
@@ -328,7 +332,7 @@ const monitor::RankFacts& learn_rank_facts(const Settings& settings, int rank, i
     layout = world::node_layout(session.comm, static_cast<int>(settings.test_nodes));
   }
   session.layout = layout;
-  session.clocks = std::make_unique<world::ClockTree>(layout, settings.yield);
+  session.clocks = std::make_unique<world::ClockTree>(layout);
   facts.clock = estimate_clock(world::kClockExchanges, false);
   return facts;
 }
@@ -568,10 +572,13 @@ void after_world_collective(std::uint64_t seq) {
   // Set at MPI_Init, reset only after the last world collective (finalize) under the lock.
   probes::LinkProber* prober = session.prober.get();
   const bool probe_decision = prober != nullptr && prober->next_decision_seq() == seq;
-  if (!sync_clock && !probe_decision) return;
+  world::ClockTree* clocks = session.clocks.get();
+  const bool clock_pending = clocks != nullptr && clocks->pending();
+  if (!sync_clock && !probe_decision && !clock_pending) return;
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.stopped || session.forked_child || session.without_mpi) return;
-  if (sync_clock && session.clocks != nullptr) estimate_clock(world::kClockExchangesMidJob, true);
+  if (clock_pending && !sync_clock) keep_clock_estimates(clocks->progress());
+  if (sync_clock && clocks != nullptr) estimate_clock(world::kClockExchangesMidJob, true);
   if (probe_decision) {
     std::vector<monitor::ProbeRow> rows = prober->after_world_collective(seq);
     if (!rows.empty()) {

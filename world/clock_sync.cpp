@@ -1,6 +1,8 @@
 // Offsets to rank 0's clock along a tree: every edge measured at once, then summed from rank 0
 // down. One event loop per rank drives its own edge (as a child) and its children's (as their
 // parent), so no rank waits for another's turn and none exchanges with more than five others.
+// Mid-job the sum goes on in the background: a rank forwards its offset to its children when its
+// parent's arrives, found at its next world collectives (or the next estimate).
 #include <sched.h>
 
 #include <array>
@@ -29,8 +31,10 @@ struct Peer {
   int rank = -1;
 };
 
+}  // namespace
+
 // One estimate's state on one rank.
-class Estimate {
+class ClockTree::Estimate {
  public:
   Estimate(const NodeLayout& layout, int exchanges) : exchanges_(exchanges) {
     // A node's ranks hang off their leader; the leaders off rank 0's node's leader (rank 0).
@@ -50,7 +54,9 @@ class Estimate {
     served_.assign(n, 0);
   }
 
-  monitor::ClockOffset run(bool yield) {
+  // Starts the exchanges and runs them until this rank's edge and its children's are measured
+  // and, with `until_summed`, until its offset is known and sent on.
+  void run(bool until_summed) {
     if (parent_.rank < 0) {
       composed_ = {0, 0};
       have_composed_ = true;
@@ -61,25 +67,49 @@ class Estimate {
       start_exchange();
     }
     for (std::size_t j = 0; j < children_.size(); ++j) receive_request(j);
-
-    std::vector<int> completed(requests_.size());
-    for (;;) {
-      int count = 0;
-      const int size = static_cast<int>(requests_.size());
-      if (yield) {
-        PMPI_Testsome(size, requests_.data(), &count, completed.data(), MPI_STATUSES_IGNORE);
-        if (count == 0) sched_yield();
-      } else {
-        PMPI_Waitsome(size, requests_.data(), &count, completed.data(), MPI_STATUSES_IGNORE);
-      }
-      if (count == MPI_UNDEFINED) break;  // every request is done and none was started again
-      const std::uint64_t now = monitor::now_ns();
-      for (int k = 0; k < count; ++k) completed_one(static_cast<std::size_t>(completed[k]), now);
-    }
-    return composed_;
+    while (!measured() || (until_summed && !summed())) drive(true);
+    measured_ns_ = monitor::now_ns();
   }
 
+  // What arrived, without waiting.
+  void poll() { drive(false); }
+  // Until the offset is known and sent on.
+  void finish() {
+    while (!summed()) drive(true);
+  }
+  bool summed() const {
+    if (!have_composed_) return false;
+    for (std::size_t j = 0; j < children_.size(); ++j)
+      if (requests_[child_composed_slot(j)] != MPI_REQUEST_NULL) return false;
+    return true;
+  }
+  monitor::ClockEstimate result() const { return {measured_ns_, composed_}; }
+
  private:
+  // Completes what it can, testing once; `wait`: yields the processor if nothing completed
+  // (the caller tests again). Always yielding rather than blocking: a rank that busy-polls an
+  // oversubscribed node starves the one it waits for, and every round trip then measures the
+  // scheduler (milliseconds); on a core of its own sched_yield returns at once.
+  void drive(bool wait) {
+    completed_.resize(requests_.size());
+    int count = 0;
+    PMPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, completed_.data(),
+                  MPI_STATUSES_IGNORE);
+    if (count == MPI_UNDEFINED) return;  // nothing outstanding
+    if (count == 0 && wait) sched_yield();
+    const std::uint64_t now = monitor::now_ns();
+    for (int k = 0; k < count; ++k) completed_one(static_cast<std::size_t>(completed_[k]), now);
+  }
+
+  // This rank's edge and its children's are measured (their last replies sent).
+  bool measured() const {
+    if (parent_.rank >= 0 && static_cast<int>(samples_.size()) < exchanges_) return false;
+    for (std::size_t j = 0; j < children_.size(); ++j)
+      if (served_[j] < exchanges_ || requests_[child_reply_slot(j)] != MPI_REQUEST_NULL)
+        return false;
+    return true;
+  }
+
   // requests_: the child's side first, then per child its request, its reply and its composed
   // offset.
   enum : std::size_t { kParentReply, kParentRequest, kParentComposed, kFirstChild };
@@ -159,14 +189,52 @@ class Estimate {
   bool have_composed_ = false;
   monitor::ClockOffset composed_;  // {0, -1} until known
   std::array<std::int64_t, 2> outgoing_{0, -1};
+  std::uint64_t measured_ns_ = 0;  // when this rank's edge was measured: the estimate's time
+  std::vector<int> completed_;
 };
 
-}  // namespace
+ClockTree::ClockTree(const NodeLayout& layout) : layout_(layout) {}
 
-monitor::ClockOffset ClockTree::estimate(int exchanges) const {
-  if (layout_.node == MPI_COMM_NULL) return {};
+ClockTree::~ClockTree() = default;
+
+std::vector<monitor::ClockEstimate> ClockTree::finish_background() {
+  std::vector<monitor::ClockEstimate> finished;
+  if (background_ == nullptr) return finished;
+  background_->finish();
+  finished.push_back(background_->result());
+  background_.reset();
+  pending_.store(false, std::memory_order_relaxed);
+  return finished;
+}
+
+std::vector<monitor::ClockEstimate> ClockTree::estimate(int exchanges) {
+  std::vector<monitor::ClockEstimate> finished = finish_background();
+  if (layout_.node == MPI_COMM_NULL) return finished;
   Estimate estimate(layout_, exchanges < 1 ? 1 : exchanges);
-  return estimate.run(yield_);
+  estimate.run(true);
+  finished.push_back(estimate.result());
+  return finished;
+}
+
+std::vector<monitor::ClockEstimate> ClockTree::estimate_in_background(int exchanges) {
+  std::vector<monitor::ClockEstimate> finished = finish_background();
+  if (layout_.node == MPI_COMM_NULL) return finished;
+  background_ = std::make_unique<Estimate>(layout_, exchanges < 1 ? 1 : exchanges);
+  background_->run(false);
+  if (background_->summed()) {
+    finished.push_back(background_->result());
+    background_.reset();
+  } else {
+    pending_.store(true, std::memory_order_relaxed);
+  }
+  return finished;
+}
+
+std::vector<monitor::ClockEstimate> ClockTree::progress() {
+  if (background_ == nullptr) return {};
+  background_->poll();
+  if (!background_->summed()) return {};
+  return finish_background();
 }
 
 }  // namespace commtap::world

@@ -6,6 +6,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,23 +47,42 @@ int wait_all(int count, MPI_Request requests[], bool yield);
 // node's ranks compare clocks with a parent among them (a binary tree rooted at the node's
 // leader, over shared memory), and the leaders with a parent among the leaders (a binary tree
 // rooted at rank 0's node). Every edge is Cristian's method (the shortest of `exchanges` timed
-// round trips); all edges are measured at once, then the offsets are summed down the tree, and so
-// are their error bounds: a rank's error is the sum of half the shortest round trip of each edge
-// on its path to rank 0 (depth log2(nodes) + log2(ranks per node)).
+// round trips); all edges are measured at once, then the offsets are summed from rank 0 down, and
+// so are their error bounds: a rank's error is the sum of half the shortest round trip of each
+// edge on its path to rank 0 (depth log2(nodes) + log2(ranks per node)).
 class ClockTree {
  public:
   // Along `layout`'s nodes, whose communicators the caller keeps (and frees after the last
-  // estimate). `yield`: wait by testing with sched_yield (oversubscribed nodes).
-  ClockTree(const NodeLayout& layout, bool yield) : layout_(layout), yield_(yield) {}
+  // estimate).
+  explicit ClockTree(const NodeLayout& layout);
+  ~ClockTree();
+  ClockTree(const ClockTree&) = delete;
+  ClockTree& operator=(const ClockTree&) = delete;
 
-  // This rank's offset to rank 0's clock; rank 0 gets {0, 0}. Collective over the layout's
-  // ranks. Point-to-point messages per rank: 2 x exchanges + 1 as a child, as many per child
-  // (at most 2 children per tree, a leader is in two trees).
-  monitor::ClockOffset estimate(int exchanges) const;
+  // Collective over the layout's ranks, all of them calling the same sequence of estimate and
+  // estimate_in_background. Point-to-point messages per rank and estimate: 2 x exchanges + 1 as
+  // a child, as many per child (at most 2 children per tree, a leader is in two trees).
+  //
+  // Measures and sums down the tree before it returns (MPI_Init, MPI_Finalize): the estimates
+  // finished by this call, this one last (an earlier background one first). Rank 0 gets {0, 0}.
+  std::vector<monitor::ClockEstimate> estimate(int exchanges);
+  // Mid-job: returns once this rank's edge is measured and its children's are; the offset
+  // follows when the parent's arrives, which progress() picks up (the job does not wait for the
+  // sum's log2 p steps down the tree). Returns the estimates an earlier background one left.
+  std::vector<monitor::ClockEstimate> estimate_in_background(int exchanges);
+  // Whether a background estimate awaits its parent's offset (cheap: for every world collective).
+  bool pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
+  // Completes what arrived without waiting: the background estimate, once it is known here.
+  std::vector<monitor::ClockEstimate> progress();
+
+  class Estimate;
 
  private:
+  std::vector<monitor::ClockEstimate> finish_background();
+
   NodeLayout layout_;
-  bool yield_;
+  std::unique_ptr<Estimate> background_;
+  std::atomic<bool> pending_{false};
 };
 
 // Exchanges the clock estimates use: at MPI_Init and MPI_Finalize, and mid-job (where the job
