@@ -5,6 +5,7 @@
 //   monitor/call_sites.hpp     where the application called
 //   monitor/sampling.hpp       which instances are recorded
 //   monitor/trace_writer.hpp   rank facts, window snapshots and the writer thread
+//   monitor/trace_budget.hpp   the bound on a trace's bytes per hour (thinning, merging)
 //   monitor/shared_fs.hpp      shared filesystems and the snapshot layout's local copies
 //   monitor/trace_schema.hpp   the schema and the row types readers share (a leaf)
 #pragma once
@@ -14,5 +15,6 @@
 #include "monitor/clock.hpp"
 #include "monitor/sampling.hpp"
 #include "monitor/shared_fs.hpp"
+#include "monitor/trace_budget.hpp"
 #include "monitor/trace_schema.hpp"
 #include "monitor/trace_writer.hpp"

@@ -1,4 +1,4 @@
--- commtap trace database, schema version 10 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 11 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -68,6 +68,8 @@ CREATE TABLE IF NOT EXISTS communicators (
 );
 
 -- One row per window (COMMTAP_INTERVAL) and a last one at the end: what the rank was doing.
+-- Under a trace budget (COMMTAP_TRACE_BUDGET) windows older than 10 minutes are merged into
+-- 1-minute windows: only the last row of each stays (its counters are since start).
 -- A rank stuck in a collective keeps writing 'in_call' rows with the same since_ns; a rank whose
 -- rows stop while others go on has crashed or frozen.
 CREATE TABLE IF NOT EXISTS heartbeats (
@@ -89,12 +91,23 @@ CREATE TABLE IF NOT EXISTS heartbeats (
                                        -- writer's ticks (COMMTAP_STALL_TICK): each that woke at
                                        -- least 2 ms late counts the larger of its lateness and
                                        -- its wait. NULL: ticks off, or schema 6 or older
+  sample_level INTEGER,                -- the trace budget's thinning (COMMTAP_TRACE_BUDGET) of
+                                       -- the collectives and transfers rows written with this
+                                       -- row: of the instances COMMTAP_SAMPLE recorded, those
+                                       -- whose key / COMMTAP_SAMPLE is a multiple of
+                                       -- 2^sample_level are kept (the key: collectives' seq,
+                                       -- transfers' message hash, monitor/sampling.hpp); in a
+                                       -- merged row the highest level of the windows it stands
+                                       -- for. 0: all kept; NULL: no budget, or schema 10 or older
+  instances_thinned INTEGER,           -- since start: instance records the budget left out (not
+                                       -- counted in instances_dropped); NULL as sample_level
   PRIMARY KEY (rank, wall_ns)
 );
 
 -- How far each rank got on each communicator: the sequence number of the last collective it
 -- entered and of the last it completed. Written when they change (so the newest row per
--- (rank, comm_id) is the current state). Members whose `entered` is below a seq that others are
+-- (rank, comm_id) is the current state); under a trace budget windows older than 10 minutes keep
+-- their last row per communicator and minute, as tcp_links its last per address pair. Members whose `entered` is below a seq that others are
 -- stuck in never arrived.
 CREATE TABLE IF NOT EXISTS comm_progress (
   rank      INTEGER NOT NULL,
@@ -107,10 +120,12 @@ CREATE TABLE IF NOT EXISTS comm_progress (
 
 -- Per window and per (communicator, function, call site, size class): every call, sampled or
 -- not. Blocking calls count their call time; nonblocking and persistent operations their time
--- from post (or MPI_Start) to completion, in the window of the completion.
+-- from post (or MPI_Start) to completion, in the window of the completion. Under a trace budget
+-- windows older than 10 minutes are merged into 1-minute windows (calls and times summed, the
+-- extremes kept) at the wall time of the merged window's last heartbeat, the one it keeps.
 CREATE TABLE IF NOT EXISTS aggregates (
   rank       INTEGER NOT NULL,
-  wall_ns    INTEGER NOT NULL,  -- CLOCK_REALTIME at the end of the window
+  wall_ns    INTEGER NOT NULL,  -- CLOCK_REALTIME at the end of the window (its heartbeat's)
   comm_id    INTEGER NOT NULL,  -- 0: none
   function   TEXT    NOT NULL,
   site       INTEGER NOT NULL,  -- call_sites.site; 0: unknown
@@ -141,7 +156,8 @@ CREATE TABLE IF NOT EXISTS transfers (
 ) WITHOUT ROWID;
 
 -- Estimates of each rank's offset to rank 0's monotonic clock: at MPI_Init, every
--- COMMTAP_CLOCK_SYNC collectives on MPI_COMM_WORLD, and at MPI_Finalize.
+-- COMMTAP_CLOCK_SYNC collectives on MPI_COMM_WORLD, and at MPI_Finalize. Under a trace budget
+-- estimates 10 minutes older than the newest keep the most precise of each minute of at_ns.
 CREATE TABLE IF NOT EXISTS clock_offsets (
   rank      INTEGER NOT NULL,
   at_ns     INTEGER NOT NULL,  -- this rank's monotonic ns when it was made
@@ -210,7 +226,9 @@ CREATE TABLE IF NOT EXISTS tcp_links (
 ) WITHOUT ROWID;
 
 -- Sampled collective instances (COMMTAP_SAMPLE): (comm_id, seq) names the same instance on every
--- member rank, and every rank samples the same sequence numbers.
+-- member rank, and every rank samples the same sequence numbers. A trace budget keeps those whose
+-- seq / COMMTAP_SAMPLE is a multiple of 2^heartbeats.sample_level (nested: any level's are kept by
+-- every rank at that level or below).
 CREATE TABLE IF NOT EXISTS collectives (
   rank     INTEGER NOT NULL,
   comm_id  INTEGER NOT NULL,

@@ -14,9 +14,11 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "monitor/monitor.hpp"
+#include "monitor/trace_budget.hpp"
 
 namespace commtap::monitor {
 
@@ -48,6 +50,7 @@ class Db {
   Db& operator=(const Db&) = delete;
 
   bool ok() const { return error_.empty(); }
+  void fail(const char* message) { error_ = with_cause(message); }
   const std::string& error() const { return error_; }
   sqlite3* handle() const { return db_; }
 
@@ -171,6 +174,8 @@ class RankDatabase {
   void set_meta(const std::string& key, const std::string& value) { meta_[key] = value; }
 
   bool write_start(const std::vector<std::pair<std::string, std::string>>& settings) {
+    budget_ = TraceBudgetSettings::from(settings);
+    thinning_ = InstanceThinning(budget_);
     db_.exec("BEGIN");
     std::vector<std::pair<std::string, std::string>> meta = {
         {"schema_version", std::to_string(kSchemaVersion)},
@@ -255,10 +260,18 @@ class RankDatabase {
       if (index < snapshot.algorithm_names.size()) return snapshot.algorithm_names[index];
       return index == 0 ? native : unknown;
     };
-    // Records of one kind at a time, in the order they were drained.
-    std::vector<const InstanceRecord*> collectives, transfers;
-    for (const InstanceRecord& r : snapshot.instances)
-      (r.kind == RecordKind::collective ? collectives : transfers).push_back(&r);
+    // Records of one kind at a time, in the order they were drained, thinned to the budget.
+    const double seconds = previous_wall_ != 0 && wall > previous_wall_
+                               ? static_cast<double>(wall - previous_wall_) / 1e9
+                           : facts_.start_ns != 0 && wall > facts_.start_ns
+                               ? static_cast<double>(wall - facts_.start_ns) / 1e9
+                               : budget_.interval_s;
+    previous_wall_ = wall;
+    if (first_wall_ == 0) first_wall_ = wall;
+    const ThinnedWindow kept = thinning_.thin(snapshot.instances, facts_.rank, seconds);
+    sample_level_ = kept.level;
+    const std::vector<const InstanceRecord*>& collectives = kept.collectives;
+    const std::vector<const InstanceRecord*>& transfers = kept.transfers;
     db_.insert_many(
         "INSERT OR REPLACE INTO collectives(rank, comm_id, seq, function, bytes, root, site, "
         "enter_ns, exit_ns, algorithm) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -423,6 +436,7 @@ class RankDatabase {
           return true;
         });
     write_heartbeat(snapshot, wall, ended_by);
+    if (thinning_.bounded()) downsample_old_windows(wall);
     auto meta = meta_.begin();
     db_.insert_rows("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
                     [&](sqlite3_stmt* stmt) {
@@ -492,7 +506,8 @@ class RankDatabase {
     db_.insert_rows(
         "INSERT OR REPLACE INTO heartbeats(rank, wall_ns, state, function, comm_id, seq, "
         "since_ns, threads_in_calls, instances_dropped, aggregates_dropped, writer_cpu_ns, "
-        "stalled_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        "stalled_ns, sample_level, instances_thinned) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+        "?10, ?11, ?12, ?13, ?14)",
         [&](sqlite3_stmt* stmt) {
           if (done) return false;
           sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -515,13 +530,112 @@ class RankDatabase {
           bind_u64(stmt, 10, snapshot.aggregates_dropped);
           bind_u64(stmt, 11, snapshot.writer_ns);
           if (snapshot.stalls_measured) bind_u64(stmt, 12, snapshot.stalled_ns);
+          if (thinning_.bounded()) {
+            sqlite3_bind_int(stmt, 13, static_cast<int>(sample_level_));
+            bind_u64(stmt, 14, thinning_.thinned());
+          }
           done = true;
           return true;
         });
   }
 
+  // The trace budget's second means (trace_budget.hpp): windows older than kFullResolutionNs
+  // are merged into kMergedWindowNs windows aligned to the wall clock, once each such window is
+  // wholly that old. A merged window's aggregates sum the calls and times of its windows (and
+  // keep their extremes) in one row per key at the wall time of its last heartbeat, the only
+  // heartbeat it keeps: every analyzer rule that divides an aggregates row's time by the time
+  // since the rank's previous heartbeat gets the merged window's span. The rows that carry
+  // counters since start or a latest state (comm_progress and tcp_links per key, clock_offsets
+  // by their monotonic time) keep their last (clock_offsets: most precise) row per merged
+  // window, unchanged. Freed pages are reused by later windows, so the file stops growing with
+  // the per-window rows.
+  void downsample_old_windows(std::uint64_t wall) {
+    if (wall < kFullResolutionNs) return;
+    const std::uint64_t cutoff = wall - kFullResolutionNs;
+    // The merged windows begin at the first whole minute that holds a window of this rank.
+    if (merged_until_ == 0) merged_until_ = (first_wall_ - 1) / kMergedWindowNs * kMergedWindowNs;
+    if (merged_until_ + kMergedWindowNs > cutoff) return;  // once a minute, not every window
+    while (merged_until_ + kMergedWindowNs <= cutoff) {
+      const std::uint64_t from = merged_until_;
+      merged_until_ += kMergedWindowNs;
+      merge_window(from, merged_until_);
+    }
+    // clock_offsets are on the monotonic clock: the same age, from the newest estimate.
+    std::uint64_t newest = 0;
+    run("SELECT max(at_ns) FROM clock_offsets WHERE rank = ?1", {}, [&](sqlite3_stmt* stmt) {
+      newest = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
+    });
+    if (newest < kFullResolutionNs) return;
+    const std::uint64_t clock_cutoff =
+        (newest - kFullResolutionNs) / kMergedWindowNs * kMergedWindowNs;
+    if (clock_cutoff <= clocks_merged_until_) return;
+    run("DELETE FROM clock_offsets WHERE rank = ?1 AND at_ns >= ?2 AND at_ns < ?3 AND EXISTS "
+        "(SELECT 1 FROM clock_offsets q WHERE q.rank = ?1 AND q.at_ns >= clock_offsets.at_ns / ?4 "
+        "* ?4 AND q.at_ns < clock_offsets.at_ns / ?4 * ?4 + ?4 AND (q.error_ns < "
+        "clock_offsets.error_ns OR (q.error_ns = clock_offsets.error_ns AND q.at_ns > "
+        "clock_offsets.at_ns)))",
+        {clocks_merged_until_, clock_cutoff, kMergedWindowNs}, nullptr);
+    clocks_merged_until_ = clock_cutoff;
+  }
+
+  // Runs `sql` with ?1 the rank and ?2... `values`, calling `row` for each result row.
+  template <typename Row = std::nullptr_t>
+  void run(const char* sql, std::initializer_list<std::uint64_t> values, Row row) {
+    if (!db_.ok()) return;
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_.handle(), sql, -1, &stmt, nullptr) != SQLITE_OK) {
+      db_.fail(sqlite3_errmsg(db_.handle()));
+      return;
+    }
+    sqlite3_bind_int(stmt, 1, facts_.rank);
+    int index = 2;
+    for (std::uint64_t value : values) bind_u64(stmt, index++, value);
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+      if constexpr (!std::is_same_v<Row, std::nullptr_t>) row(stmt);
+    if (rc != SQLITE_DONE) db_.fail(sqlite3_errmsg(db_.handle()));
+    sqlite3_finalize(stmt);
+  }
+
+  // Merges the windows whose heartbeats fall in (from, until].
+  void merge_window(std::uint64_t from, std::uint64_t until) {
+    std::uint64_t last = 0;
+    run("SELECT max(wall_ns) FROM heartbeats WHERE rank = ?1 AND wall_ns > ?2 AND wall_ns <= ?3",
+        {from, until}, [&](sqlite3_stmt* stmt) {
+          last = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
+        });
+    if (last == 0) return;
+    // The SELECT is read whole before rows are replaced (SQLite materializes a SELECT from the
+    // table it inserts into); the sums include the last window's own rows, which they replace.
+    static constexpr const char* kStatements[] = {
+        "INSERT OR REPLACE INTO aggregates(rank, wall_ns, comm_id, function, site, size_class, "
+        "calls, total_ns, min_ns, max_ns) SELECT rank, ?3, comm_id, function, site, size_class, "
+        "sum(calls), sum(total_ns), min(min_ns), max(max_ns) FROM aggregates WHERE rank = ?1 AND "
+        "wall_ns > ?2 AND wall_ns <= ?3 GROUP BY comm_id, function, site, size_class",
+        "DELETE FROM aggregates WHERE rank = ?1 AND wall_ns > ?2 AND wall_ns < ?3",
+        "UPDATE heartbeats SET sample_level = (SELECT max(sample_level) FROM heartbeats WHERE "
+        "rank = ?1 AND wall_ns > ?2 AND wall_ns <= ?3) WHERE rank = ?1 AND wall_ns = ?3",
+        "DELETE FROM heartbeats WHERE rank = ?1 AND wall_ns > ?2 AND wall_ns < ?3",
+        "DELETE FROM comm_progress WHERE rank = ?1 AND wall_ns > ?2 AND wall_ns < (SELECT "
+        "max(q.wall_ns) FROM comm_progress q WHERE q.rank = ?1 AND q.comm_id = "
+        "comm_progress.comm_id AND q.wall_ns > ?2 AND q.wall_ns <= ?3)",
+        "DELETE FROM tcp_links WHERE rank = ?1 AND wall_ns > ?2 AND wall_ns < (SELECT "
+        "max(q.wall_ns) FROM tcp_links q WHERE q.rank = ?1 AND q.local_address = "
+        "tcp_links.local_address AND q.peer_address = tcp_links.peer_address AND q.wall_ns > ?2 "
+        "AND q.wall_ns <= ?3)",
+    };
+    for (const char* sql : kStatements) run(sql, {from, last}, nullptr);
+  }
+
   Db db_;
   RankFacts facts_;
+  TraceBudgetSettings budget_;
+  InstanceThinning thinning_{TraceBudgetSettings{}};
+  unsigned sample_level_ = 0;
+  std::uint64_t previous_wall_ = 0;          // the last window's wall time (0: none yet)
+  std::uint64_t first_wall_ = 0;             // the first window's
+  std::uint64_t merged_until_ = 0;           // windows up to this wall time are merged
+  std::uint64_t clocks_merged_until_ = 0;    // clock_offsets before this monotonic time too
   std::vector<std::string> gpus_;            // the GPUs seen so far (they only grow)
   std::map<std::string, std::string> meta_;  // set_meta's rows
   std::unordered_map<std::int64_t, CommProgress> progress_written_;
@@ -832,16 +946,35 @@ TraceWriter::~TraceWriter() {
   }
 }
 
+namespace {
+
+// `window(i)` returns the window or a reference to it (no copy of a stored one).
+template <typename Window>
+std::string write_windows(const std::string& path, const RankFacts& facts,
+                          const std::vector<std::pair<std::string, std::string>>& settings,
+                          std::size_t windows, const Window& window) {
+  RankDatabase database(path, facts);
+  if (!database.write_start(settings)) return database.error();
+  for (std::size_t i = 0; i < windows; ++i)
+    if (!database.write_window(window(i), i + 1 == windows ? facts.ended_by : "running")) break;
+  database.close();
+  return database.error();
+}
+
+}  // namespace
+
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
                                 const std::vector<Snapshot>& windows) {
-  RankDatabase database(path, facts);
-  if (!database.write_start(settings)) return database.error();
-  for (std::size_t i = 0; i < windows.size(); ++i)
-    if (!database.write_window(windows[i], i + 1 == windows.size() ? facts.ended_by : "running"))
-      break;
-  database.close();
-  return database.error();
+  return write_windows(path, facts, settings, windows.size(),
+                       [&](std::size_t i) -> const Snapshot& { return windows[i]; });
+}
+
+std::string write_rank_database(const std::string& path, const RankFacts& facts,
+                                const std::vector<std::pair<std::string, std::string>>& settings,
+                                std::size_t windows,
+                                const std::function<Snapshot(std::size_t)>& window) {
+  return write_windows(path, facts, settings, windows, window);
 }
 
 std::string publish_copy(const std::string& source, const std::string& target,

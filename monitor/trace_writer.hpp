@@ -133,6 +133,12 @@ class TraceWriter {
 std::string write_rank_database(const std::string& path, const RankFacts& facts,
                                 const std::vector<std::pair<std::string, std::string>>& settings,
                                 const std::vector<Snapshot>& windows);
+// The same with `windows` windows made one at a time by `window(i)`: synthetic hours of a busy
+// rank without holding them all in memory.
+std::string write_rank_database(const std::string& path, const RankFacts& facts,
+                                const std::vector<std::pair<std::string, std::string>>& settings,
+                                std::size_t windows,
+                                const std::function<Snapshot(std::size_t)>& window);
 
 // Publishes a consistent copy of the database at `source` over `target` the way the snapshot
 // layout does (a copy to `target`.tmp, marked as a rollback-journal file, synced, renamed), with
