@@ -12,6 +12,7 @@
 #include "analyzer/job_model.hpp"
 #include "analyzer/statistics.hpp"
 #include "analyzer/trace_files.hpp"
+#include "analyzer/untrusted_input.hpp"
 
 namespace commtap::analyzer {
 
@@ -87,7 +88,22 @@ struct WallRange {
   }
 };
 
+// Cron mode checks the collectives' times as they are read, not by a scan of the whole file
+// (recent_rows.hpp): so are those read here. False (and `implausible` set) for a row that holds
+// a time no commtap writer writes.
+bool checked(const TraceReader& reader, sqlite3_stmt* s, std::initializer_list<int> columns,
+             std::string& implausible) {
+  for (int c : columns)
+    if (!plausible_time(s, c)) {
+      if (implausible.empty())
+        implausible = reader.path() + ": " + implausible_table_problem("collectives");
+      return false;
+    }
+  return implausible.empty();
+}
+
 bool wall_ranges(const Job& job, std::map<int, WallRange>& out, std::string& error) {
+  std::string implausible;
   for (const std::string& file : job.files) {
     auto reader = TraceReader::open(file, error);
     if (!reader) return false;
@@ -103,7 +119,7 @@ bool wall_ranges(const Job& job, std::map<int, WallRange>& out, std::string& err
             "SELECT rank, min(enter_ns), max(enter_ns) FROM collectives GROUP BY rank", {},
             [&](sqlite3_stmt* s) {
               auto r = job.ranks.find(static_cast<int>(column_i64(s, 0)));
-              if (r == job.ranks.end()) return;
+              if (r == job.ranks.end() || !checked(*reader, s, {1, 2}, implausible)) return;
               clip(r->first, static_cast<std::int64_t>(r->second.start_ns) - column_i64(s, 1),
                    static_cast<std::int64_t>(std::max(r->second.end_ns, r->second.last.wall_ns)) -
                        column_i64(s, 2));
@@ -117,6 +133,7 @@ bool wall_ranges(const Job& job, std::map<int, WallRange>& out, std::string& err
             "p.wall_ns <= ?1",
             {job.until_wall},
             [&](sqlite3_stmt* s) {
+              if (!checked(*reader, s, {1, 2, 3}, implausible)) return;
               const std::int64_t wall = column_i64(s, 1);
               const std::int64_t high =
                   sqlite3_column_type(s, 2) == SQLITE_NULL ? INT64_MAX : wall - column_i64(s, 2);
@@ -125,7 +142,10 @@ bool wall_ranges(const Job& job, std::map<int, WallRange>& out, std::string& err
               clip(static_cast<int>(column_i64(s, 0)), low, high);
             },
             error);
-    if (!ok) return false;
+    if (!ok || !implausible.empty()) {
+      if (!implausible.empty()) error = implausible;
+      return false;
+    }
   }
   return true;
 }
@@ -219,6 +239,7 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
   std::unordered_map<std::pair<std::int64_t, std::uint64_t>, std::uint32_t, PairHash> index;
   std::map<int, std::vector<Row>> rows;
   const PairHash hash;
+  std::string implausible;
   for (const std::string& file : job.files) {
     auto reader = TraceReader::open(file, error);
     if (!reader ||
@@ -229,7 +250,9 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
             [&](sqlite3_stmt* s) {
               const int rank = static_cast<int>(column_i64(s, 0));
               auto r = job.ranks.find(rank);
-              if (r == job.ranks.end() || !releases_everyone(column_text(s, 3))) return;
+              if (r == job.ranks.end() || !releases_everyone(column_text(s, 3)) ||
+                  !checked(*reader, s, {4}, implausible))
+                return;
               const std::pair<std::int64_t, std::uint64_t> key{
                   column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))};
               if (keep_one_in > 1 && hash(key) % keep_one_in != 0) return;
@@ -243,6 +266,10 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
             },
             error))
       return false;
+    if (!implausible.empty()) {
+      error = implausible;
+      return false;
+    }
   }
 
   // Round by round: the instances' exits on rank 0's clock by the ranks aligned so far (the

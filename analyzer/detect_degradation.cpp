@@ -1,5 +1,6 @@
 // Degradation of a call site over time (docs/analyzer.md).
 #include "analyzer/detectors.hpp"
+#include "analyzer/recent_rows.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -49,12 +50,16 @@ bool detect_degradation(const Job& job, const HealthOptions& options,
   std::map<std::int64_t, CallMix> mix;  // window -> the job's calls in it
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const std::int64_t since_wall = since_wall_ns(job, options);
-  if (!each_row(
-          job,
+  if (!each_recent_row(
+          job, "aggregates",
           "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
           "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
           "s.site = a.site AND s.frame = 0",
-          [&](sqlite3_stmt* s) {
+          "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
+          "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
+          "s.site = a.site AND s.frame = 0 WHERE a.rank = ?1 AND a.wall_ns >= ?2",
+          {0, 5},
+          [&](const ResultRow& s) {
             const std::int64_t wall = column_i64(s, 0);
             if (wall < since_wall || wall > job.until_wall) return;
             auto& cell =

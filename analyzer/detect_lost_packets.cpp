@@ -58,7 +58,7 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
   double interval_s = 5;                     // COMMTAP_TCP_INTERVAL
   if (!each_row(
           job, "SELECT DISTINCT rank, local_address FROM tcp_links",
-          [&](sqlite3_stmt* s) {
+          [&](const ResultRow& s) {
             auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
             if (rank == job.ranks.end()) return;
             auto [found, added] = address_hosts.try_emplace(column_text(s, 1), rank->second.host);
@@ -67,7 +67,7 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
           error) ||
       !each_row(
           job, "SELECT value FROM settings WHERE name = 'COMMTAP_TCP_INTERVAL' LIMIT 1",
-          [&](sqlite3_stmt* s) {
+          [&](const ResultRow& s) {
             if (const double v = std::atof(column_text(s, 0).c_str()); v > 0) interval_s = v;
           },
           error))
@@ -91,7 +91,7 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
           "SELECT rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
           "coalesce(dsack_dups, 0), bytes_acked FROM tcp_links "
           "ORDER BY rank, local_address, peer_address, wall_ns",
-          [&](sqlite3_stmt* s) {
+          [&](const ResultRow& s) {
             const int rank_number = static_cast<int>(column_i64(s, 0));
             auto rank = job.ranks.find(rank_number);
             const std::int64_t wall = column_i64(s, 1);

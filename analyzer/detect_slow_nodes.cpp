@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "analyzer/recent_rows.hpp"
 #include "analyzer/statistics.hpp"
 #include "analyzer/trace_files.hpp"
 
@@ -72,11 +73,16 @@ constexpr double kStalledShare = 0.05, kStalledFactor = 3.0, kStalledMargin = 0.
 class StallCounters {
  public:
   bool load(const Job& job, std::string& error) {
-    if (!each_row(
-            job,
+    // Each rank's rows in time order (a whole read sorts the file's; cron mode reads rank by
+    // rank in the key's order): the same rows per rank either way.
+    if (!each_recent_row(
+            job, "heartbeats",
             "SELECT rank, wall_ns, stalled_ns FROM heartbeats WHERE stalled_ns IS NOT NULL "
             "ORDER BY wall_ns",
-            [&](sqlite3_stmt* s) {
+            "SELECT rank, wall_ns, stalled_ns FROM heartbeats WHERE rank = ?1 AND wall_ns >= ?2 "
+            "AND stalled_ns IS NOT NULL ORDER BY wall_ns",
+            {1, 2},
+            [&](const ResultRow& s) {
               const std::int64_t wall = column_i64(s, 1);
               if (wall <= job.until_wall)
                 rows_[static_cast<int>(column_i64(s, 0))].emplace_back(wall, column_i64(s, 2));
@@ -155,9 +161,9 @@ bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls
 bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
                        std::uint64_t& instances_compared, std::optional<LatenessTable>& lateness,
                        std::vector<UnprovenSubject>& unproven, std::string& error) {
-  const char* sql =
-      "SELECT rank, comm_id, seq, enter_ns, exit_ns, site FROM collectives WHERE exit_ns IS NOT "
-      "NULL";
+  const std::string columns = "rank, comm_id, seq, enter_ns, exit_ns, site",
+                    condition = "exit_ns IS NOT NULL";
+  const std::vector<int> times = {3, 4};
   // A job without MPI (NCCL's collectives only): its ranks wait for a late one on the GPU, after
   // their NCCL calls returned, so the time inside calls says nothing; the collectives' own
   // enqueue-to-completion times say who waited.
@@ -168,11 +174,15 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
   const std::int64_t until_aligned = job.until_aligned();
   // Pass 1: earliest and latest arrival of every instance.
   std::unordered_map<std::pair<std::int64_t, std::uint64_t>, Instance, PairHash> instances;
-  if (!each_row(
-          job, sql,
-          [&](sqlite3_stmt* s) {
+  if (!each_collective_row(
+          job, columns, condition, times,
+          [&, cached_rank = -1, r = job.ranks.end()](const ResultRow& s) mutable {
+            // A file's rows come rank by rank (the primary key's order): one lookup per rank.
             const int rank = static_cast<int>(column_i64(s, 0));
-            auto r = job.ranks.find(rank);
+            if (rank != cached_rank || r == job.ranks.end()) {
+              cached_rank = rank;
+              r = job.ranks.find(rank);
+            }
             if (r == job.ranks.end()) return;
             const std::int64_t t = r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
             if (t < since_aligned || t > until_aligned) return;
@@ -239,9 +249,11 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
     }
     if (known == comm.size) host_share[id] = std::move(shares);
   }
-  if (!each_row(
-          job, sql,
-          [&](sqlite3_stmt* s) {
+  if (!each_collective_row(
+          job, columns, condition, times,
+          [&, cached_rank = -1, r_ptr = static_cast<const Rank*>(nullptr),
+           windows_ptr = static_cast<std::vector<RankWindow>*>(nullptr),
+           seen_ptr = static_cast<std::vector<bool>*>(nullptr)](const ResultRow& s) mutable {
             const int rank = static_cast<int>(column_i64(s, 0));
             const std::int64_t comm_id = column_i64(s, 1);
             const auto seq = static_cast<std::uint64_t>(column_i64(s, 2));
@@ -250,10 +262,18 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
             const Instance& i = found->second;
             const int w = static_cast<int>((i.earliest - first) / window_ns) - first_kept;
             if (w < 0) return;
-            const Rank& r = job.ranks.at(rank);
+            // A file's rows come rank by rank (the primary key's order): one lookup per rank.
+            if (rank != cached_rank || r_ptr == nullptr) {
+              cached_rank = rank;
+              r_ptr = &job.ranks.at(rank);
+              windows_ptr = &per_rank[rank];
+              if (windows_ptr->empty()) windows_ptr->resize(static_cast<std::size_t>(windows));
+              seen_ptr = &observed_span[rank];
+              if (seen_ptr->empty()) seen_ptr->resize(spans);
+            }
+            const Rank& r = *r_ptr;
             const std::int64_t t = r.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
-            auto& windows_of_rank = per_rank[rank];
-            if (windows_of_rank.empty()) windows_of_rank.resize(static_cast<std::size_t>(windows));
+            auto& windows_of_rank = *windows_ptr;
             RankWindow& rw = windows_of_rank[static_cast<std::size_t>(w)];
             ++rw.instances;
             rw.lateness.add(t - i.earliest);
@@ -273,14 +293,12 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
               ++window_instances[static_cast<std::size_t>(w)];
               ++rw.waited_last;
             }
-            const std::int64_t site =
-                sqlite3_column_type(s, 5) == SQLITE_NULL ? -1 : column_i64(s, 5);
+            const std::int64_t site = column_is_null(s, 5) ? -1 : column_i64(s, 5);
             RankWindow::SiteCount& at_site = rw.sites[{comm_id, site}];
             ++at_site.waited;
             at_site.last += arrived_last;
             at_site.host_last += host_last_here;
-            std::vector<bool>& seen = observed_span[rank];
-            if (seen.empty()) seen.resize(spans);
+            std::vector<bool>& seen = *seen_ptr;
             const auto span = static_cast<std::size_t>((i.earliest - kept_from) / span_ns);
             if (span >= seen.size() || seen[span]) return;
             seen[span] = true;
@@ -438,18 +456,21 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
     // covers: nonblocking operations count from their post to their completion, and a halo
     // exchange's receive and send overlap. So each row counts at most the time it covers.
     std::map<int, std::map<std::int64_t, double>> rows;  // rank -> write -> MPI ns
-    if (!each_row(
-            job, "SELECT rank, wall_ns, total_ns FROM aggregates",
-            [&](sqlite3_stmt* s) {
+    if (!each_recent_row(
+            job, "aggregates", "SELECT rank, wall_ns, total_ns FROM aggregates",
+            "SELECT rank, wall_ns, total_ns FROM aggregates WHERE rank = ?1 AND wall_ns >= ?2",
+            {1, 2},
+            [&](const ResultRow& s) {
               const std::int64_t wall = column_i64(s, 1);
               if (wall > job.until_wall) return;
               rows[static_cast<int>(column_i64(s, 0))][wall] +=
                   static_cast<double>(column_i64(s, 2));
             },
             error) ||
-        !each_row(
-            job, "SELECT rank, wall_ns FROM heartbeats",
-            [&](sqlite3_stmt* s) {
+        !each_recent_row(
+            job, "heartbeats", "SELECT rank, wall_ns FROM heartbeats",
+            "SELECT rank, wall_ns FROM heartbeats WHERE rank = ?1 AND wall_ns >= ?2", {1},
+            [&](const ResultRow& s) {
               const std::int64_t wall = column_i64(s, 1);
               const int rank = static_cast<int>(column_i64(s, 0));
               if (wall <= job.until_wall && job.ranks.count(rank))

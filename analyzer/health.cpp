@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "analyzer/detectors.hpp"
+#include "analyzer/recent_rows.hpp"
 #include "analyzer/report_inputs.hpp"
 #include "analyzer/trace_files.hpp"
 #include "analyzer/untrusted_input.hpp"
@@ -138,6 +139,7 @@ namespace {
 bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, ReportInputs* report,
                    std::string& error) {
   if (!load_facts(job, options, error)) return false;
+  set_read_horizon(job, options);
   health.job_id = job.job_id;
   health.ranks = static_cast<int>(job.ranks.size());
   health.hosts = static_cast<int>(job.hosts.size());
@@ -232,6 +234,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   health.path = clean_text(path);
   Job job;
   job.path = health.path;
+  job.threads = reading_threads(options.threads);
   const bool listed = job_files(path, true, job.files, error, &health.skipped);
   for (std::string& line : health.skipped) line = clean_text(line);
   if (!listed) return false;
@@ -240,6 +243,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   bool ok = false;
   try {
     ok = analyze_files(options, health, job, report, error);
+    health.rows_read = job.rows_read;
   } catch (const std::exception& e) {
     // A value no check foresaw must cost this job, never the run over every job.
     error = health.path + ": cannot be analyzed: " + e.what();

@@ -47,6 +47,12 @@ struct HealthOptions {
   // Reading and analyzing one job stops after this many seconds, and the job counts as
   // unreadable (0: default_job_seconds of its files' size, untrusted_input.hpp).
   double job_timeout_s = 0;
+  // Threads that read a job's files (0: one per core). The findings are the same whatever it is;
+  // one by default, since the rows' handover costs more than a second reader gains on 2 cores.
+  int threads = 1;
+  // With since_s, read every row anyway (and filter), rather than only the recent ones: the
+  // findings are the same (recent_rows.hpp); for comparisons and benchmarks.
+  bool read_all = false;
 };
 
 enum class Severity { info, warning, error, critical };
@@ -113,6 +119,7 @@ struct JobHealth {
   std::uint64_t now_ns = 0;          // wall clock of the newest heartbeat: "now" for the detectors
   std::uint64_t instances = 0;       // aligned collective instances looked at
   std::uint64_t messages = 0;        // joined transfers looked at
+  std::uint64_t rows_read = 0;       // rows the analysis read from the job's files
   std::vector<Finding> findings;     // most severe first
   std::vector<std::string> skipped;  // files of the job directory left out, and why
   JobEvidence evidence;              // what the detectors measured, for the report and --json

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/file_rows.hpp"
 #include "analyzer/health.hpp"
 #include "monitor/trace_schema.hpp"
 
@@ -93,6 +94,9 @@ struct Job {
   std::string path;
   std::string job_id;
   std::vector<std::string> files;  // each holds one or more ranks
+  int threads = 1;                 // reading threads (HealthOptions::threads)
+  // Rows read from the files so far (every pass counts its rows): what an analysis costs.
+  mutable std::uint64_t rows_read = 0;
   std::vector<std::string> hosts;
   std::string program;  // rank 0's executable, without its directory ("" if unknown)
   std::map<int, Rank> ranks;
@@ -102,6 +106,9 @@ struct Job {
   std::uint64_t now_wall = 0;
   // rank 0's clock (aligned ns) -> wall ns
   std::int64_t wall_minus_aligned = 0;
+  // Cron mode (--since, recent_rows.hpp): the tables of kTablesReadRecent are read from this
+  // wall time on (INT64_MIN: whole).
+  std::int64_t read_from_wall = INT64_MIN;
   // --at: rows written after this wall time are ignored (INT64_MAX: none are).
   std::int64_t until_wall = INT64_MAX;
   std::int64_t until_aligned() const {
@@ -141,6 +148,10 @@ bool align_clocks_by_collectives(Job& job, std::string& error);
 
 // Runs `sql` on every file of the job (one at a time: memory does not grow with the files).
 bool each_row(const Job& job, const char* sql, const std::function<void(sqlite3_stmt*)>& row,
+              std::string& error);
+// The same, the files read on job.threads threads (file_rows.hpp): `row` is called on this
+// thread, in the same order as by a serial read.
+bool each_row(const Job& job, const char* sql, const std::function<void(const ResultRow&)>& row,
               std::string& error);
 
 // The oldest wall-clock time --since keeps (INT64_MIN: everything).

@@ -79,11 +79,12 @@ class TraceReader {
   // Empty if the file holds what a commtap writer writes (hostile_schema_problem and
   // implausible_values_problem), else why not. A full scan of its times: the analysis does it
   // once per file, not at every open.
-  std::string content_problem() const;
+  std::string content_problem(const std::vector<std::string>& read_checked = {}) const;
   ~TraceReader();
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;
 
+  const std::string& path() const { return path_; }
   // Runs `sql` with integer parameters, calling `row` for each result row.
   bool each(const std::string& sql, std::initializer_list<std::int64_t> binds,
             const std::function<void(sqlite3_stmt*)>& row, std::string& error);

@@ -7,8 +7,8 @@ namespace commtap::analyzer {
 
 namespace {
 
-std::optional<std::int64_t> column_optional(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+std::optional<std::int64_t> column_optional(const ResultRow& s, int i) {
+  if (column_is_null(s, i)) return std::nullopt;
   return column_i64(s, i);
 }
 
@@ -17,7 +17,7 @@ bool each_transfer(const Job& job, const char* sql,
   TransferRow t;
   return each_row(
       job, sql,
-      [&](sqlite3_stmt* s) {
+      [&](const ResultRow& s) {
         t.rank = static_cast<int>(column_i64(s, 0));
         t.peer = static_cast<int>(column_i64(s, 1));
         t.comm_id = column_i64(s, 2);
@@ -41,7 +41,7 @@ bool each_probe(const Job& job, const std::function<void(const ProbeRow&)>& row,
       "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns, slowest_ns, "
       "slowest_oneway_ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns FROM probes "
       "ORDER BY at_ns",
-      [&](sqlite3_stmt* s) {
+      [&](const ResultRow& s) {
         p.rank = static_cast<int>(column_i64(s, 0));
         p.at_ns = static_cast<std::uint64_t>(column_i64(s, 1));
         p.from_node = static_cast<int>(column_i64(s, 2));

@@ -204,6 +204,12 @@ Deadline::Deadline(double seconds) : saved_ns_(t_deadline_ns) {
   const std::int64_t at = steady_now_ns() + static_cast<std::int64_t>(std::min(seconds, 1e9) * 1e9);
   t_deadline_ns = std::min(t_deadline_ns, at);
 }
+Deadline::At Deadline::current() {
+  return {t_deadline_ns};
+}
+Deadline::Deadline(At at) : saved_ns_(t_deadline_ns) {
+  t_deadline_ns = std::min(t_deadline_ns, at.steady_ns);
+}
 Deadline::~Deadline() {
   t_deadline_ns = saved_ns_;
 }
@@ -330,10 +336,25 @@ std::string hostile_schema_problem(sqlite3* db, const std::string& schema) {
   return problem;
 }
 
-std::string implausible_values_problem(sqlite3* db, const std::string& schema) {
+bool plausible_time(sqlite3_stmt* stmt, int i, bool may_be_negative) {
+  const int type = sqlite3_column_type(stmt, i);
+  if (type == SQLITE_NULL) return true;
+  if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) return false;
+  const double value = sqlite3_column_double(stmt, i);
+  return value <= 4e18 && value >= (may_be_negative ? -4e18 : 0.0);
+}
+
+std::string implausible_table_problem(const std::string& table) {
+  return "table " + table +
+         " holds a time no commtap writer writes (outside 0..4e18 ns, or not a number)";
+}
+
+std::string implausible_values_problem(sqlite3* db, const std::string& schema,
+                                       const std::vector<std::string>& read_checked) {
   // 4e18 ns is the year 2096 as a wall-clock time: any real time fits, and two add up in 64 bits.
   static constexpr char kMost[] = "4000000000000000000";
   for (const auto& [table, columns] : time_columns()) {
+    if (std::find(read_checked.begin(), read_checked.end(), table) != read_checked.end()) continue;
     const std::vector<std::string> in_file = table_columns(db, schema, table);
     std::string condition;
     // Only times enter arithmetic; ids and counts are compared or summed by SQLite. Text and
@@ -352,9 +373,7 @@ std::string implausible_values_problem(sqlite3* db, const std::string& schema) {
             "SELECT 1 FROM \"" + schema + "\".\"" + table + "\" WHERE " + condition + " LIMIT 1",
             [&](sqlite3_stmt*) { found = true; }, error))
       return "cannot check table " + table + ": " + error;
-    if (found)
-      return "table " + table +
-             " holds a time no commtap writer writes (outside 0..4e18 ns, or not a number)";
+    if (found) return implausible_table_problem(table);
   }
   return "";
 }

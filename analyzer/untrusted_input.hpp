@@ -63,13 +63,26 @@ std::string hostile_schema_problem(sqlite3* db, const std::string& schema);
 // within 0..4e18 (offsets and one-way times within +-4e18), else which table does not. Bounded
 // times keep every sum and difference of two inside 64 bits, so no window or offset arithmetic
 // can overflow; text or a blob in a time column is refused by the same test.
-std::string implausible_values_problem(sqlite3* db, const std::string& schema);
+// `read_checked`: tables left out, whose rows the caller checks as it reads them
+// (plausible_time), so that a cron run that reads only their recent rows does not scan them whole.
+std::string implausible_values_problem(sqlite3* db, const std::string& schema,
+                                       const std::vector<std::string>& read_checked = {});
+// Whether column `i` of the statement's row holds a time implausible_values_problem accepts.
+bool plausible_time(sqlite3_stmt* stmt, int i, bool may_be_negative = false);
+// What implausible_values_problem says of `table`.
+std::string implausible_table_problem(const std::string& table);
 
 // A per-thread time limit on reading one job: every hardened connection's statements fail with
 // SQLITE_INTERRUPT once it has passed. Scoped; nested deadlines keep the earlier one.
 class Deadline {
  public:
   explicit Deadline(double seconds);  // <= 0: none
+  // The calling thread's deadline, to give a thread that reads for it the same one.
+  struct At {
+    std::int64_t steady_ns;
+  };
+  static At current();
+  explicit Deadline(At at);
   ~Deadline();
   Deadline(const Deadline&) = delete;
   Deadline& operator=(const Deadline&) = delete;

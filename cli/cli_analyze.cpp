@@ -84,6 +84,15 @@ void add_health_options(CLI::App* command, HealthOptions& options) {
       ->add_option("--degradation-windows", options.degradation_windows,
                    "Degradation: latest windows that must all be slow")
       ->capture_default_str();
+  command
+      ->add_option("--threads", options.threads,
+                   "Threads that read a job's files (0: one per core); the findings are the same "
+                   "whatever the number")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--read-all", options.read_all,
+                    "With --since, read every row and filter by time afterwards: the same "
+                    "findings, slower (for comparisons)");
   add_input_options(command, options.job_timeout_s, "--job-timeout",
                     "Seconds to read and analyze one job before it counts as unreadable (0: 30 s "
                     "and 2 s per MiB of its files)");

@@ -1,0 +1,268 @@
+// analyzer/file_rows: the ordered parallel read of file_rows.hpp.
+#include "analyzer/file_rows.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "analyzer/trace_files.hpp"
+#include "analyzer/untrusted_input.hpp"
+
+namespace commtap::analyzer {
+
+namespace {
+
+// Rows per chunk, and chunks a reading thread may keep ahead of the consumer per file: a few
+// MiB per thread at most.
+constexpr std::size_t kChunkRows = 16384;
+constexpr std::size_t kChunksAhead = 4;
+
+}  // namespace
+
+void RowChunk::add(sqlite3_stmt* stmt) {
+  const auto columns = static_cast<std::size_t>(sqlite3_column_count(stmt));
+  if (cells_.empty()) {
+    columns_ = columns;
+    cells_.reserve(kChunkRows * columns);
+  }
+  if (columns != columns_) return;  // one chunk holds one statement's rows
+  for (std::size_t i = 0; i < columns; ++i) {
+    const int c = static_cast<int>(i);
+    Cell cell;
+    cell.type = sqlite3_column_type(stmt, c);
+    // Read as the statement would be: the integer first (it may convert the value's text).
+    cell.value = sqlite3_column_int64(stmt, c);
+    if (cell.type != SQLITE_NULL && cell.type != SQLITE_INTEGER) {
+      cell.text = static_cast<std::int32_t>(texts_.size());
+      texts_.push_back(analyzer::column_text(stmt, c));
+    }
+    cells_.push_back(cell);
+  }
+}
+
+std::string ResultRow::text(int column) const {
+  if (!chunk_) return analyzer::column_text(statement_, column);
+  const RowChunk::Cell& c = cell(column);
+  if (c.type == SQLITE_NULL) return "";
+  if (c.text < 0) return std::to_string(c.value);
+  return chunk_->texts_[static_cast<std::size_t>(c.text)];
+}
+
+int reading_threads(int threads) {
+  if (threads > 0) return threads;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+namespace {
+
+// Fills chunks of one file and passes each full one on; its chunks come from `fresh` (recycled
+// ones: a chunk's memory is reused rather than allocated and faulted in again).
+class ChunkingSink : public RowSink {
+ public:
+  ChunkingSink(std::size_t file, std::function<void(RowChunk&&)> flush,
+               std::function<RowChunk()> fresh)
+      : file_(file), flush_(std::move(flush)), fresh_(std::move(fresh)) {
+    start();
+  }
+  void begin_query(int query) override {
+    finish();
+    query_ = query;
+    chunk_.query = query_;
+  }
+  void add(sqlite3_stmt* stmt) override {
+    chunk_.add(stmt);
+    if (chunk_.rows() >= kChunkRows) finish();
+  }
+  void finish() {
+    if (chunk_.rows() == 0) return;
+    flush_(std::move(chunk_));
+    start();
+  }
+
+ private:
+  void start() {
+    chunk_ = fresh_();
+    chunk_.file = file_;
+    chunk_.query = query_;
+  }
+  std::size_t file_;
+  int query_ = 0;
+  RowChunk chunk_;
+  std::function<void(RowChunk&&)> flush_;
+  std::function<RowChunk()> fresh_;
+};
+
+// Hands each row to the consumer as it is read (a serial read).
+class DirectSink : public RowSink {
+ public:
+  DirectSink(std::size_t file, const std::function<void(const ResultRow&)>& row,
+             std::uint64_t* rows_read)
+      : file_(file), row_(row), rows_read_(rows_read) {}
+  void begin_query(int query) override { query_ = query; }
+  void add(sqlite3_stmt* stmt) override {
+    row_(ResultRow(stmt, query_, file_));
+    if (rows_read_) ++*rows_read_;
+  }
+
+ private:
+  std::size_t file_;
+  int query_ = 0;
+  const std::function<void(const ResultRow&)>& row_;
+  std::uint64_t* rows_read_;
+};
+
+bool read_one(const std::string& path, const FileWork& work, RowSink& sink, std::string& error) {
+  auto reader = TraceReader::open(path, error);
+  return reader && work(*reader, sink, error);
+}
+
+void consume(const RowChunk& chunk, const std::function<void(const ResultRow&)>& row,
+             std::uint64_t* rows_read) {
+  const std::size_t rows = chunk.rows();
+  for (std::size_t i = 0; i < rows; ++i) row(ResultRow(chunk, i));
+  if (rows_read) *rows_read += rows;
+}
+
+// The files being read ahead of the consumer, and who waits for whom.
+class OrderedReads {
+ public:
+  OrderedReads(const std::vector<std::string>& files, const FileWork& work)
+      : files_(files), work_(work), slots_(files.size()) {}
+
+  void run_worker(Deadline::At deadline) {
+    const Deadline inherited(deadline);
+    for (;;) {
+      std::size_t file;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (cancelled_ || next_ >= files_.size()) return;
+        file = next_++;
+      }
+      ChunkingSink sink(
+          file, [&](RowChunk&& chunk) { push(file, std::move(chunk)); },
+          [&] { return recycled(); });
+      std::string error;
+      bool ok = false;
+      try {
+        ok = read_one(files_[file], work_, sink, error);
+        sink.finish();
+      } catch (const std::exception& e) {
+        error = files_[file] + ": cannot be read: " + e.what();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      Slot& slot = slots_[file];
+      slot.done = true;
+      slot.failed = !ok;
+      slot.error = std::move(error);
+      if (file == consuming_) consumer_wakes_.notify_one();
+    }
+  }
+
+  // Hands every file's rows to `row` in order; false with the first failing file's error.
+  bool consume_all(const std::function<void(const ResultRow&)>& row, std::string& error,
+                   std::uint64_t* rows_read) {
+    for (std::size_t file = 0; file < files_.size(); ++file) {
+      for (;;) {
+        RowChunk chunk;
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          Slot& slot = slots_[file];
+          consuming_ = file;
+          consumer_wakes_.wait(lock, [&] { return !slot.chunks.empty() || slot.done; });
+          if (slot.chunks.empty()) {
+            if (slot.failed) {
+              error = slot.error;
+              return false;
+            }
+            break;
+          }
+          chunk = std::move(slot.chunks.front());
+          // A reader waits only for room in its file's queue.
+          if (slot.chunks.size() == kChunksAhead) workers_wake_.notify_all();
+          slot.chunks.pop_front();
+        }
+        consume(chunk, row, rows_read);
+        chunk.clear();
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (spare_.size() < kChunksAhead * 2) spare_.push_back(std::move(chunk));
+      }
+    }
+    return true;
+  }
+
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+    workers_wake_.notify_all();
+  }
+
+ private:
+  struct Slot {
+    std::deque<RowChunk> chunks;
+    bool done = false, failed = false;
+    std::string error;
+  };
+
+  RowChunk recycled() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (spare_.empty()) return RowChunk();
+    RowChunk chunk = std::move(spare_.back());
+    spare_.pop_back();
+    return chunk;
+  }
+
+  void push(std::size_t file, RowChunk&& chunk) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Slot& slot = slots_[file];
+    workers_wake_.wait(lock, [&] { return cancelled_ || slot.chunks.size() < kChunksAhead; });
+    if (cancelled_) return;
+    slot.chunks.push_back(std::move(chunk));
+    if (file == consuming_) consumer_wakes_.notify_one();
+  }
+
+  const std::vector<std::string>& files_;
+  const FileWork& work_;
+  std::mutex mutex_;
+  std::condition_variable consumer_wakes_, workers_wake_;
+  std::size_t consuming_ = 0;  // the file the consumer takes rows of
+  std::vector<Slot> slots_;
+  std::vector<RowChunk> spare_;
+  std::size_t next_ = 0;
+  bool cancelled_ = false;
+};
+
+}  // namespace
+
+bool read_files_in_order(const std::vector<std::string>& files, int threads, const FileWork& work,
+                         const std::function<void(const ResultRow&)>& row, std::string& error,
+                         std::uint64_t* rows_read) {
+  const auto workers = static_cast<std::size_t>(
+      std::min<std::size_t>(static_cast<std::size_t>(reading_threads(threads)), files.size()));
+  if (workers <= 1) {
+    // Serial: each row is handed on as SQLite returns it.
+    for (std::size_t file = 0; file < files.size(); ++file) {
+      DirectSink sink(file, row, rows_read);
+      if (!read_one(files[file], work, sink, error)) return false;
+    }
+    return true;
+  }
+  OrderedReads reads(files, work);
+  std::vector<std::thread> pool;
+  // Joins the readers however the consumer leaves (an error, or an exception of its callback).
+  struct Joiner {
+    OrderedReads& reads;
+    std::vector<std::thread>& pool;
+    ~Joiner() {
+      reads.cancel();
+      for (std::thread& t : pool) t.join();
+    }
+  } joiner{reads, pool};
+  const Deadline::At deadline = Deadline::current();
+  for (std::size_t i = 0; i < workers; ++i)
+    pool.emplace_back([&reads, deadline] { reads.run_worker(deadline); });
+  return reads.consume_all(row, error, rows_read);
+}
+
+}  // namespace commtap::analyzer

@@ -1,0 +1,177 @@
+// Reading a job's files on several threads, and cron mode (--since reads only the recent rows):
+// the findings must be exactly those of a serial read of every row, and cron mode's cost, counted
+// in rows read, must follow the period it looks at, not the job's age.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "analyzer/health.hpp"
+#include "render/text_json.hpp"
+#include "tests/fixtures/synthetic_job.hpp"
+#include "tests/unit/analyzer/health_checks.hpp"
+#include "tests/unit/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using commtap::analyzer::analyze_job;
+using commtap::analyzer::HealthOptions;
+using commtap::analyzer::JobHealth;
+using commtap::fixtures::SyntheticJob;
+using commtap::testing::describe;
+using commtap::testing::TempDir;
+using commtap::testing::test_options;
+
+namespace {
+
+JobHealth analyze_dir(const fs::path& dir, const HealthOptions& options) {
+  JobHealth health;
+  std::string error;
+  EXPECT_TRUE(analyze_job(dir.string(), options, health, error)) << error;
+  return health;
+}
+
+// Everything `commtap analyze --json` prints of the job.
+std::string json_of(const JobHealth& health) {
+  return commtap::render::health_json({health}, {}).dump();
+}
+
+// A job with every kind of row: instances, messages, aggregates, probes and TCP counters, with
+// a slow rank, a slow link and a lossy link to find.
+SyntheticJob busy_job(double seconds) {
+  SyntheticJob job;
+  job.ranks = 8;
+  job.hosts = 4;
+  job.seconds = seconds;
+  job.period_ms = 20;
+  job.late_us = [](int rank, double) { return rank == 5 ? 3000.0 : 0.0; };
+  // The others wait for it inside MPI (a rank late by its own computing spends less time there).
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 60.0; };
+  job.link_us = [](int from, int to, double) { return from == 1 && to == 2 ? 2000.0 : 0.0; };
+  job.probe_every_s = 2;
+  job.tcp = true;
+  job.tcp_lost_share = [](int from, int to, double) { return from == 3 && to == 0 ? 0.05 : 0.0; };
+  return job;
+}
+
+}  // namespace
+
+TEST(ParallelRead, SameFindingsWhateverTheThreadCount) {
+  SyntheticJob hang;
+  hang.seconds = 12;
+  hang.hang_at = 8;
+  hang.hang_culprit = 3;
+  std::vector<SyntheticJob> jobs = {busy_job(20), commtap::fixtures::straggler_job(16, 3000, 4),
+                                    hang};
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    TempDir dir;
+    ASSERT_EQ(jobs[j].write(dir.path()), "");
+    for (const double since : {0.0, 8.0}) {
+      HealthOptions options = test_options();
+      options.since_s = since;
+      options.threads = 1;
+      const JobHealth serial = analyze_dir(dir.path(), options);
+      EXPECT_FALSE(serial.findings.empty() && j != 2) << "job " << j;
+      for (const int threads : {2, 3, 8}) {
+        options.threads = threads;
+        const JobHealth parallel = analyze_dir(dir.path(), options);
+        EXPECT_EQ(json_of(parallel), json_of(serial))
+            << "job " << j << ", " << threads << " threads, since " << since << ":"
+            << describe(parallel) << "\nvs" << describe(serial);
+        EXPECT_EQ(parallel.rows_read, serial.rows_read);
+      }
+    }
+  }
+}
+
+TEST(CronMode, SameFindingsAsReadingEverythingAndCostFollowsThePeriodNotTheAge) {
+  // The same job seen after 60 s and after 240 s; rank 6 turns slow 40 s before the end.
+  auto job_of_age = [](double seconds) {
+    SyntheticJob job = busy_job(seconds);
+    job.late_us = [seconds](int rank, double t) {
+      return rank == 6 && t >= seconds - 40 ? 3000.0 : 0.0;
+    };
+    job.receive_wait_ms = [](int rank) { return rank == 6 ? 0.0 : 60.0; };
+    job.link_us = [](int, int, double) { return 0.0; };
+    // Few messages and no TCP counters: cron mode reads those tables whole (docs/analyzer.md),
+    // and this test counts what it bounds.
+    job.sends_to = [](int from, int to) { return to == (from + 2) % 8; };
+    job.message_every = 50;
+    job.tcp = false;
+    job.probe_every_s = 10;
+    return job;
+  };
+  HealthOptions cron = test_options();
+  cron.since_s = 30;
+  HealthOptions everything = cron;
+  everything.read_all = true;
+  std::uint64_t young_rows = 0;
+  for (const double age : {60.0, 240.0}) {
+    TempDir dir;
+    ASSERT_EQ(job_of_age(age).write(dir.path()), "");
+    const JobHealth recent = analyze_dir(dir.path(), cron);
+    const JobHealth whole = analyze_dir(dir.path(), everything);
+    EXPECT_EQ(json_of(recent), json_of(whole)) << describe(recent) << "\nvs" << describe(whole);
+    ASSERT_FALSE(recent.findings.empty()) << age;
+    EXPECT_EQ(recent.findings.front().kind, "slow_rank") << describe(recent);
+    EXPECT_EQ(recent.findings.front().subject, "rank 6 (h3)") << describe(recent);
+    // Cron mode reads the period it looks at (and a margin); the whole read, the whole job.
+    EXPECT_LT(recent.rows_read * 3, whole.rows_read * 2) << age;
+    if (age == 60) {
+      young_rows = recent.rows_read;
+      continue;
+    }
+    EXPECT_LT(recent.rows_read * 4, whole.rows_read) << age;
+    // Four times the age, about the same rows: only the transfers and probes (read whole) grow
+    // with it.
+    const std::uint64_t grown = recent.rows_read - young_rows;
+    EXPECT_LT(grown * 4, young_rows) << recent.rows_read << " vs " << young_rows;
+  }
+}
+
+TEST(CronMode, ARankFileReplacedBetweenRunsIsReadAsItIsNow) {
+  TempDir dir, shorter;
+  SyntheticJob job = busy_job(60);
+  ASSERT_EQ(job.write(dir.path()), "");
+  HealthOptions cron = test_options();
+  cron.since_s = 20;
+  const JobHealth first = analyze_dir(dir.path(), cron);
+  ASSERT_FALSE(first.findings.empty());
+  // Rank 5's file replaced by one of a job that ran a third as long (a restart): a new inode,
+  // fewer rows, other times. Nothing is remembered between runs, so nothing can go stale.
+  SyntheticJob restarted = busy_job(20);
+  restarted.seed = 9;
+  ASSERT_EQ(restarted.write(shorter.path()), "");
+  fs::remove(dir.path() / "rank-5.db");
+  fs::copy_file(shorter.path() / "rank-5.db", dir.path() / "rank-5.db");
+  HealthOptions everything = cron;
+  everything.read_all = true;
+  const JobHealth again = analyze_dir(dir.path(), cron);
+  const JobHealth whole = analyze_dir(dir.path(), everything);
+  EXPECT_EQ(json_of(again), json_of(whole)) << describe(again) << "\nvs" << describe(whole);
+  EXPECT_NE(json_of(again), json_of(first));
+}
+
+TEST(CronMode, RefusesImplausibleTimesInTheRowsItReads) {
+  TempDir dir;
+  ASSERT_EQ(busy_job(30).write(dir.path()), "");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir.path() / "rank-2.db").string().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "UPDATE collectives SET enter_ns = 'x' WHERE seq = (SELECT max(seq) "
+                           "FROM collectives)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  HealthOptions cron = test_options();
+  cron.since_s = 10;
+  JobHealth health;
+  std::string error;
+  EXPECT_FALSE(analyze_job(dir.path().string(), cron, health, error));
+  EXPECT_NE(error.find("table collectives holds a time no commtap writer writes"),
+            std::string::npos)
+      << error;
+}
