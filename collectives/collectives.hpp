@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,28 +57,42 @@ struct Context {
   int test_nodes = 0;                       // COMMTAP_TEST_NODES
   int knomial_radix = 0;                    // COMMTAP_KNOMIAL_RADIX (0: the cost model's)
   bool yield = false;                       // COMMTAP_YIELD
+  int trial_rounds = 0;                     // COMMTAP_ALLREDUCE_TRIALS (0: the formulas alone)
+  bool report_trials = false;               // COMMTAP_VERBOSE >= 2: each trial on stderr
+  // Every rank of the job shares one node (real ones; COMMTAP_TEST_NODES pretends more):
+  // `auto` is the library's everywhere, decided at MPI_Init without a message.
+  bool one_node = false;
   // Null until start() agrees on one (and for a native job): the built-in cost model, nothing
   // avoided.
   std::shared_ptr<const Agreement> agreed;
 };
 
 // The context from the settings, agreed on all ranks of `comm` (commtap's private duplicate of
-// MPI_COMM_WORLD; collective): the algorithm (an unknown name is a problem, and native), the
-// hosts and links to avoid (COMMTAP_AVOID_HOSTS: names and FROM->TO / A<->B links, or @FILE, a
-// findings store's avoid list, read by rank 0), and the cost model (measured now with
-// COMMTAP_CALIBRATE=1, read by rank 0 from COMMTAP_MODEL, or built in). Problems for the user
-// are appended to `problems`, to be printed once. `yield`: commtap's own waits yield the core
-// (COMMTAP_YIELD, the interposer's setting).
-Context start(const CollectivesSettings& settings, bool yield, MPI_Comm comm,
+// MPI_COMM_WORLD; collective), whose ranks sit on `nodes` nodes: the algorithm (an unknown name
+// is a problem, and native), the hosts and links to avoid (COMMTAP_AVOID_HOSTS: names and
+// FROM->TO / A<->B links, or @FILE, a findings store's avoid list, read by rank 0), and the cost
+// model (measured now with COMMTAP_CALIBRATE=1, read by rank 0 from COMMTAP_MODEL, or built
+// in). `auto` on one node needs none of it. Problems for the user are appended to `problems`,
+// to be printed once. `yield`: commtap's own waits yield the core (COMMTAP_YIELD, the
+// interposer's setting).
+Context start(const CollectivesSettings& settings, bool yield, MPI_Comm comm, int nodes,
               std::vector<std::string>& problems);
 
-// MPI_Allreduce by commtap, if `context` asks for one of its algorithms, the call is eligible
-// (collectives/policy.hpp) and its buffers are in host memory, and (automatic) the model chooses
-// one: the MPI error code, with `used` naming the algorithm and `steps`, when given, receiving
-// its messages in the order they were posted. nullopt: not taken, the caller runs the library's,
-// which also reports every erroneous call.
-std::optional<int> try_allreduce(const Context& context, const void* sendbuf, void* recvbuf,
-                                 MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                                 Algorithm& used, std::vector<Step>* steps);
+// Whether every all-reduce goes to the library without a look: native, or auto on one node.
+inline bool leaves_allreduce_to_library(const Context& context) noexcept {
+  return context.allreduce == Algorithm::native ||
+         (context.allreduce == Algorithm::automatic && context.one_node);
+}
+
+// MPI_Allreduce, by commtap if `context` asks for one of its algorithms, the call is eligible
+// (collectives/policy.hpp), its buffers are in host memory, the communicator has made 8
+// collective calls (`seq`, its sequence number: a communicator made for one call is not worth
+// the private communicators) and (automatic) the model or a trial picks one; else by `library`,
+// the library's own call, which also reports every erroneous call. Returns the MPI error code,
+// with `used` naming who ran it and `steps`, when given, receiving the messages commtap's
+// algorithm posted, in order.
+int allreduce_call(const Context& context, const void* sendbuf, void* recvbuf, MPI_Count count,
+                   MPI_Datatype type, MPI_Op op, MPI_Comm comm, std::uint64_t seq,
+                   const std::function<int()>& library, Algorithm& used, std::vector<Step>* steps);
 
 }  // namespace commtap::collectives

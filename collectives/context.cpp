@@ -143,19 +143,22 @@ const Agreement& agreement_of(const Context& context) noexcept {
   return context.agreed != nullptr ? *context.agreed : built_in;
 }
 
-Context start(const CollectivesSettings& settings, bool yield, MPI_Comm comm,
+Context start(const CollectivesSettings& settings, bool yield, MPI_Comm comm, int nodes,
               std::vector<std::string>& problems) {
   Context context;
   context.test_nodes = static_cast<int>(settings.test_nodes);
   context.knomial_radix = static_cast<int>(settings.knomial_radix);
+  context.trial_rounds = static_cast<int>(settings.allreduce_trials);
   context.yield = yield;
+  context.one_node = nodes <= 1;
   if (!parse_algorithm(settings.allreduce, context.allreduce)) {
     problems.push_back("commtap: COMMTAP_ALLREDUCE=" + settings.allreduce + " is not one of " +
                        algorithm_names() + "; using native");
     context.allreduce = Algorithm::native;
   }
-  // Only what a commtap algorithm needs: a native job reads no file and measures nothing.
-  if (context.allreduce == Algorithm::native) return context;
+  // Only what a commtap algorithm needs: a native job, or auto on one node (the library's
+  // everywhere), reads no file and measures nothing.
+  if (leaves_allreduce_to_library(context)) return context;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   reverse_folds_for_tests(settings.test_reversed_fold == rank);

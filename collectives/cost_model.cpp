@@ -6,25 +6,30 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <optional>
 
 namespace commtap::collectives {
 
-Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning* tuning) {
+std::optional<Algorithm> measured_choice(const CostModel& m, const Topology& t, MPI_Count bytes) {
   // Measured choices knew nothing of a link flagged since: the formulas route around it.
-  const bool flagged = t.flagged_alpha > 0 || t.flagged_beta > 0 || t.flagged_unmeasured;
-  if (!flagged && !m.choices.empty() && bytes <= m.choices.back().up_to_bytes &&
-      m.measured_ranks == t.size && m.measured_nodes == t.nodes &&
-      m.measured_largest_node == t.max_local_size) {
-    // A size between two measured ones gets commtap's algorithm only if both chose it: a
-    // choice measured at 256 KiB said nothing about 128 KiB on the emulated cluster.
-    for (std::size_t i = 0; i < m.choices.size(); ++i) {
-      const MeasuredChoice& choice = m.choices[i];
-      if (bytes > choice.up_to_bytes) continue;
-      if (i == 0 || bytes == choice.up_to_bytes || m.choices[i - 1].algorithm == choice.algorithm)
-        return choice.algorithm;
-      return Algorithm::native;
-    }
+  if (t.has_flagged_link() || m.choices.empty() || bytes > m.choices.back().up_to_bytes ||
+      m.measured_ranks != t.size || m.measured_nodes != t.nodes ||
+      m.measured_largest_node != t.max_local_size)
+    return std::nullopt;
+  // A size between two measured ones gets commtap's algorithm only if both chose it: a choice
+  // measured at 256 KiB said nothing about 128 KiB on the emulated cluster.
+  for (std::size_t i = 0; i < m.choices.size(); ++i) {
+    const MeasuredChoice& choice = m.choices[i];
+    if (bytes > choice.up_to_bytes) continue;
+    if (i == 0 || bytes == choice.up_to_bytes || m.choices[i - 1].algorithm == choice.algorithm)
+      return choice.algorithm;
+    return Algorithm::native;
   }
+  return std::nullopt;
+}
+
+Predictions predict(const CostModel& m, const Topology& t, MPI_Count bytes) {
+  Predictions predicted;
   const double n = static_cast<double>(bytes);
   const double p = t.size, nodes = std::max(1, t.nodes), local = std::max(1, t.max_local_size);
   const double inter_alpha = t.nodes > 1 ? m.inter_alpha : m.intra_alpha;
@@ -67,9 +72,13 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
   // Flat algorithms pay the slowest link on every round.
   // Recursive doubling: its rounds between nodes at the network's cost, those that stay inside
   // nodes (round-robin placements) at the node's.
-  const double rd_inside = t.nodes > 1 ? std::min<double>(t.rd_rounds_within_nodes, log2_of(p)) : 0;
+  // Past a power of two p2, the extra ranks fold in (a message in before the rounds and one
+  // back after: two latencies, the fold counted as one round in rd_rounds_within_nodes).
+  const double p2 = std::pow(2.0, std::floor(std::log2(p)));
+  const double rd_rounds = std::log2(p2) + (p2 < p ? 2 : 0);
+  const double rd_inside = t.nodes > 1 ? std::min<double>(t.rd_rounds_within_nodes, rd_rounds) : 0;
   const double rd =
-      (log2_of(p) - rd_inside) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + excess(n)) +
+      (rd_rounds - rd_inside) * (inter_alpha + 2 * o + n * inter_beta + n * m.gamma + excess(n)) +
       rd_inside * (m.intra_alpha + 2 * m.intra_overhead + n * m.intra_beta + n * m.gamma +
                    intra_excess(n)) +
       detour;
@@ -158,7 +167,7 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
       }
     }
   }
-  if (tuning != nullptr) *tuning = {flat_radix, leaders_radix, segment_bytes};
+  predicted.tuning = {flat_radix, leaders_radix, segment_bytes};
   // The library, as node-aware for small buffers (MPICH's and Open MPI's small all-reduces
   // reduce inside nodes first, one network latency per recursive-doubling round among the
   // nodes: what `hier` does), and the best of that and its flat algorithms. commtap's must win
@@ -171,7 +180,6 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
     // say which rounds cross. A buffer of fewer elements than the largest power of two ranks
     // keeps recursive doubling (16 bytes per element at most, so only below 16 p2 bytes may it
     // still: the better of the two then).
-    const double p2 = std::pow(2.0, std::floor(std::log2(p)));
     double across = t.nodes > 1 ? t.halving_share_across_nodes : 0, rabenseifner = detour;
     double half = 0.5;
     for (double round = 0; round < std::log2(p2); ++round, half /= 2) {
@@ -193,21 +201,55 @@ Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning*
     native = std::min({n >= 16 * p2 ? rabenseifner : std::min(rd, rabenseifner),
                        n <= 64 * 1024 ? intra + (nodes > 1 ? leaders_rabenseifner : 0) : 1e300});
   }
-  // On one host the library's shared-memory algorithms are what commtap's would be built on.
-  if (t.nodes <= 1) return Algorithm::native;
-  const std::pair<double, Algorithm> forms[] = {{hier_direct, Algorithm::hier_direct},
-                                                {direct, Algorithm::direct},
-                                                {knomial, Algorithm::knomial},
-                                                {hier_knomial, Algorithm::hier_knomial},
-                                                {hier, Algorithm::hier},
-                                                {pipe, Algorithm::hier_pipe},
-                                                {star, Algorithm::star},
-                                                {hier_star, Algorithm::hier_star},
-                                                {ring, Algorithm::ring}};
-  const auto best = std::min_element(std::begin(forms), std::end(forms), [](auto& a, auto& b) {
+  predicted.native_s = native;
+  predicted.forms = {{{hier_direct, Algorithm::hier_direct},
+                      {direct, Algorithm::direct},
+                      {knomial, Algorithm::knomial},
+                      {hier_knomial, Algorithm::hier_knomial},
+                      {hier, Algorithm::hier},
+                      {pipe, Algorithm::hier_pipe},
+                      {star, Algorithm::star},
+                      {hier_star, Algorithm::hier_star},
+                      {ring, Algorithm::ring}}};
+  return predicted;
+}
+
+const std::pair<double, Algorithm>& Predictions::best_form() const noexcept {
+  return *std::min_element(forms.begin(), forms.end(), [](auto& a, auto& b) {
     return a.first < b.first;  // the first of equals: the list's order of preference
   });
-  return best->first < 0.9 * native ? best->second : Algorithm::native;
+}
+
+Algorithm choose(const CostModel& m, const Topology& t, MPI_Count bytes, Tuning* tuning) {
+  const Predictions predicted = predict(m, t, bytes);
+  if (tuning != nullptr) *tuning = predicted.tuning;
+  if (const std::optional<Algorithm> measured = measured_choice(m, t, bytes)) return *measured;
+  // On one host the library's shared-memory algorithms are what commtap's would be built on.
+  if (t.nodes <= 1) return Algorithm::native;
+  const auto& [best, form] = predicted.best_form();
+  return best < 0.9 * predicted.native_s ? form : Algorithm::native;
+}
+
+std::vector<Algorithm> contenders(const CostModel& m, const Topology& t, MPI_Count bytes) {
+  std::vector<Algorithm> chosen{Algorithm::native};
+  if (t.nodes <= 1) return chosen;
+  const Predictions predicted = predict(m, t, bytes);
+  auto forms = predicted.forms;
+  std::stable_sort(forms.begin(), forms.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  // The formulas were off by up to 1.8x against the library on the emulated cluster (MPICH's
+  // 2 MiB all-reduce at 100 Mbit/s, predicted at the bound), so forms predicted near the
+  // library's time are tried too, not only those predicted to win; at most three, those the
+  // model ranks first.
+  // Forms the formulas cost alike are mostly the same messages (with one rank per node,
+  // hier-direct is direct, and knomial at k = p too): one of them takes the place.
+  const double reach = 1.3 * std::min(predicted.native_s, forms.front().first);
+  double last = -1;
+  for (const auto& [seconds, form] : forms) {
+    if (seconds > reach || chosen.size() == 4) break;
+    if (seconds > last * 1.001) chosen.push_back(form);
+    last = seconds;
+  }
+  return chosen;
 }
 
 bool asks_the_model(Algorithm algorithm) noexcept {

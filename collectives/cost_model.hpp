@@ -7,7 +7,9 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +50,28 @@ struct CostModel {
   int measured_ranks = 0, measured_nodes = 0, measured_largest_node = 0;  // the choices' shape
   std::vector<MeasuredChoice> choices;                                    // ascending up_to_bytes
 };
+
+// What the formulas predict for a call of `bytes` on this topology: the library's all-reduce
+// (as it selects its algorithm, where that is known), each of commtap's forms that `auto` may
+// pick (seconds, in the order of preference among equals), and the tuned forms' parameters.
+struct Predictions {
+  double native_s = 0;
+  std::array<std::pair<double, Algorithm>, 9> forms{};
+  Tuning tuning;
+  const std::pair<double, Algorithm>& best_form() const noexcept;
+};
+Predictions predict(const CostModel& model, const Topology& topology, MPI_Count bytes);
+
+// A model file's measured choice for `bytes` on this topology, where it has one (its shape, a
+// size up to the largest measured, no link flagged since).
+std::optional<Algorithm> measured_choice(const CostModel& model, const Topology& topology,
+                                         MPI_Count bytes);
+
+// Who takes part in `auto`'s trial of a size (online_choice.hpp): the library's first, then up
+// to three of commtap's forms that the formulas predict within 30% of the faster of the
+// library and their best; the library's alone on one node.
+std::vector<Algorithm> contenders(const CostModel& model, const Topology& topology,
+                                  MPI_Count bytes);
 
 // What automatic selection picks for `bytes` on this topology: the model's cheapest algorithm,
 // or native when the model predicts no clear gain. Uses only what every rank of the

@@ -193,11 +193,15 @@ void route(Topology& t, int test_nodes, const avoid_list::AvoidList& avoid) {
 
 }  // namespace
 
-Topology* topology_of(MPI_Comm comm, int test_nodes, const avoid_list::AvoidList& avoid) {
+Topology* existing_topology(MPI_Comm comm) {
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, topology_keyval(), &value, &found);
-  if (found) return static_cast<Topology*>(value);
+  return found ? static_cast<Topology*>(value) : nullptr;
+}
+
+Topology* topology_of(MPI_Comm comm, int test_nodes, const avoid_list::AvoidList& avoid) {
+  if (Topology* made = existing_topology(comm)) return made;
 
   auto* t = new Topology();
   PMPI_Comm_dup(comm, &t->flat);

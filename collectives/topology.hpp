@@ -12,6 +12,7 @@
 
 #include "avoid_list/avoid_list.hpp"
 #include "collectives/collectives.hpp"
+#include "collectives/online_choice.hpp"
 
 namespace commtap::collectives {
 
@@ -59,11 +60,16 @@ struct Topology {
   // byte (s/B), and whether one was named without figures (a list in the setting). 0: none.
   double flagged_alpha = 0, flagged_beta = 0;
   bool flagged_unmeasured = false;
+  bool has_flagged_link() const noexcept {
+    return flagged_alpha > 0 || flagged_beta > 0 || flagged_unmeasured;
+  }
   // The tuned forms' parameters for the call about to run (set per call).
   Tuning tuning;
   // choose()'s answers (algorithm, tuning) by call size in bytes, which depend on nothing else
   // that changes after MPI_Init; cleared when it grows past a few thousand sizes.
   std::unordered_map<MPI_Count, std::pair<Algorithm, Tuning>> chosen;
+  // auto's trials by size class (online_choice.hpp; at most 64 classes).
+  std::unordered_map<int, SizeTrial> trials;
   std::vector<char> scratch;  // reused between calls (collectives on one communicator
                               // never run concurrently)
   // MPI_COMM_WORLD ranks of each private communicator's ranks, made when first needed (for
@@ -78,6 +84,9 @@ struct Topology {
 // the ring orders and what a flagged link costs the cost model: a star's root is not put on an
 // avoided host, and no ring step or star message crosses a listed link where that can be done.
 Topology* topology_of(MPI_Comm comm, int test_nodes, const avoid_list::AvoidList& avoid = {});
+
+// The topology of `comm` if one was made, else nullptr (local).
+Topology* existing_topology(MPI_Comm comm);
 
 // The ring order of nodes 0..nodes-1 (node 0 first) that crosses the fewest `flagged` directed
 // node pairs (from, to) from one node to the next, and how many it crosses: every order for up

@@ -6,7 +6,6 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -51,13 +50,11 @@ struct CollectiveHooks {
   [[gnu::always_inline]] int allreduce(Library library, A... a) {
     static_assert(kAllreduce);
     const auto [sendbuf, recvbuf, count, type, op, communicator] = std::tuple(a...);
-    const std::optional<int> taken =
-        runtime().collectives.allreduce == collectives::Algorithm::native
-            ? std::nullopt
-            : collectives::try_allreduce(runtime().collectives, sendbuf, recvbuf, count, type, op,
-                                         communicator, algorithm,
-                                         is_sampled(seq, runtime().sample) ? &steps : nullptr);
-    return taken ? *taken : library();
+    const collectives::Context& context = runtime().collectives;
+    if (collectives::leaves_allreduce_to_library(context)) return library();
+    return collectives::allreduce_call(context, sendbuf, recvbuf, count, type, op, communicator,
+                                       seq, library, algorithm,
+                                       is_sampled(seq, runtime().sample) ? &steps : nullptr);
   }
   // `caller`: the application's return address (the wrappers are inlined into the exported
   // MPI_ functions).

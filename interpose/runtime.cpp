@@ -439,8 +439,10 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   agree_with_rank_0(runtime().settings, session.comm, rank);
   const Settings& settings = runtime().settings;
   runtime().sample = static_cast<std::uint64_t>(settings.sample);
-  runtime().collectives =
-      collectives::start(settings, settings.yield, session.comm, parsed.problems);
+  learn_rank_facts(settings, rank, size);
+  runtime().collectives = collectives::start(settings, settings.yield, session.comm,
+                                             session.layout.nodes, parsed.problems);
+  runtime().collectives.report_trials = settings.verbose >= 2;
   runtime().stager = datatypes::make_stager(settings, runtime().plans, parsed.problems)
                          .release();  // never destroyed: MPI calls may come at exit
   const monitor::SnapshotLayout trace_layout = snapshot_layout(settings, parsed.problems);
@@ -448,7 +450,6 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
 
-  learn_rank_facts(settings, rank, size);
   if (settings.probe_interval > 0)
     session.prober = std::make_unique<probes::LinkProber>(session.comm, session.layout, settings);
   if (settings.tcp_interval > 0)

@@ -105,7 +105,9 @@ out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_MODEL=$PWD/model.json   r
 expect_equal "cases 20 mismatches 0" "$out" "auto with the calibrated model file"
 expect_equal "" "$(cat err.txt)" "messages with a good model file"
 echo '{"format": "commtap-cost-model", "version": 1}' >bad.json
-out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_MODEL=$PWD/bad.json   run_preloaded 2 "$PROGRAMS/allreduce_sweep" 20 9 2>err.txt)
+# (Two pretend nodes: on one node auto is the library's and reads no model.)
+out=$(COMMTAP_DIR=trace COMMTAP_ALLREDUCE=auto COMMTAP_TEST_NODES=2 COMMTAP_MODEL=$PWD/bad.json \
+  run_preloaded 2 "$PROGRAMS/allreduce_sweep" 20 9 2>err.txt)
 expect_equal "cases 20 mismatches 0" "$out" "auto with a bad model file"
 expect_equal 1 "$(grep -c 'bad.json: missing or wrong field' err.txt)" "messages for a bad file"
 pass "cost model: measured at init, calibrated to a file, read back; a bad file is one message"

@@ -33,7 +33,7 @@ TEST(AgreedSettings, AreTheOnesThatRanksMustShare) {
       "COMMTAP_JOB_ID",         "COMMTAP_SAMPLE",        "COMMTAP_CLOCK_SYNC",
       "COMMTAP_ALLREDUCE",      "COMMTAP_MODEL",         "COMMTAP_CALIBRATE",
       "COMMTAP_AVOID_HOSTS",    "COMMTAP_KNOMIAL_RADIX", "COMMTAP_TEST_NODES",
-      "COMMTAP_PROBE_INTERVAL", "COMMTAP_PROBE_BYTES"};
+      "COMMTAP_PROBE_INTERVAL", "COMMTAP_PROBE_BYTES",   "COMMTAP_ALLREDUCE_TRIALS"};
   EXPECT_EQ(agreed, expected);
 }
 
@@ -54,7 +54,7 @@ TEST(AgreedSettings, RankZerosValuesReplaceOnlyTheAgreedOnes) {
   const std::vector<std::string> differences =
       commtap::adopt_agreed_values(mine, commtap::agreed_values(rank_0));
   const std::vector<std::string> expected = {
-      "COMMTAP_CLOCK_SYNC=10000 (rank 0: 10)", "COMMTAP_ALLREDUCE=native (rank 0: knomial)",
+      "COMMTAP_CLOCK_SYNC=10000 (rank 0: 10)", "COMMTAP_ALLREDUCE=auto (rank 0: knomial)",
       "COMMTAP_CALIBRATE=1 (rank 0: 0)", "COMMTAP_AVOID_HOSTS= (rank 0: a->b,c)",
       "COMMTAP_PROBE_INTERVAL=0 (rank 0: 5)"};
   EXPECT_EQ(differences, expected);

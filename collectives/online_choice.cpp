@@ -1,0 +1,99 @@
+// The trials of `auto`: the contenders in turn on the job's own calls, the ranks' times agreed
+// by one small all-reduce, and the decision (online_choice.hpp).
+#include "collectives/online_choice.hpp"
+
+#include <algorithm>
+#include <bit>
+
+#include "world/world.hpp"
+
+namespace commtap::collectives {
+
+namespace {
+
+constexpr std::uint64_t kLongestInterval = 16384;
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t half = values.size() / 2;
+  return values.size() % 2 ? values[half] : (values[half - 1] + values[half]) / 2;
+}
+
+}  // namespace
+
+Algorithm decide(const std::vector<Algorithm>& contenders, const std::vector<TrialTimes>& times,
+                 Algorithm incumbent) {
+  if (contenders.size() < 2 || times.size() != contenders.size()) return Algorithm::native;
+  const TrialTimes& library = times[0];
+  auto clear_win = [&](std::size_t i) {
+    return times[i].median_s <= 0.9 * library.median_s && times[i].slowest_s <= library.median_s;
+  };
+  std::size_t best = 1;
+  for (std::size_t i = 2; i < contenders.size(); ++i)
+    if (times[i].median_s < times[best].median_s) best = i;
+  // A form chosen before stays while it still wins clearly and is within 10% of the best: two
+  // forms that read alike do not take turns (each change of form changes the results' last
+  // bits).
+  for (std::size_t i = 1; i < contenders.size(); ++i)
+    if (contenders[i] == incumbent && clear_win(i) &&
+        times[i].median_s <= 1.1 * times[best].median_s)
+      return incumbent;
+  return clear_win(best) ? contenders[best] : Algorithm::native;
+}
+
+SizeTrial::SizeTrial(std::vector<Algorithm> contenders, int rounds)
+    : contenders_(std::move(contenders)), rounds_(std::max(1, rounds)) {
+  if (contenders_.empty() || contenders_.front() != Algorithm::native)
+    contenders_.insert(contenders_.begin(), Algorithm::native);
+  seconds_.resize(contenders_.size());
+}
+
+std::uint64_t SizeTrial::trial_calls() const noexcept {
+  // Native alone has nothing to compare.
+  return contenders_.size() < 2 ? 0 : (rounds_ + 1) * contenders_.size();
+}
+
+Algorithm SizeTrial::next() const noexcept {
+  if (calls_ >= trial_start_ && calls_ - trial_start_ < trial_calls())
+    return contenders_[(calls_ - trial_start_) % contenders_.size()];
+  return chosen_;
+}
+
+bool SizeTrial::record(double seconds) {
+  const std::uint64_t in_trial = calls_ - trial_start_;
+  const bool measuring = calls_ >= trial_start_ && in_trial < trial_calls();
+  ++calls_;
+  if (!measuring) return false;
+  // The first round warms up: connections made on first use, buffers touched.
+  if (in_trial >= contenders_.size()) seconds_[in_trial % contenders_.size()].push_back(seconds);
+  return in_trial + 1 == trial_calls();
+}
+
+void SizeTrial::agree(MPI_Comm comm, bool yield) {
+  // Per contender: this rank's median and slowest round; the slowest rank's of each, on all.
+  std::vector<double> mine, slowest(2 * contenders_.size());
+  for (const std::vector<double>& rounds : seconds_) {
+    mine.push_back(median_of(rounds));
+    mine.push_back(rounds.empty() ? 0 : *std::max_element(rounds.begin(), rounds.end()));
+  }
+  MPI_Request request;
+  PMPI_Iallreduce(mine.data(), slowest.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MAX,
+                  comm, &request);
+  world::wait_all(1, &request, yield);
+  times_.clear();
+  for (std::size_t i = 0; i < contenders_.size(); ++i)
+    times_.push_back({slowest[2 * i], slowest[2 * i + 1]});
+  chosen_ = decide(contenders_, times_, chosen_);
+  for (std::vector<double>& rounds : seconds_) rounds.clear();
+  ++trials_;
+  trial_start_ = calls_ + interval_;
+  interval_ = std::min(2 * interval_, kLongestInterval);
+}
+
+int size_class(MPI_Count bytes) noexcept {
+  return static_cast<int>(
+      std::bit_width(static_cast<std::uint64_t>(std::max<MPI_Count>(1, bytes)) - 1));
+}
+
+}  // namespace commtap::collectives
