@@ -33,12 +33,14 @@ Algorithm decide(const std::vector<Algorithm>& contenders, const std::vector<Tri
 
 // The state of one size class on one communicator. Every rank makes the same calls on a
 // communicator in the same order with the same sizes, so counting them gives every rank the
-// same schedule without a message: the calls of a trial run the contenders in turn (one
-// warm-up round, then `rounds` measured), the last one is followed by agree(), and the next
-// trial starts after an interval that doubles from 256 calls up to 16,384.
+// same schedule without a message: the calls of a trial run the contenders in turn, each twice
+// in a row with the second call timed, for `rounds` rounds; the last one is followed by agree(),
+// and the next trial starts after an interval that doubles from 1,024 calls up to 65,536. The
+// trials after the first compare the library's with the form that read fastest only.
 class SizeTrial {
  public:
-  // `contenders`: the library's first, then the forms to try (native alone: no trial).
+  // `contenders`: the library's first, then the forms to try in the first trial (native alone:
+  // no trial).
   SizeTrial(std::vector<Algorithm> contenders, int rounds);
 
   // What the next call of this size class runs.
@@ -51,9 +53,12 @@ class SizeTrial {
   void agree(MPI_Comm comm, bool yield);
 
   Algorithm chosen() const noexcept { return chosen_; }
+  // The contenders of the trial under way or next.
   const std::vector<Algorithm>& contenders() const noexcept { return contenders_; }
+  // The last trial's contenders and their agreed figures.
+  const std::vector<Algorithm>& measured() const noexcept { return measured_; }
   int trials() const noexcept { return trials_; }
-  // The last trial's agreed figures, per contender.
+  // (per contender of measured())
   const std::vector<TrialTimes>& times() const noexcept { return times_; }
 
  private:
@@ -63,9 +68,10 @@ class SizeTrial {
   int rounds_ = 0;
   std::uint64_t calls_ = 0;                   // calls of this size class so far
   std::uint64_t trial_start_ = 0;             // the call that starts the current or next trial
-  std::uint64_t interval_ = 256;              // calls from a trial's end to the next one's start
+  std::uint64_t interval_ = 1024;             // calls from a trial's end to the next one's start
   int trials_ = 0;                            // trials agreed so far
   std::vector<std::vector<double>> seconds_;  // this rank's measured rounds, per contender
+  std::vector<Algorithm> measured_;
   std::vector<TrialTimes> times_;
   Algorithm chosen_ = Algorithm::native;
 };

@@ -129,10 +129,10 @@ void report(const SizeTrial& trial, const Topology& topology, MPI_Count count, M
   MPI_Count size = 0;
   PMPI_Type_size_c(type, &size);
   std::string figures;
-  for (std::size_t i = 0; i < trial.contenders().size(); ++i) {
+  for (std::size_t i = 0; i < trial.measured().size(); ++i) {
     char figure[64];
     std::snprintf(figure, sizeof figure, "%s%s %.1f us", i ? ", " : "",
-                  algorithm_name(trial.contenders()[i]), trial.times()[i].median_s * 1e6);
+                  algorithm_name(trial.measured()[i]), trial.times()[i].median_s * 1e6);
     figures += figure;
   }
   std::fprintf(stderr, "commtap: all-reduce trial %d on %d ranks (%d nodes), %lld bytes: %s; %s\n",

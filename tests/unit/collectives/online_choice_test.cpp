@@ -14,32 +14,49 @@ namespace collectives = commtap::collectives;
 using collectives::Algorithm;
 using collectives::TrialTimes;
 
-// The contenders take turns from the first call: a warm-up round, then the measured rounds;
-// the trial's last call asks for the agreement, and the calls after it run the choice until the
-// next trial, 256 calls later.
+// The contenders take turns from the first call, two calls each, for the measured rounds; the
+// trial's last call asks for the agreement, and the calls after it run the choice until the
+// next trial, 1,024 calls later, which compares the library's with the choice only, and the
+// one after 2,048 calls more.
 TEST(Trial, ContendersTakeTurnsAndTheLastCallAsksForTheAgreement) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   collectives::SizeTrial trial({Algorithm::native, Algorithm::direct, Algorithm::ring}, 3);
   const std::vector<Algorithm> turns{Algorithm::native, Algorithm::direct, Algorithm::ring};
-  for (int call = 0; call < 12; ++call) {
-    ASSERT_EQ(trial.next(), turns[call % 3]) << call;
+  for (int call = 0; call < 18; ++call) {
+    ASSERT_EQ(trial.next(), turns[call / 2 % 3]) << call;
     // direct is twice as fast as the library everywhere, ring slower.
     const double seconds = trial.next() == Algorithm::direct ? 1e-3
                            : trial.next() == Algorithm::ring ? 3e-3
                                                              : 2e-3;
-    EXPECT_EQ(trial.record(seconds), call == 11) << call;
+    EXPECT_EQ(trial.record(seconds), call == 17) << call;
   }
   trial.agree(MPI_COMM_WORLD, true);
   EXPECT_EQ(trial.chosen(), Algorithm::direct);
   EXPECT_EQ(trial.trials(), 1);
   ASSERT_EQ(trial.times().size(), 3u);
   EXPECT_DOUBLE_EQ(trial.times()[1].median_s, 1e-3);
-  for (int call = 0; call < 256; ++call) {
+  for (int call = 0; call < 1024; ++call) {
     ASSERT_EQ(trial.next(), Algorithm::direct) << call;
     EXPECT_FALSE(trial.record(1e-3));
   }
-  EXPECT_EQ(trial.next(), Algorithm::native) << "the next trial starts";
+  // The next trial: the library's against the choice only.
+  EXPECT_EQ(trial.contenders(), (std::vector<Algorithm>{Algorithm::native, Algorithm::direct}));
+  for (int call = 0; call < 12; ++call) {
+    ASSERT_EQ(trial.next(), call / 2 % 2 ? Algorithm::direct : Algorithm::native) << call;
+    // The network changed: direct is now slower.
+    EXPECT_EQ(trial.record(trial.next() == Algorithm::direct ? 3e-3 : 2e-3), call == 11) << call;
+  }
+  trial.agree(MPI_COMM_WORLD, true);
+  EXPECT_EQ(trial.chosen(), Algorithm::native);
+  EXPECT_EQ(trial.trials(), 2);
+  EXPECT_EQ(trial.measured(), (std::vector<Algorithm>{Algorithm::native, Algorithm::direct}));
+  for (int call = 0; call < 2048; ++call) {
+    ASSERT_EQ(trial.next(), Algorithm::native) << call;
+    trial.record(2e-3);
+  }
+  EXPECT_EQ(trial.next(), Algorithm::native) << "the third trial starts with the library's";
+  trial.record(2e-3);
+  trial.record(2e-3);
+  EXPECT_EQ(trial.next(), Algorithm::direct) << "against the form that read fastest";
 }
 
 // The ranks agree on the slowest rank's figures: a form fast on one rank and slow on the other
@@ -49,7 +66,7 @@ TEST(Trial, TheSlowestRanksFiguresDecideOnEveryRank) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   collectives::SizeTrial trial({Algorithm::native, Algorithm::star}, 3);
-  for (int call = 0; call < 8; ++call) {
+  for (int call = 0; call < 12; ++call) {
     const bool star = trial.next() == Algorithm::star;
     // The star is 5x faster on rank 0 and 2x slower on the last rank.
     const double seconds = !star ? 1e-3 : rank == size - 1 ? 2e-3 : 0.2e-3;
@@ -60,12 +77,13 @@ TEST(Trial, TheSlowestRanksFiguresDecideOnEveryRank) {
   EXPECT_DOUBLE_EQ(trial.times()[1].median_s, size > 1 ? 2e-3 : 0.2e-3);
 }
 
-// The warm-up round is not a measurement: a first call a hundred times slower decides nothing.
-TEST(Trial, TheWarmUpRoundIsNotMeasured) {
+// Only the second call of each pair is a measurement: the first, slowed by the previous
+// contender's stragglers (and the first of all by making connections), decides nothing.
+TEST(Trial, OnlyTheSecondCallOfAPairIsMeasured) {
   collectives::SizeTrial trial({Algorithm::native, Algorithm::hier}, 3);
-  for (int call = 0; call < 8; ++call) {
+  for (int call = 0; call < 12; ++call) {
     const bool hier = trial.next() == Algorithm::hier;
-    trial.record(hier ? (call < 2 ? 0.1 : 0.5e-3) : 1e-3);
+    trial.record(call % 2 == 0 ? 0.1 : hier ? 0.5e-3 : 1e-3);
   }
   trial.agree(MPI_COMM_WORLD, false);
   EXPECT_EQ(trial.chosen(), Algorithm::hier);
