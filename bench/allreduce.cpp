@@ -7,7 +7,9 @@
 //       [--only NAME,NAME...] [--no-finalize]
 //
 // Sizes: 8 bytes, then four times more each row, and the maximum itself last (so that a target
-// stated up to 4 KiB is measured at 4 KiB). --only: these of commtap's algorithms (the library's
+// stated up to 4 KiB is measured at 4 KiB). Before each size's rounds, auto's first trial there
+// runs and is timed apart ("auto's trial/native": its calls' mean over the library's median):
+// the rounds measure what auto settled on. --only: these of commtap's algorithms (the library's
 // twice and auto are always there), for a closer look with more rounds.
 // --no-finalize: barrier and exit without MPI_Finalize, which sometimes hangs in UCX across
 // emulated hosts (../shared/ENVIRONMENT.md).
@@ -242,6 +244,9 @@ int main(int argc, char** argv) {
     else
       max_bytes = std::atol(argv[i]);
   }
+  const char* trials_setting = std::getenv("COMMTAP_ALLREDUCE_TRIALS");
+  const int trial_rounds =
+      trials_setting != nullptr && *trials_setting != '\0' ? std::atoi(trials_setting) : 3;
   auto use = reinterpret_cast<Switch>(dlsym(RTLD_DEFAULT, "commtap_allreduce_algorithm"));
   if (use == nullptr) {
     if (rank == 0) std::fprintf(stderr, "run this with libcommtap.so preloaded\n");
@@ -277,8 +282,9 @@ int main(int argc, char** argv) {
     std::printf("\n| bytes |");
     for (std::size_t k = 0; k < contenders.size(); ++k)
       std::printf(" %s%s |", contenders[k].c_str(), k == kNativeAgain ? " again" : "");
-    std::printf(" bound | native/auto | native/native again | auto/bound |\n|---:|");
-    for (std::size_t k = 0; k < contenders.size() + 4; ++k) std::printf("---:|");
+    std::printf(
+        " bound | native/auto | native/native again | auto's trial/native | auto/bound |\n|---:|");
+    for (std::size_t k = 0; k < contenders.size() + 5; ++k) std::printf("---:|");
     std::printf("\n");
   }
   for (long bytes = 8; bytes <= max_bytes;
@@ -290,6 +296,12 @@ int main(int argc, char** argv) {
     use("native");
     const double probe = time_allreduce(count, 5, in, out);
     const int iterations = static_cast<int>(std::clamp(5e4 / std::max(probe, 1.0), 3.0, 1000.0));
+    // auto's first trial at this size (two calls per contender and round: at most 4 contenders
+    // and COMMTAP_ALLREDUCE_TRIALS rounds), timed apart: the rounds measure the choice it
+    // settles on, as a job's later calls run it, and the table says what the trial cost.
+    use("auto");
+    const int trial_calls = 2 * 4 * trial_rounds;
+    const double trial_us = trial_calls > 0 ? time_allreduce(count, trial_calls, in, out) : 0;
     // Interleaved: a slow spell on the machine hits every contender alike, not one of them.
     std::vector<std::vector<double>> times(contenders.size());
     for (int round = 0; round < rounds; ++round)
@@ -307,6 +319,7 @@ int main(int argc, char** argv) {
         std::printf(" - |");
       std::printf(" %.2f | %.2f |", median(times[0]) / median(times[kAuto]),
                   median(times[0]) / median(times[kNativeAgain]));
+      std::printf(" %.2f |", trial_us / median(times[0]));
       if (bound > 0)
         std::printf(" %.2f |\n", median(times[kAuto]) / bound);
       else
