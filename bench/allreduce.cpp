@@ -7,9 +7,10 @@
 //       [--only NAME,NAME...] [--no-finalize]
 //
 // Sizes: 8 bytes, then four times more each row, and the maximum itself last (so that a target
-// stated up to 4 KiB is measured at 4 KiB). Before each size's rounds, auto's first trial there
-// runs and is timed apart ("auto's trial/native": its calls' mean over the library's median):
-// the rounds measure what auto settled on. --only: these of commtap's algorithms (the library's
+// stated up to 4 KiB is measured at 4 KiB). Before each size's rounds, auto's first trials there
+// (the first verdict and its confirmation, 80 calls by default) run and are timed apart ("auto's
+// trial/native": their calls' mean over the library's median): the rounds measure what auto
+// settled on. --only: these of commtap's algorithms (the library's
 // twice and auto are always there), for a closer look with more rounds.
 // --no-finalize: barrier and exit without MPI_Finalize, which sometimes hangs in UCX across
 // emulated hosts (../shared/ENVIRONMENT.md).
@@ -296,11 +297,12 @@ int main(int argc, char** argv) {
     use("native");
     const double probe = time_allreduce(count, 5, in, out);
     const int iterations = static_cast<int>(std::clamp(5e4 / std::max(probe, 1.0), 3.0, 1000.0));
-    // auto's first trial at this size (two calls per contender and round: at most 4 contenders
-    // and COMMTAP_ALLREDUCE_TRIALS rounds), timed apart: the rounds measure the choice it
-    // settles on, as a job's later calls run it, and the table says what the trial cost.
+    // auto's first trial at this size and the one that confirms it 32 calls later (two calls
+    // per contender and round: at most 4 contenders and COMMTAP_ALLREDUCE_TRIALS rounds each),
+    // timed apart: the rounds measure the choice it settles on, as a job's later calls run it,
+    // and the table says what settling cost.
     use("auto");
-    const int trial_calls = 2 * 4 * trial_rounds;
+    const int trial_calls = trial_rounds > 0 ? 2 * (2 * 4 * trial_rounds) + 32 : 0;
     const double trial_us = trial_calls > 0 ? time_allreduce(count, trial_calls, in, out) : 0;
     // Interleaved: a slow spell on the machine hits every contender alike, not one of them.
     std::vector<std::vector<double>> times(contenders.size());

@@ -34,10 +34,11 @@ Algorithm decide(const std::vector<Algorithm>& contenders, const std::vector<Tri
 // The state of one size class on one communicator. Every rank makes the same calls on a
 // communicator in the same order with the same sizes, so counting them gives every rank the
 // same schedule without a message: the calls of a trial run the contenders in turn, each twice
-// in a row with the second call timed, for `rounds` rounds; the last one is followed by agree(),
-// and the next trial starts after an interval that doubles from 1,024 calls up to 65,536 (32
-// calls after a trial where a form read faster by the median but not clearly). The trials
-// after the first compare the library's with the form that read fastest only.
+// in a row with the second call timed, for `rounds` rounds; the last one is followed by agree().
+// The first verdict is confirmed 32 calls later; then the next trial starts after an interval
+// that doubles from 1,024 calls up to 65,536 (32 calls after a trial where a form read faster
+// by the median but not clearly). The trials after the first run the library's and the forms
+// that read within 30% of the fastest form in the one before.
 class SizeTrial {
  public:
   // `contenders`: the library's first, then the forms to try in the first trial (native alone:
