@@ -37,8 +37,8 @@ Algorithm decide(const std::vector<Algorithm>& contenders, const std::vector<Tri
 // in a row with the second call timed, for `rounds` rounds; the last one is followed by agree().
 // The first verdict is confirmed 32 calls later; then the next trial starts after an interval
 // that doubles from 1,024 calls up to 65,536 (32 calls after a trial where a form read faster
-// by the median but not clearly). The trials after the first run the library's and the forms
-// that read within 30% of the fastest form in the one before.
+// by the median but not clearly, twice in a row at most). The trials after the first run the
+// library's and the forms that read within 30% of the fastest form in the one before.
 class SizeTrial {
  public:
   // `contenders`: the library's first, then the forms to try in the first trial (native alone:
@@ -72,6 +72,7 @@ class SizeTrial {
   std::uint64_t trial_start_ = 0;             // the call that starts the current or next trial
   std::uint64_t interval_ = 1024;             // calls from a trial's end to the next one's start
   int trials_ = 0;                            // trials agreed so far
+  int soon_in_a_row_ = 0;                     // unclear trials in a row, each retried soon
   std::vector<std::vector<double>> seconds_;  // this rank's measured rounds, per contender
   std::vector<Algorithm> measured_;
   std::vector<TrialTimes> times_;
