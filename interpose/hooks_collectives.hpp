@@ -54,7 +54,8 @@ struct CollectiveHooks {
     if (collectives::leaves_allreduce_to_library(context)) return library();
     return collectives::allreduce_call(context, sendbuf, recvbuf, count, type, op, communicator,
                                        seq, library, algorithm,
-                                       is_sampled(seq, runtime().sample) ? &steps : nullptr);
+                                       comm != nullptr && is_sampled(comm->id, seq, runtime().sample) ? &steps
+                                                                                  : nullptr);
   }
   // `caller`: the application's return address (the wrappers are inlined into the exported
   // MPI_ functions).
@@ -67,7 +68,7 @@ struct CollectiveHooks {
       const std::uint32_t site = runtime().call_sites.site_of(caller, self.sites);
       aggregate(self, id, comm, site, bytes, scope.elapsed_ns());
       comm->completed_seq(seq, !runtime().thread_multiple);
-      if (is_sampled(seq, runtime().sample))
+      if (is_sampled(comm->id, seq, runtime().sample))
         record_instance(self, id, comm->id, seq, bytes, root, site, scope.t0(), scope.t1(),
                         algorithm);
       if constexpr (kAllreduce)
@@ -76,7 +77,7 @@ struct CollectiveHooks {
     } else if constexpr (kApplies) {
       if (info.request != nullptr && rc == MPI_SUCCESS) {
         // Persistent operations take their sequence numbers (and sampling) at each MPI_Start.
-        const bool sampled = seq != 0 && is_sampled(seq, runtime().sample);
+        const bool sampled = seq != 0 && is_sampled(comm->id, seq, runtime().sample);
         const std::uint32_t site = runtime().call_sites.site_of(caller, self.sites);
         runtime().requests.track(*info.request, id, scope.t0(), is_persistent(kFamily),
                                  Instance{comm, seq, bytes, root, sampled, site});

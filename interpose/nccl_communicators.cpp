@@ -28,7 +28,9 @@ world::CommState* NcclCommunicators::add(const void* comm, const NcclConstructio
     std::lock_guard lock(mutex_);
     Entry& entry = live_[comm];
     entry = Entry{};
-    entry.live = {state, device, made.profiled};
+    // NCCL raises no profiler event for a one-rank communicator's collectives (its one-rank
+    // path): the wrapper records those whatever the plugin registered.
+    entry.live = {state, device, made.profiled && made.size > 1};
     entry.id = made.id;
   }
   return state;

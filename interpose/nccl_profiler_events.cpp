@@ -11,6 +11,7 @@
 
 #include "interpose/function_table.hpp"
 #include "monitor/sampling.hpp"
+#include "nccl_profiler_abi/datatypes.hpp"
 
 namespace commtap::interpose::nccl_profiler {
 
@@ -283,11 +284,10 @@ std::uint32_t function_of_code(std::uint8_t code) {
       return kUnknownFunction;
   }
 }
+// v1-v3 descriptors carry the datatype's code; a code newer than the table counts as 1 byte.
 std::uint32_t datatype_size_of_code(std::uint8_t code) {
-  // ncclInt8, Uint8, Int32, Uint32, Int64, Uint64, Float16, Float32, Float64, Bfloat16,
-  // Float8e4m3, Float8e5m2.
-  static constexpr std::uint8_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return code < std::size(kSizes) ? kSizes[code] : 1;
+  const std::uint32_t bytes = abi::datatype_bytes(code);
+  return bytes != 0 ? bytes : 1;
 }
 
 // The fields a version's Coll and P2p descriptors carry, in one shape.
@@ -397,7 +397,7 @@ void* start_coll(Comm* comm, const typename abi::Version<V>::Descr& d) {
   // Without a slot its completion is taken from a later collective's (see Comm::completed).
   if (!taken) return nullptr;
   CollSlot& slot = g_colls.slots[index];
-  const bool sampled = monitor::is_sampled(seq, setup.sample);
+  const bool sampled = monitor::is_sampled(setup.id, seq, setup.sample);
   put(slot.comm, comm);
   put(slot.seq, seq);
   put(slot.done, false);
@@ -734,31 +734,10 @@ std::uint32_t function_of(const char* f) noexcept {
 }
 
 std::uint32_t datatype_size(const char* t) noexcept {
-  // "ncclInt8" "ncclUint8" "ncclInt32" "ncclUint32" "ncclInt64" "ncclUint64" "ncclFloat16"
-  // "ncclFloat32" "ncclFloat64" "ncclBfloat16" "ncclFloat8e4m3" "ncclFloat8e5m2"; NCCL names
-  // ncclUint8 "Unknown".
-  if (t == nullptr || std::strncmp(t, "nccl", 4) != 0) return 1;
-  const char* rest = t + 4;
-  const char* digits = nullptr;
-  if (std::strncmp(rest, "Int", 3) == 0)
-    digits = rest + 3;
-  else if (std::strncmp(rest, "Uint", 4) == 0)
-    digits = rest + 4;
-  else if (std::strncmp(rest, "Float", 5) == 0)
-    digits = rest + 5;
-  else if (std::strncmp(rest, "Bfloat", 6) == 0)
-    digits = rest + 6;
-  if (digits == nullptr) return 1;
-  switch (digits[0]) {
-    case '1':
-      return 2;  // 16
-    case '3':
-      return 4;  // 32
-    case '6':
-      return 8;  // 64
-    default:
-      return 1;  // 8, 8e4m3, 8e5m2
-  }
+  // NCCL's ncclDatatypeToString names ncclUint8 (and any type it does not know) "Unknown":
+  // counted as 1 byte, the payload then being the element count.
+  const std::uint32_t bytes = abi::datatype_bytes(t);
+  return bytes != 0 ? bytes : 1;
 }
 
 }  // namespace commtap::interpose::nccl_profiler

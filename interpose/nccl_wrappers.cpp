@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -18,39 +20,24 @@
 
 #include "interpose/call_scope.hpp"
 #include "interpose/export.hpp"
+#include "interpose/loaded_symbols.hpp"
 #include "interpose/nccl_communicators.hpp"
 #include "interpose/runtime.hpp"
+#include "nccl_profiler_abi/datatypes.hpp"
 
 namespace commtap::interpose {
 namespace {
 
-std::uint64_t nccl_type_size(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-      return 1;
-    case ncclFloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 2;  // bfloat16 and the 8-bit float types of newer NCCLs are 1-2 bytes
-  }
-}
-
+// The real function, found wherever NCCL was loaded (loaded_symbols.hpp): PyTorch's libnccl is
+// visible only from the extension module that needs it. `caller` is the wrapper's return address.
+// Only a definition found is kept: NCCL may be loaded after a first call from elsewhere.
 template <typename Function>
-Function resolve(std::atomic<void*>& cache, const char* strong, const char* weak) {
+Function resolve(std::atomic<void*>& cache, const char* strong, const char* weak,
+                 const void* caller) {
   void* found = cache.load(std::memory_order_acquire);
   if (found == nullptr) {
-    found = dlsym(RTLD_DEFAULT, strong);
-    if (found == nullptr) found = dlsym(RTLD_NEXT, weak);
-    cache.store(found, std::memory_order_release);
+    found = find_loaded_function({strong, weak}, caller);
+    if (found != nullptr) cache.store(found, std::memory_order_release);
   }
   return reinterpret_cast<Function>(found);
 }
@@ -74,7 +61,7 @@ int device_of(ncclComm_t comm) {
   using CuDevice = ncclResult_t (*)(const ncclComm_t, int*);
   static std::atomic<void*> cache{nullptr};
   int device = 0;
-  if (const auto cu_device = resolve<CuDevice>(cache, "pncclCommCuDevice", "ncclCommCuDevice"))
+  if (const auto cu_device = resolve<CuDevice>(cache, "pncclCommCuDevice", "ncclCommCuDevice", nullptr))
     if (cu_device(comm, &device) != ncclSuccess) device = 0;
   return device;
 }
@@ -83,8 +70,9 @@ int device_of(ncclComm_t comm) {
 void size_and_rank_of(ncclComm_t comm, int& size, int& rank) {
   using Query = ncclResult_t (*)(const ncclComm_t, int*);
   static std::atomic<void*> count_cache{nullptr}, rank_cache{nullptr};
-  const auto count = resolve<Query>(count_cache, "pncclCommCount", "ncclCommCount");
-  const auto user_rank = resolve<Query>(rank_cache, "pncclCommUserRank", "ncclCommUserRank");
+  const auto count = resolve<Query>(count_cache, "pncclCommCount", "ncclCommCount", nullptr);
+  const auto user_rank =
+      resolve<Query>(rank_cache, "pncclCommUserRank", "ncclCommUserRank", nullptr);
   if (count == nullptr || count(comm, &size) != ncclSuccess) size = 0;
   if (user_rank == nullptr || user_rank(comm, &rank) != ncclSuccess) rank = 0;
 }
@@ -196,7 +184,16 @@ monitor::StreamCompletions& stream_completions() {
 
 template <Fn id, typename Real, typename... A>
 ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type, A... a) {
-  if (real == nullptr) return ncclSystemError;
+  if (real == nullptr) [[unlikely]] {
+    // No loaded object defines the function: there is no NCCL to call (the caller found this
+    // wrapper by name in a process without NCCL). Said once; the error is the only answer.
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fprintf(stderr, "commtap: %s called, but no NCCL is loaded in this process\n",
+                   kFunctionName[index_of(id)]);
+    });
+    return ncclSystemError;
+  }
   if constexpr (is_constructor(id)) return construct<id>(real, a...);
   if (!CallScope::recording()) return real(a...);
   CallScope scope(id);
@@ -219,7 +216,7 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   const ncclResult_t result = real(a...);
   scope.leave();
   const std::uint64_t t0 = scope.t0();
-  const std::uint64_t bytes = type != ncclNumTypes ? count * nccl_type_size(type) : 0;
+  const std::uint64_t bytes = count * nccl_profiler_abi::datatype_bytes(static_cast<int>(type));
   scope.count(bytes);
   if constexpr (id == Fn::ncclGroupStart) {
     if (result == ncclSuccess) completions.group_start();
@@ -241,7 +238,7 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
       runtime().counters->aggregate({live.state->id, static_cast<std::uint32_t>(index_of(id)), site,
                                      monitor::size_bucket(bytes)},
                                     scope.elapsed_ns());
-      if (!live.profiled && is_sampled(seq, runtime().sample))
+      if (!live.profiled && is_sampled(live.state->id, seq, runtime().sample))
         completions.enqueued({live.state->id, seq, bytes, t0, /*exit: from the stream*/ 0,
                               static_cast<std::uint32_t>(index_of(id)), -1, site},
                              argument_of_type<cudaStream_t>(a...), live.device);
@@ -261,7 +258,8 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
     using namespace ::commtap::interpose;                                                    \
     using Real = ncclResult_t(*) params;                                                     \
     static std::atomic<void*> cache{nullptr};                                                \
-    const Real real = resolve<Real>(cache, "pnccl" #name, "nccl" #name);                     \
+    const Real real =                                                                        \
+        resolve<Real>(cache, "pnccl" #name, "nccl" #name, __builtin_return_address(0));      \
     return intercept_nccl<Fn::nccl##name>(real, count, datatype COMMTAP_LEADING_COMMA args); \
   }
 #include "interpose/nccl_functions.def"

@@ -1,5 +1,6 @@
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <libunwind.h>
 
 #include <array>
@@ -8,11 +9,50 @@
 #include <unordered_map>
 
 #include "monitor/monitor.hpp"
+#include "monitor/optional_library.hpp"
 #include "monitor/thread_state.hpp"
 
 namespace commtap::monitor {
 
 namespace {
+
+#define COMMTAP_NAME_OF(symbol) COMMTAP_STRING_OF(symbol)
+#define COMMTAP_STRING_OF(symbol) #symbol
+
+// libunwind's local unwinder, opened where the node has it (optional_library.hpp). Without it,
+// glibc's backtrace() walks the stack and dladdr names the frames (exported symbols only).
+struct LibUnwind {
+  OptionalLibrary library{"libunwind.so.8"};
+#if defined(__x86_64__)
+  decltype(&unw_tdep_getcontext) getcontext =
+      library.function<decltype(getcontext)>(COMMTAP_NAME_OF(unw_tdep_getcontext));
+#else
+  int (*getcontext)(unw_context_t*) = nullptr;  // a macro, not a function, elsewhere
+#endif
+  decltype(&unw_init_local) init_local =
+      library.function<decltype(init_local)>(COMMTAP_NAME_OF(unw_init_local));
+  decltype(&unw_step) step = library.function<decltype(step)>(COMMTAP_NAME_OF(unw_step));
+  decltype(&unw_get_reg) get_reg =
+      library.function<decltype(get_reg)>(COMMTAP_NAME_OF(unw_get_reg));
+  decltype(&unw_get_proc_name) get_proc_name =
+      library.function<decltype(get_proc_name)>(COMMTAP_NAME_OF(unw_get_proc_name));
+  decltype(&unw_backtrace) backtrace =
+      library.function<decltype(backtrace)>(COMMTAP_NAME_OF(unw_backtrace));
+
+  bool walks() const {
+    return getcontext && init_local && step && get_reg && get_proc_name;
+  }
+};
+
+const LibUnwind& libunwind() {
+  static const LibUnwind* const loaded = new LibUnwind;  // never freed: used until exit
+  return *loaded;
+}
+
+int short_backtrace(void** frames, int size) {
+  const LibUnwind& unwind = libunwind();
+  return unwind.backtrace != nullptr ? unwind.backtrace(frames, size) : ::backtrace(frames, size);
+}
 
 // Frames in these libraries are the MPI or NCCL library (or commtap) rather than the
 // application: a call site is the first frame outside them.
@@ -66,7 +106,7 @@ std::uint32_t CallSites::site_of_missed(const void* return_address, ThreadCache&
     // Called through a binding inside the MPI library: key by the first return address outside
     // the libraries (a short backtrace; Fortran callers pay for it on every call).
     void* frames[8];
-    const int depth = unw_backtrace(frames, 8);
+    const int depth = short_backtrace(frames, 8);
     for (int i = 0; i < depth; ++i) {
       const auto address = reinterpret_cast<std::uintptr_t>(frames[i]);
       if (address == key) {
@@ -106,25 +146,43 @@ CallSite CallSites::unwind(std::uint32_t id) {
   // kDepth application frames.
   CallSite site;
   site.id = id;
-  unw_context_t context;
-  unw_cursor_t cursor;
-  if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return site;
+  const LibUnwind& unwind = libunwind();
   bool in_application = false;
-  while (unw_step(&cursor) > 0 && site.frames.size() < kDepth) {
-    unw_word_t ip = 0;
-    unw_get_reg(&cursor, UNW_REG_IP, &ip);
+  // Keeps an application frame (`name` may be nullptr), skipping the libraries' frames first.
+  auto keep = [&](std::uint64_t ip, const char* name, std::uint64_t offset) {
     CallSite::Frame frame;
     frame.address = ip;
     frame.module = module_of(reinterpret_cast<void*>(ip));
-    if (!in_application && is_library_frame(frame.module)) continue;
+    if (!in_application && is_library_frame(frame.module)) return;
     in_application = true;
-    char name[256] = {};
-    unw_word_t offset = 0;
-    if (unw_get_proc_name(&cursor, name, sizeof name, &offset) == 0) {
+    if (name != nullptr) {
       frame.symbol = name;
       frame.symbol_offset = offset;
     }
     site.frames.push_back(std::move(frame));
+  };
+  if (!unwind.walks()) {
+    void* frames[kDepth + 32];
+    const int depth = ::backtrace(frames, static_cast<int>(std::size(frames)));
+    for (int i = 1; i < depth && site.frames.size() < kDepth; ++i) {
+      Dl_info info{};
+      const bool named = dladdr(frames[i], &info) != 0 && info.dli_sname != nullptr;
+      const auto ip = reinterpret_cast<std::uint64_t>(frames[i]);
+      keep(ip, named ? info.dli_sname : nullptr,
+           named ? ip - reinterpret_cast<std::uint64_t>(info.dli_saddr) : 0);
+    }
+    return site;
+  }
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (unwind.getcontext(&context) != 0 || unwind.init_local(&cursor, &context) != 0) return site;
+  while (unwind.step(&cursor) > 0 && site.frames.size() < kDepth) {
+    unw_word_t ip = 0;
+    unwind.get_reg(&cursor, UNW_REG_IP, &ip);
+    char name[256] = {};
+    unw_word_t offset = 0;
+    const bool named = unwind.get_proc_name(&cursor, name, sizeof name, &offset) == 0;
+    keep(ip, named ? name : nullptr, offset);
   }
   return site;
 }

@@ -14,9 +14,23 @@ inline bool is_multiple_of(std::uint64_t value, std::uint64_t sample) noexcept {
   return value % sample == 0;
 }
 
-// A collective: by its sequence number on its communicator (equal on all members).
-inline bool is_sampled(std::uint64_t seq, std::uint64_t sample) noexcept {
-  return sample <= 1 || is_multiple_of(seq, sample);
+// What names a collective job-wide, mixed into 64 bits: its communicator and its sequence number
+// there (both equal on every member).
+inline std::uint64_t collective_hash(std::int64_t comm_id, std::uint64_t seq) noexcept {
+  std::uint64_t x = static_cast<std::uint64_t>(comm_id) * 0xBF58476D1CE4E5B9ull ^
+                    seq * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 32;
+  return x;
+}
+
+// A collective: by a hash of its communicator and sequence number, not by the number alone. A
+// training loop repeats every few collectives (DDP: 3 gradient buckets and an AllGather a step);
+// "every 16th sequence number" would sample the same positions of that period forever and never
+// the others. A hash samples every position of any period in proportion.
+inline bool is_sampled(std::int64_t comm_id, std::uint64_t seq, std::uint64_t sample) noexcept {
+  return sample <= 1 || is_multiple_of(collective_hash(comm_id, seq), sample);
 }
 
 // What names a message job-wide, mixed into 64 bits: its communicator, the world ranks of both
@@ -44,7 +58,7 @@ inline bool is_message_sampled(std::int64_t comm_id, int sender, int receiver, i
 
 // The trace budget's thinning (monitor/trace_budget.hpp), nested in the sampling above: at level
 // k a recorded instance is kept when key / sample is a multiple of 2^k, where the key is a
-// collective's sequence number or a message's hash. For a key the sampling chose (a multiple of
+// collective's hash or a message's hash (so the levels do not alias with a period either). For a key the sampling chose (a multiple of
 // `sample`) that is "a multiple of sample * 2^k"; every level keeps a subset of what each lower
 // level keeps, so ranks that chose different levels still share the higher level's instances
 // whole. Records the sampling did not choose by key (the messages of commtap's own all-reduce

@@ -6,22 +6,55 @@
 #include <unistd.h>
 
 #include "monitor/monitor.hpp"
+#include "monitor/optional_library.hpp"
 
 namespace commtap::monitor {
 
 namespace {
 
-const Dwfl_Callbacks kCallbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .section_address = nullptr,
-    .debuginfo_path = nullptr,
+// elfutils' libdw, opened where the node has it (optional_library.hpp); without it call sites
+// have no file:line.
+struct LibDw {
+  OptionalLibrary library{"libdw.so.1"};
+#define COMMTAP_DW_FUNCTION(name) decltype(&::name) name = library.function<decltype(&::name)>(#name)
+  COMMTAP_DW_FUNCTION(dwfl_linux_proc_find_elf);
+  COMMTAP_DW_FUNCTION(dwfl_standard_find_debuginfo);
+  COMMTAP_DW_FUNCTION(dwfl_begin);
+  COMMTAP_DW_FUNCTION(dwfl_end);
+  COMMTAP_DW_FUNCTION(dwfl_module_getsrc);
+  COMMTAP_DW_FUNCTION(dwfl_lineinfo);
+  COMMTAP_DW_FUNCTION(dwfl_addrmodule);
+  COMMTAP_DW_FUNCTION(dwfl_report_begin);
+  COMMTAP_DW_FUNCTION(dwfl_report_end);
+  COMMTAP_DW_FUNCTION(dwfl_linux_proc_report);
+#undef COMMTAP_DW_FUNCTION
+  Dwfl_Callbacks callbacks{
+      .find_elf = dwfl_linux_proc_find_elf,
+      .find_debuginfo = dwfl_standard_find_debuginfo,
+      .section_address = nullptr,
+      .debuginfo_path = nullptr,
+  };
+
+  bool usable() const {
+    return dwfl_linux_proc_find_elf && dwfl_standard_find_debuginfo && dwfl_begin && dwfl_end &&
+           dwfl_module_getsrc && dwfl_lineinfo && dwfl_addrmodule && dwfl_report_begin &&
+           dwfl_report_end && dwfl_linux_proc_report;
+  }
 };
+
+const LibDw* libdw() {
+  static const LibDw* const loaded = [] {
+    auto* dw = new LibDw;  // never freed: used until exit
+    return dw->usable() ? dw : nullptr;
+  }();
+  return loaded;
+}
 
 class ProcessLines {
  public:
+  explicit ProcessLines(const LibDw& dw) : dw_(dw) {}
   ~ProcessLines() {
-    if (dwfl_ != nullptr) dwfl_end(dwfl_);
+    if (dwfl_ != nullptr) dw_.dwfl_end(dwfl_);
   }
 
   // The source line of the call that returns to `return_address`; false if unknown.
@@ -31,10 +64,10 @@ class ProcessLines {
     const Dwarf_Addr address = return_address - 1;
     Dwfl_Module* module = module_of(address);
     if (module == nullptr) return false;
-    Dwfl_Line* found = dwfl_module_getsrc(module, address);
+    Dwfl_Line* found = dw_.dwfl_module_getsrc(module, address);
     if (found == nullptr) return false;
     int number = 0;
-    const char* name = dwfl_lineinfo(found, nullptr, &number, nullptr, nullptr, nullptr);
+    const char* name = dw_.dwfl_lineinfo(found, nullptr, &number, nullptr, nullptr, nullptr);
     if (name == nullptr || number <= 0) return false;
     file = name;
     line = number;
@@ -44,16 +77,17 @@ class ProcessLines {
  private:
   Dwfl_Module* module_of(Dwarf_Addr address) {
     if (dwfl_ != nullptr)
-      if (Dwfl_Module* module = dwfl_addrmodule(dwfl_, address)) return module;
+      if (Dwfl_Module* module = dw_.dwfl_addrmodule(dwfl_, address)) return module;
     // Not seen yet: a library loaded (dlopen) since the last report. Report the process again,
     // at most once per address miss.
-    if (dwfl_ == nullptr && (dwfl_ = dwfl_begin(&kCallbacks)) == nullptr) return nullptr;
-    dwfl_report_begin(dwfl_);
-    const bool reported = dwfl_linux_proc_report(dwfl_, ::getpid()) == 0;
-    dwfl_report_end(dwfl_, nullptr, nullptr);
-    return reported ? dwfl_addrmodule(dwfl_, address) : nullptr;
+    if (dwfl_ == nullptr && (dwfl_ = dw_.dwfl_begin(&dw_.callbacks)) == nullptr) return nullptr;
+    dw_.dwfl_report_begin(dwfl_);
+    const bool reported = dw_.dwfl_linux_proc_report(dwfl_, ::getpid()) == 0;
+    dw_.dwfl_report_end(dwfl_, nullptr, nullptr);
+    return reported ? dw_.dwfl_addrmodule(dwfl_, address) : nullptr;
   }
 
+  const LibDw& dw_;
   Dwfl* dwfl_ = nullptr;
 };
 
@@ -61,7 +95,9 @@ class ProcessLines {
 
 void resolve_source_lines(std::vector<CallSite>& sites) {
   if (sites.empty()) return;
-  static ProcessLines lines;  // one caller: the writer thread
+  const LibDw* const dw = libdw();
+  if (dw == nullptr) return;
+  static ProcessLines lines(*dw);  // one caller: the writer thread
   for (CallSite& site : sites)
     for (CallSite::Frame& frame : site.frames) lines.find(frame.address, frame.file, frame.line);
 }

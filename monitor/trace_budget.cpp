@@ -42,7 +42,7 @@ TraceBudgetSettings TraceBudgetSettings::from(
 }
 
 std::uint64_t thinning_key(const InstanceRecord& record, int own_rank) {
-  if (record.kind == RecordKind::collective) return record.seq;
+  if (record.kind == RecordKind::collective) return collective_hash(record.comm_id, record.seq);
   const bool send = record.kind == RecordKind::send;
   return message_hash(record.comm_id, send ? own_rank : record.root, send ? record.root : own_rank,
                       record.tag, record.seq);

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "fake_nccl.hpp"
+#include "nccl_profiler_abi/datatypes.hpp"
 #include "profiler_hooks.hpp"
 
 namespace fake_nccl {
@@ -375,24 +376,7 @@ ncclResult_t reduce(Op& op) {
 }  // namespace
 
 std::size_t type_size(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 0;  // the 8-bit floating-point types are not supported
-  }
+  return commtap::nccl_profiler_abi::datatype_bytes(static_cast<int>(type));
 }
 
 void reduce_into(void* dst, const void* src, std::size_t count, ncclDataType_t type,

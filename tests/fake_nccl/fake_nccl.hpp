@@ -172,7 +172,7 @@ struct Op {
   profiler::OpEvents events;
 };
 
-std::size_t type_size(ncclDataType_t type);  // 0 for types the fake does not support
+std::size_t type_size(ncclDataType_t type);  // NCCL's sizes (commtap's one table); 0 if unknown
 // dst[i] = dst[i] (op) src[i]; avg reduces as sum (finish_average divides at the end).
 void reduce_into(void* dst, const void* src, std::size_t count, ncclDataType_t type,
                  ncclRedOp_t op);

@@ -26,6 +26,7 @@
 #include <optional>
 
 #include "fake_nccl.hpp"
+#include "nccl_profiler_abi/datatypes.hpp"
 #include "nccl_profiler_abi/profiler_abi.hpp"
 
 namespace fake_nccl::profiler {
@@ -245,12 +246,11 @@ std::optional<abi::v1::Descr> to_v1(const v5::Descr& in) {
                     "Send", "Recv"},
                    abi::v1::kFuncSend);
   };
-  const auto type_code = [](const char* datatype) {
-    return code_of(datatype,
-                   {"ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64", "ncclUint64",
-                    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3",
-                    "ncclFloat8e5m2"},
-                   ncclFloat64);
+  const auto type_code = [](const char* datatype) -> std::uint8_t {
+    for (int code = 0; code < abi::kDatatypeCount; ++code)
+      if (datatype != nullptr && abi::kDatatypes[code].name == datatype)
+        return static_cast<std::uint8_t>(code);
+    return ncclFloat64;
   };
   if (in.type == abi::kColl) {
     const auto& c = v2->coll;
@@ -377,32 +377,9 @@ constexpr int kWantsGroupApi =
 constexpr int kWantsProxyStep = abi::kProxyStep | abi::kNetPlugin;
 
 const char* datatype_name(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-      return "ncclInt8";
-    case ncclInt32:
-      return "ncclInt32";
-    case ncclUint32:
-      return "ncclUint32";
-    case ncclInt64:
-      return "ncclInt64";
-    case ncclUint64:
-      return "ncclUint64";
-    case ncclFloat16:
-      return "ncclFloat16";
-    case ncclFloat32:
-      return "ncclFloat32";
-    case ncclFloat64:
-      return "ncclFloat64";
-    case ncclBfloat16:
-      return "ncclBfloat16";
-    case ncclFloat8e4m3:
-      return "ncclFloat8e4m3";
-    case ncclFloat8e5m2:
-      return "ncclFloat8e5m2";
-    default:
-      return "Unknown";  // ncclUint8 included: NCCL's table has no name for it
-  }
+  // NCCL's table has no name for ncclUint8.
+  if (type == ncclUint8 || type < 0 || type >= abi::kDatatypeCount) return "Unknown";
+  return abi::kDatatypes[type].name.data();
 }
 
 std::uint64_t realtime_ns() {

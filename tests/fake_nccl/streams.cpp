@@ -216,6 +216,10 @@ ncclResult_t check(const Op& op) {
   const Comm& comm = *op.comm;
   if (type_size(op.type) == 0)
     return fail(ncclInvalidArgument, "%s: unsupported datatype %d", op_name(op.kind), op.type);
+  // The 8-bit floats move as bytes; the fake has no arithmetic for them (NCCL reduces them on
+  // sm_90 and later only).
+  if (reduces(op.kind) && (op.type == ncclFloat8e4m3 || op.type == ncclFloat8e5m2))
+    return fail(ncclInvalidArgument, "%s: no 8-bit float reductions in the fake", op_name(op.kind));
   if (reduces(op.kind) && (op.reduction < 0 || op.reduction >= ncclNumOps))
     return fail(ncclInvalidArgument, "%s: unsupported reduction %d", op_name(op.kind),
                 op.reduction);
@@ -255,11 +259,14 @@ ncclResult_t end_group_level() {
 }
 
 // Queues one checked operation inside its own implicit group, as ncclEnqueueCheck does.
+// A one-rank communicator's operation raises no profiler event at all: NCCL runs it at once
+// (enqueue.cc, taskAppend: ncclLaunchOneRank) before collTaskAppend would start its API events.
 ncclResult_t append(Op op) {
   ++group.depth;
-  profiler::api_op_start(op, group.depth);
+  const bool profiled = op.comm->nranks > 1;
+  if (profiled) profiler::api_op_start(op, group.depth);
   group.ops.push_back(std::move(op));
-  profiler::api_op_stop(group.ops.back());
+  if (profiled) profiler::api_op_stop(group.ops.back());
   return end_group_level();
 }
 

@@ -3,7 +3,7 @@
 # collective of call_families gets the next sequence number of its communicator, every member
 # records the same (communicator, sequence) with the same function, the number of instances per
 # rank equals the program's own tally, nonblocking ones span post to completion, and
-# COMMTAP_SAMPLE keeps exactly every Nth sequence number on every rank.
+# COMMTAP_SAMPLE keeps one in N instances, chosen alike on every rank by a hash.
 source "$(dirname "$0")/common.sh"
 
 reps=2
@@ -43,15 +43,26 @@ got=$(db_query trace "SELECT count(*) FROM collectives WHERE function = 'MPI_Ial
 expect_equal $((reps * 4)) "$got" "MPI_Iallreduce instances"
 pass "nonblocking and persistent instances recorded at completion"
 
-# Sampling: every 3rd sequence number, the same ones on every rank.
+# Sampling: one in 3 by a hash of (communicator, seq), the same instances on every rank, a
+# subset of the full run's, and every collective function of the program's loop among them (a
+# period of the program never hides a position from the sampling).
 COMMTAP_DIR=sampled COMMTAP_SAMPLE=3 run_preloaded 4 "$PROGRAMS/call_families" tallies $reps \
   >/dev/null
-bad=$(db_query sampled "SELECT count(*) FROM collectives WHERE seq % 3 != 0")
-expect_equal 0 "$bad" "unsampled sequence numbers recorded"
-full=$(db_query trace "SELECT count(*) FROM collectives WHERE seq % 3 = 0")
-got=$(db_query sampled "SELECT count(*) FROM collectives")
-expect_equal "$full" "$got" "sampled instances (the same as the full run's multiples of 3)"
-got=$(db_query sampled "SELECT sum(calls) FROM call_totals WHERE function = 'MPI_Allreduce'")
-expect_equal "$(db_query trace "SELECT sum(calls) FROM call_totals WHERE function = 'MPI_Allreduce'")" \
-  "$got" "calls counted whatever the sampling"
+instances="SELECT rank, comm_id, seq, function FROM collectives ORDER BY 1, 2, 3"
+db_query sampled "$instances" >sampled.txt
+db_query trace "$instances" >full.txt
+extra=$(comm -23 <(sort sampled.txt) <(sort full.txt) | head -3)
+expect_equal "" "$extra" "sampled instances the full run does not have"
+bad=$(db_query sampled "SELECT c.comm_id, c.seq FROM collectives c JOIN (SELECT comm_id,
+        max(size) AS size, max(inter) AS inter FROM communicators GROUP BY comm_id) m
+        ON m.comm_id = c.comm_id GROUP BY c.comm_id, c.seq
+        HAVING m.inter = 0 AND count(*) != m.size")
+expect_equal "" "$bad" "sampled instances not recorded by every member"
+full=$(wc -l <full.txt)
+got=$(wc -l <sampled.txt)
+[ "$got" -ge $((full / 6)) ] && [ "$got" -le $((full / 2)) ] ||
+  fail "sampled $got of $full instances at COMMTAP_SAMPLE=3"
+missing=$(db_query trace "SELECT function FROM collectives GROUP BY function HAVING count(*) >= 48" |
+  sort | comm -23 - <(db_query sampled "SELECT DISTINCT function FROM collectives" | sort))
+expect_equal "" "$missing" "collective functions never sampled"
 pass "COMMTAP_SAMPLE=3 keeps the same instances on every rank"

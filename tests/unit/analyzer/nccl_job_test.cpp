@@ -123,7 +123,7 @@ struct NcclJob {
           const double exit =
               hangs ? HUGE_VAL : latest + (kernel_us + r * release_step_us + release(random)) / 1e6;
           times[{r, id}].push_back({seq, arrival[r], exit});
-          if (seq % sample != 0) continue;
+          if (!commtap::monitor::is_sampled(id, seq, sample)) continue;
           commtap::monitor::InstanceRecord record;
           record.comm_id = id;
           record.seq = seq;

@@ -1,6 +1,7 @@
 // The NCCL profiler plugin's events -> records, driven the way NCCL 2.28 calls a v5 plugin (and
 // older versions' shapes), with a fake clock and a sink that keeps the records.
 #include "interpose/nccl_profiler_events.hpp"
+#include "monitor/sampling.hpp"
 
 #include <gtest/gtest.h>
 #include <time.h>
@@ -596,8 +597,12 @@ TEST_F(NcclProfilerEvents, ConcurrentThreadsKeepExactCounts) {
   EXPECT_EQ(a.started.load(), static_cast<std::uint64_t>(kCollectives));
   EXPECT_EQ(b.completed.load(), static_cast<std::uint64_t>(kCollectives));
   EXPECT_EQ(a.completed.load(), static_cast<std::uint64_t>(kCollectives));
-  EXPECT_EQ(records(RecordKind::collective).size(), 2u * kCollectives / 16);
-  EXPECT_EQ(records(RecordKind::send).size(), 2u * kCollectives / 16);
+  std::size_t sampled = 0;  // one in 16 of each communicator's, by (id, seq)
+  for (std::uint64_t seq = 1; seq <= kCollectives; ++seq)
+    sampled += commtap::monitor::is_sampled(50, seq, 16) + commtap::monitor::is_sampled(51, seq, 16);
+  EXPECT_NEAR(static_cast<double>(sampled), 2.0 * kCollectives / 16, 0.1 * 2 * kCollectives / 16);
+  EXPECT_EQ(records(RecordKind::collective).size(), sampled);
+  EXPECT_EQ(records(RecordKind::send).size(), sampled);
   EXPECT_EQ(np::dropped().collectives, 0u);
   EXPECT_EQ(np::dropped().proxy_ops, 0u);
 }

@@ -52,7 +52,7 @@ struct BusyRank {
     auto add_collectives = [&](std::int64_t comm, std::uint64_t count) {
       for (std::uint64_t n = 1; n <= count; ++n) {
         const std::uint64_t seq = static_cast<std::uint64_t>(i) * count + n;
-        if (!monitor::is_sampled(seq, sample)) continue;
+        if (!monitor::is_sampled(comm, seq, sample)) continue;
         const std::uint64_t at = t0 + n * window_ns / (count + 1);
         s.instances.push_back({comm, seq, 8, at, at + 2000, 0, -1, 1, 0});
       }

@@ -92,7 +92,7 @@ class Db {
 std::vector<monitor::InstanceRecord> collectives(std::uint64_t first_seq, std::uint64_t n) {
   std::vector<monitor::InstanceRecord> out;
   for (std::uint64_t seq = first_seq; seq < first_seq + n; ++seq)
-    if (monitor::is_sampled(seq, 16)) out.push_back({1, seq, 8, seq, seq + 1, 0, -1, 1, 0});
+    if (monitor::is_sampled(1, seq, 16)) out.push_back({1, seq, 8, seq, seq + 1, 0, -1, 1, 0});
   return out;
 }
 
@@ -127,11 +127,14 @@ TEST(TraceBudget, BusyHourStaysWithinTheBudgetAndCountsEveryCall) {
   EXPECT_GE(db.one("SELECT min(sample_level) FROM heartbeats WHERE wall_ns > (SELECT "
                    "min(wall_ns) FROM heartbeats) + 60000000000"),
             6);
-  // Past the start, every kept collective is one the level in force keeps (seq / 16 a multiple
-  // of 2^level).
-  EXPECT_EQ(db.one("SELECT count(*) FROM collectives WHERE (seq / 16) % 64 != 0 AND enter_ns > "
-                   "60000000000"),
-            0);
+  // Past the start, every kept collective is one the level in force keeps (its hash / 16 a
+  // multiple of 2^level).
+  std::size_t not_at_level = 0;
+  for (const auto& [comm, seq, unused] :
+       db.triples("SELECT comm_id, seq, 0 FROM collectives WHERE enter_ns > 60000000000"))
+    not_at_level += !monitor::is_kept_at_level(
+        monitor::collective_hash(comm, static_cast<std::uint64_t>(seq)), 16, 6);
+  EXPECT_EQ(not_at_level, 0u);
   // The last 10 minutes at the window's resolution, the 50 minutes before in 1-minute windows.
   const std::int64_t end = static_cast<std::int64_t>(busy.wall_at(kWindows - 1));
   EXPECT_EQ(db.one("SELECT count(*) FROM heartbeats WHERE wall_ns > " +
@@ -220,7 +223,7 @@ TEST(TraceBudget, LevelsAreNested) {
         for (unsigned lower = 0; lower < level; ++lower)
           EXPECT_TRUE(monitor::is_kept_at_level(key, 16, lower));
       }
-      EXPECT_EQ(kept, monitor::is_sampled(key, 16ull << level));
+      EXPECT_EQ(kept, monitor::is_multiple_of(key, 16ull << level));
     }
   }
   for (unsigned level = 1; level < 8; ++level)
