@@ -8,8 +8,10 @@
 //     mean "enqueued"), then the GroupApi stops;
 //   stream worker (NCCL's proxy thread and GPU): KernelCh per channel (GPU timestamps are
 //     CLOCK_REALTIME nanoseconds, which is what %globaltimer tracks), and for peers on other
-//     hosts (NCCL's network transport) ProxyOp (state 19) and one ProxyStep per chunk with the
-//     send (8, 20, 9) or receive (10, 11, 12) states and sizes.
+//     hosts (NCCL's network transport) ProxyOp (state 19) and one ProxyStep per chunk, posted up
+//     to 8 ahead, with the send (8 at the post; 20, 9 when the data goes out) or receive (10 at
+//     the post; 11, 12 at the arrival) states and NCCL's sizes (docs/nccl.md, "What NCCL
+//     raises for a network transfer").
 // Not emitted: ProxyCtrl and NetPlugin events (the fake has no proxy thread loop or net plugin).
 #include <dlfcn.h>
 #include <strings.h>
@@ -624,12 +626,45 @@ void kernel_channel_stop(Op& op, int) {
   op.events.kernel = nullptr;
 }
 
+namespace {
+
+// NCCL's sub->transSize lives in a pooled ncclProxyArgs and is never reset: an op's first
+// states carry what an earlier op left there. The fake keeps it per thread and direction.
+thread_local std::size_t previous_size[2] = {};
+
+// Starts steps while the window allows (the net transport's "post" branch): send: start and
+// SendGPUWait; receive: start and RecvWait (the fake's receive is always posted at once). A
+// step is started even when the ProxyOp was declined (null parent); its states are recorded
+// only under a live ProxyOp, each with the op's current transSize.
+void post_steps(ProxyOp& proxy) {
+  if (!proxy.profiled || !(proxy.op->events.mask & kWantsProxyStep)) return;
+  CommContext* context = live(*proxy.op->comm);
+  if (!context) return;
+  while (proxy.posted < proxy.nsteps && proxy.posted < proxy.done + ProxyOp::kWindow) {
+    v5::Descr descr{};
+    descr.type = abi::kProxyStep;
+    descr.parentObj = proxy.handle;
+    descr.rank = proxy.op->comm->rank;
+    descr.proxyStep.step = proxy.posted;
+    void* handle = start_event(context->context, descr);
+    proxy.steps[proxy.posted % ProxyOp::kWindow] = handle;
+    ++proxy.posted;
+    if (!handle || !proxy.handle) continue;
+    v5::StateArgs args{};
+    args.proxyStep.transSize = proxy.last_size;
+    record_state(handle, proxy.send ? abi::kProxyStepSendGpuWait : abi::kProxyStepRecvWait, &args);
+  }
+}
+
+}  // namespace
+
 void proxy_op_start(ProxyOp& proxy) {
   Op& op = *proxy.op;
   CommContext* context = live(*op.comm);
   if (!context || !proxied(*op.comm, proxy.peer)) return;
   proxy.profiled = true;
   if (!(op.events.mask & kBelowProxyOp)) return;
+  proxy.last_size = previous_size[proxy.send ? 1 : 0];
   v5::Descr descr{};
   descr.type = abi::kProxyOp;
   descr.parentObj = op.events.task;
@@ -641,42 +676,31 @@ void proxy_op_start(ProxyOp& proxy) {
                    static_cast<int>(proxy.chunk),
                    proxy.send ? 1 : 0};
   proxy.handle = start_event(context->context, descr);
+  // The first progress pass: every sub "in progress", then its first steps posted.
+  if (proxy.handle) {
+    const v5::StateArgs zero{};
+    record_state(proxy.handle, abi::kProxyOpInProgress, &zero);
+  }
+  post_steps(proxy);
 }
 
 void proxy_op_stop(ProxyOp& proxy) {
+  if (proxy.profiled) previous_size[proxy.send ? 1 : 0] = proxy.last_size;
   stop_event(proxy.handle);
   proxy.handle = nullptr;
 }
 
-void* proxy_step_start(ProxyOp& proxy, int step, std::size_t bytes) {
-  if (!proxy.profiled) return nullptr;
-  CommContext* context = live(*proxy.op->comm);
-  if (!context) return nullptr;
-  if (proxy.handle && !proxy.progressed) {
-    const v5::StateArgs zero{};
-    record_state(proxy.handle, abi::kProxyOpInProgress, &zero);
-    proxy.progressed = true;
-  }
-  if (!(proxy.op->events.mask & kWantsProxyStep)) return nullptr;
-  v5::Descr descr{};
-  descr.type = abi::kProxyStep;
-  descr.parentObj = proxy.handle;
-  descr.rank = proxy.op->comm->rank;
-  descr.proxyStep.step = step;
-  void* handle = start_event(context->context, descr);
-  if (!handle || !proxy.handle) return handle;  // states go to steps of a live ProxyOp only
-  // transSize is the op's last size: this step's only from SendWait (send) or RecvFlushWait.
+void* proxy_step_ready(ProxyOp& proxy, int step, std::size_t bytes) {
+  if (!proxy.profiled || step < proxy.done || step >= proxy.posted) return nullptr;
+  void* handle = proxy.steps[step % ProxyOp::kWindow];
+  if (!handle || !proxy.handle || !proxy.send) return handle;
+  // The GPU's data is in the buffer (the peer's receive is posted: the socket takes it), then
+  // the isend is posted; transSize is this step's only from SendWait on.
   v5::StateArgs args{};
   args.proxyStep.transSize = proxy.last_size;
-  if (proxy.send) {
-    // The data is there at once and the socket takes it: the GPU and peer waits are empty.
-    record_state(handle, abi::kProxyStepSendGpuWait, &args);
-    record_state(handle, abi::kProxyStepSendPeerWait, &args);
-    proxy.last_size = args.proxyStep.transSize = bytes;
-    record_state(handle, abi::kProxyStepSendWait, &args);
-  } else {
-    record_state(handle, abi::kProxyStepRecvWait, &args);
-  }
+  record_state(handle, abi::kProxyStepSendPeerWait, &args);
+  proxy.last_size = args.proxyStep.transSize = bytes;
+  record_state(handle, abi::kProxyStepSendWait, &args);
   return handle;
 }
 
@@ -688,8 +712,12 @@ void proxy_step_transmitted(ProxyOp& proxy, void* step, std::size_t bytes) {
   record_state(step, abi::kProxyStepRecvGpuWait, &args);
 }
 
-void proxy_step_stop(ProxyOp&, void* step) {
+void proxy_step_stop(ProxyOp& proxy, void* step) {
   stop_event(step);
+  if (!proxy.profiled || proxy.done >= proxy.posted) return;
+  proxy.steps[proxy.done % ProxyOp::kWindow] = nullptr;
+  ++proxy.done;
+  post_steps(proxy);
 }
 
 }  // namespace fake_nccl::profiler

@@ -29,6 +29,7 @@ struct OpEvents {
 // One direction of traffic with one peer for one operation on one channel (NCCL's proxy op),
 // filled in by the algorithm before proxy_op_start. Its steps are its chunks.
 struct ProxyOp {
+  static constexpr int kWindow = 8;  // NCCL_STEPS: steps posted ahead of the first not done
   Op* op = nullptr;
   int channel = 0;
   int peer = 0;
@@ -37,9 +38,11 @@ struct ProxyOp {
   std::size_t chunk = 0;  // bytes per full chunk
   int next_step = 0;      // advanced by the transfer engine
   // Set by the hooks.
-  bool profiled = false;    // a NET peer with proxy events enabled
-  bool progressed = false;  // "in progress" recorded
-  std::size_t last_size = 0;
+  bool profiled = false;  // a NET peer with proxy events enabled
+  int posted = 0;         // steps started (posted to the GPU / the network)
+  int done = 0;           // steps stopped
+  void* steps[kWindow] = {};
+  std::size_t last_size = 0;  // NCCL's sub->transSize: the last SendWait's / RecvFlushWait's
   void* handle = nullptr;
 };
 
@@ -65,13 +68,20 @@ void plan_launched(Comm& comm, std::span<Op* const> ops);
 void kernel_channel_start(Op& op, int channel);
 void kernel_channel_stop(Op& op, int channel);
 
-// Proxy operations and their steps (one step = one chunk).
+// Proxy operations and their steps (one step = one chunk), raised as 2.28's net transport does
+// (transport/net.cc: sendProxyProgress, recvProxyProgress): the op's start posts its first
+// kWindow steps (send: start + SendGPUWait; receive: start + RecvWait), each step's stop posts
+// the next one.
 void proxy_op_start(ProxyOp& proxy);
 void proxy_op_stop(ProxyOp& proxy);
-// Returns the step's handle for the later calls (nullptr is fine).
-void* proxy_step_start(ProxyOp& proxy, int step, std::size_t bytes);
-// Send: every byte is in the socket. Receive: every byte has arrived (before it is reduced).
+// The chunk `step` begins to move: send: the GPU's data is there and goes to the network
+// (SendPeerWait, SendWait with its size); receive: nothing (posted already). Returns the step's
+// handle for the later calls (nullptr is fine).
+void* proxy_step_ready(ProxyOp& proxy, int step, std::size_t bytes);
+// Send: every byte is in the socket. Receive: every byte has arrived (RecvFlushWait with its
+// size), handed to the "GPU" (RecvGPUWait).
 void proxy_step_transmitted(ProxyOp& proxy, void* step, std::size_t bytes);
+// Send: done. Receive: consumed (after the reduce). Posts the next step of the window.
 void proxy_step_stop(ProxyOp& proxy, void* step);
 
 }  // namespace fake_nccl::profiler

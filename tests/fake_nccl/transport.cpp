@@ -254,7 +254,7 @@ void begin_chunk(Lane& lane) {
   int step = 0;
   if (transfer.proxy) {
     step = transfer.proxy->next_step++;
-    lane.step = profiler::proxy_step_start(*transfer.proxy, step, lane.chunk_bytes);
+    lane.step = profiler::proxy_step_ready(*transfer.proxy, step, lane.chunk_bytes);
   }
   if (lane.send)
     lane.header = ChunkHeader{kChunkMagic, static_cast<std::uint32_t>(step), lane.chunk_bytes};
