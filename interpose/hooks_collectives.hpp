@@ -52,10 +52,9 @@ struct CollectiveHooks {
     const auto [sendbuf, recvbuf, count, type, op, communicator] = std::tuple(a...);
     const collectives::Context& context = runtime().collectives;
     if (collectives::leaves_allreduce_to_library(context)) return library();
-    return collectives::allreduce_call(context, sendbuf, recvbuf, count, type, op, communicator,
-                                       seq, library, algorithm,
-                                       comm != nullptr && is_sampled(comm->id, seq, runtime().sample) ? &steps
-                                                                                  : nullptr);
+    return collectives::allreduce_call(
+        context, sendbuf, recvbuf, count, type, op, communicator, seq, library, algorithm,
+        comm != nullptr && is_sampled(comm->id, seq, runtime().sample) ? &steps : nullptr);
   }
   // `caller`: the application's return address (the wrappers are inlined into the exported
   // MPI_ functions).

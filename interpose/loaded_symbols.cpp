@@ -13,8 +13,7 @@ namespace {
 const void* own_base() noexcept {
   static const void* const base = [] {
     Dl_info info{};
-    return dladdr(reinterpret_cast<const void*>(&own_base), &info) != 0 ? info.dli_fbase
-                                                                          : nullptr;
+    return dladdr(reinterpret_cast<const void*>(&own_base), &info) != 0 ? info.dli_fbase : nullptr;
   }();
   return base;
 }
@@ -22,8 +21,7 @@ const void* own_base() noexcept {
 // dlsym in the scope of a handle: the object and its dependencies.
 void* first_in(void* handle, std::initializer_list<const char*> names) noexcept {
   for (const char* name : names)
-    if (void* found = dlsym(handle, name); found != nullptr && !is_own_address(found))
-      return found;
+    if (void* found = dlsym(handle, name); found != nullptr && !is_own_address(found)) return found;
   return nullptr;
 }
 

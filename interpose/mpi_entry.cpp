@@ -45,20 +45,30 @@ extern "C" {
 // r11, which no call passes arguments in, then the common path).
 #define COMMTAP_MPI(name, family, yield, twin, params, args, info) \
   asm(".text\n"                                                    \
-      ".globl MPI_" #name "\n"                                     \
-      ".type MPI_" #name ", @function\n"                           \
+      ".globl MPI_" #name                                          \
+      "\n"                                                         \
+      ".type MPI_" #name                                           \
+      ", @function\n"                                              \
       ".p2align 4\n"                                               \
-      "MPI_" #name ":\n"                                           \
+      "MPI_" #name                                                 \
+      ":\n"                                                        \
       "  .cfi_startproc\n"                                         \
-      "  jmp *commtap_mpi_slot_" #name "(%rip)\n"                  \
+      "  jmp *commtap_mpi_slot_" #name                             \
+      "(%rip)\n"                                                   \
       "  .cfi_endproc\n"                                           \
-      ".size MPI_" #name ", .-MPI_" #name "\n"                     \
-      ".globl commtap_mpi_first_" #name "\n"                       \
-      ".hidden commtap_mpi_first_" #name "\n"                      \
-      ".type commtap_mpi_first_" #name ", @function\n"             \
-      "commtap_mpi_first_" #name ":\n"                             \
+      ".size MPI_" #name ", .-MPI_" #name                          \
+      "\n"                                                         \
+      ".globl commtap_mpi_first_" #name                            \
+      "\n"                                                         \
+      ".hidden commtap_mpi_first_" #name                           \
+      "\n"                                                         \
+      ".type commtap_mpi_first_" #name                             \
+      ", @function\n"                                              \
+      "commtap_mpi_first_" #name                                   \
+      ":\n"                                                        \
       "  .cfi_startproc\n"                                         \
-      "  lea commtap_mpi_slot_" #name "(%rip), %r11\n"             \
+      "  lea commtap_mpi_slot_" #name                              \
+      "(%rip), %r11\n"                                             \
       "  jmp commtap_mpi_first_call\n"                             \
       "  .cfi_endproc\n"                                           \
       ".size commtap_mpi_first_" #name ", .-commtap_mpi_first_" #name "\n");
@@ -161,16 +171,15 @@ std::mutex g_choosing;
 int no_mpi_function() {
   static std::once_flag said;
   std::call_once(said, [] {
-    std::fprintf(stderr, "commtap: an MPI function was called, but no MPI library defines it in "
-                         "this process\n");
+    std::fprintf(stderr,
+                 "commtap: an MPI function was called, but no MPI library defines it in "
+                 "this process\n");
   });
   return MPI_ERR_OTHER;
 }
 
 bool says_first_rank() {
-  const Environment environment = [](const char* name) -> const char* {
-    return std::getenv(name);
-  };
+  const Environment environment = [](const char* name) -> const char* { return std::getenv(name); };
   return identity_from_environment(environment).rank <= 0;
 }
 
@@ -217,7 +226,7 @@ MpiAbi mpi_abi() noexcept {
 // Called by the first-call stub with its slot and its caller's return address; returns where the
 // call goes. Until an MPI is found loaded, each call gets the error and the slots stay as they are.
 extern "C" [[gnu::visibility("hidden")]] void* commtap_mpi_choose_entries(void** slot,
-                                                                         const void* caller) {
+                                                                          const void* caller) {
   using namespace commtap::interpose;
   std::lock_guard lock(g_choosing);
   if (g_abi.load(std::memory_order_relaxed) == MpiAbi::undecided)

@@ -33,12 +33,12 @@
 #define COMMTAP_WRAPPER_VISIBILITY COMMTAP_EXPORT
 #endif
 
-#define COMMTAP_MPI(name, family, yield, twin, params, args, info)                           \
-  extern "C" COMMTAP_WRAPPER_VISIBILITY int COMMTAP_WRAPPER_NAME(name) params {              \
-    using namespace ::commtap::interpose;                                                    \
-    return intercept<Fn::name, Yield::yield>(COMMTAP_CALL_OF(PMPI_##name), COMMTAP_CALL_OF(twin), \
-                                             CallInfo{COMMTAP_UNPAREN info}                  \
-                                                 COMMTAP_LEADING_COMMA args);                \
+#define COMMTAP_MPI(name, family, yield, twin, params, args, info)              \
+  extern "C" COMMTAP_WRAPPER_VISIBILITY int COMMTAP_WRAPPER_NAME(name) params { \
+    using namespace ::commtap::interpose;                                       \
+    return intercept<Fn::name, Yield::yield>(                                   \
+        COMMTAP_CALL_OF(PMPI_##name), COMMTAP_CALL_OF(twin),                    \
+        CallInfo{COMMTAP_UNPAREN info} COMMTAP_LEADING_COMMA args);             \
   }
 #include "interpose/mpi_functions.def"
 #undef COMMTAP_MPI

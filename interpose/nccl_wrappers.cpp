@@ -61,7 +61,8 @@ int device_of(ncclComm_t comm) {
   using CuDevice = ncclResult_t (*)(const ncclComm_t, int*);
   static std::atomic<void*> cache{nullptr};
   int device = 0;
-  if (const auto cu_device = resolve<CuDevice>(cache, "pncclCommCuDevice", "ncclCommCuDevice", nullptr))
+  if (const auto cu_device =
+          resolve<CuDevice>(cache, "pncclCommCuDevice", "ncclCommCuDevice", nullptr))
     if (cu_device(comm, &device) != ncclSuccess) device = 0;
   return device;
 }

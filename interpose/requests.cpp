@@ -121,8 +121,7 @@ void RequestTable::started(MPI_Request request, std::uint64_t now_ns, std::uint6
     entry->active = true;
     if (entry->instance.comm != nullptr) {
       entry->instance.seq = entry->instance.comm->next_seq();
-      entry->instance.sampled =
-          is_sampled(entry->instance.comm->id, entry->instance.seq, sample);
+      entry->instance.sampled = is_sampled(entry->instance.comm->id, entry->instance.seq, sample);
     }
   }
 }

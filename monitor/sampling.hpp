@@ -17,8 +17,8 @@ inline bool is_multiple_of(std::uint64_t value, std::uint64_t sample) noexcept {
 // What names a collective job-wide, mixed into 64 bits: its communicator and its sequence number
 // there (both equal on every member).
 inline std::uint64_t collective_hash(std::int64_t comm_id, std::uint64_t seq) noexcept {
-  std::uint64_t x = static_cast<std::uint64_t>(comm_id) * 0xBF58476D1CE4E5B9ull ^
-                    seq * 0x9E3779B97F4A7C15ull;
+  std::uint64_t x =
+      static_cast<std::uint64_t>(comm_id) * 0xBF58476D1CE4E5B9ull ^ seq * 0x9E3779B97F4A7C15ull;
   x ^= x >> 31;
   x *= 0xD6E8FEB86659FD93ull;
   x ^= x >> 32;
@@ -58,12 +58,12 @@ inline bool is_message_sampled(std::int64_t comm_id, int sender, int receiver, i
 
 // The trace budget's thinning (monitor/trace_budget.hpp), nested in the sampling above: at level
 // k a recorded instance is kept when key / sample is a multiple of 2^k, where the key is a
-// collective's hash or a message's hash (so the levels do not alias with a period either). For a key the sampling chose (a multiple of
-// `sample`) that is "a multiple of sample * 2^k"; every level keeps a subset of what each lower
-// level keeps, so ranks that chose different levels still share the higher level's instances
-// whole. Records the sampling did not choose by key (the messages of commtap's own all-reduce
-// steps, NCCL's proxy operations, all inside sampled collectives) are thinned alike by the same
-// rule: one in 2^k, equal on both ends.
+// collective's hash or a message's hash (so the levels do not alias with a period either). For a
+// key the sampling chose (a multiple of `sample`) that is "a multiple of sample * 2^k"; every level
+// keeps a subset of what each lower level keeps, so ranks that chose different levels still share
+// the higher level's instances whole. Records the sampling did not choose by key (the messages of
+// commtap's own all-reduce steps, NCCL's proxy operations, all inside sampled collectives) are
+// thinned alike by the same rule: one in 2^k, equal on both ends.
 inline bool is_kept_at_level(std::uint64_t key, std::uint64_t sample, unsigned level) noexcept {
   if (level == 0) return true;
   const std::uint64_t above = sample <= 1 ? key : key / sample;

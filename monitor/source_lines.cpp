@@ -16,7 +16,8 @@ namespace {
 // have no file:line.
 struct LibDw {
   OptionalLibrary library{"libdw.so.1"};
-#define COMMTAP_DW_FUNCTION(name) decltype(&::name) name = library.function<decltype(&::name)>(#name)
+#define COMMTAP_DW_FUNCTION(name) \
+  decltype(&::name) name = library.function<decltype(&::name)>(#name)
   COMMTAP_DW_FUNCTION(dwfl_linux_proc_find_elf);
   COMMTAP_DW_FUNCTION(dwfl_standard_find_debuginfo);
   COMMTAP_DW_FUNCTION(dwfl_begin);

@@ -269,10 +269,13 @@ TEST_F(NcclProfilerEvents, UnsampledCollectivesRecordNothingButComplete) {
   np::Comm* comm = np::new_comm(5);
   np::configure(comm, full_setup(43, 0, 2, &state, /*sample*/ 4));
   Nccl<> nccl{comm};
+  std::vector<std::uint64_t> chosen;  // one in 4, by (communicator, seq)
   for (int i = 1; i <= 8; ++i) {
     void* coll = nccl.collective("Broadcast", 4096, "ncclInt8", 1, /*root*/ 1);
     void* op = nccl.proxy_op(coll, 0, 1, true, 1);
-    if (i % 4 != 0) {
+    if (commtap::monitor::is_sampled(43, static_cast<std::uint64_t>(i), 4))
+      chosen.push_back(static_cast<std::uint64_t>(i));
+    if (chosen.empty() || chosen.back() != static_cast<std::uint64_t>(i)) {
       EXPECT_EQ(op, nullptr) << i;  // declined: and so are its steps
       nccl.step(op, 0, true, 4096, 100, 200);
     } else {
@@ -284,9 +287,10 @@ TEST_F(NcclProfilerEvents, UnsampledCollectivesRecordNothingButComplete) {
     EXPECT_EQ(state.completed.load(), static_cast<std::uint64_t>(i));
   }
   const auto colls = records(RecordKind::collective);
+  ASSERT_EQ(chosen.size(), 2u);  // of 8 at one in 4 with this communicator's id
   ASSERT_EQ(colls.size(), 2u);
-  EXPECT_EQ(colls[0].seq, 4u);
-  EXPECT_EQ(colls[1].seq, 8u);
+  EXPECT_EQ(colls[0].seq, chosen[0]);
+  EXPECT_EQ(colls[1].seq, chosen[1]);
   EXPECT_EQ(colls[0].root, 1);
   EXPECT_EQ(colls[0].function, fn(Fn::ncclBroadcast));
   EXPECT_EQ(colls[0].bytes, 4096u);
@@ -599,7 +603,8 @@ TEST_F(NcclProfilerEvents, ConcurrentThreadsKeepExactCounts) {
   EXPECT_EQ(a.completed.load(), static_cast<std::uint64_t>(kCollectives));
   std::size_t sampled = 0;  // one in 16 of each communicator's, by (id, seq)
   for (std::uint64_t seq = 1; seq <= kCollectives; ++seq)
-    sampled += commtap::monitor::is_sampled(50, seq, 16) + commtap::monitor::is_sampled(51, seq, 16);
+    sampled +=
+        commtap::monitor::is_sampled(50, seq, 16) + commtap::monitor::is_sampled(51, seq, 16);
   EXPECT_NEAR(static_cast<double>(sampled), 2.0 * kCollectives / 16, 0.1 * 2 * kCollectives / 16);
   EXPECT_EQ(records(RecordKind::collective).size(), sampled);
   EXPECT_EQ(records(RecordKind::send).size(), sampled);
@@ -682,7 +687,8 @@ TEST_F(NcclProfilerEvents, CostPerEvent) {
   EXPECT_EQ(state.completed.load(), static_cast<std::uint64_t>(kRounds));
   // A sampled op's steps: start, SendGpuWait, SendPeerWait, SendWait, stop.
   void* sampled = nccl.collective("AllReduce", 1, "ncclFloat32", 0);
-  for (int i = 1; i < 16; ++i) sampled = nccl.collective("AllReduce", 1, "ncclFloat32", 0);
+  for (std::uint64_t seq = kRounds + 1; !commtap::monitor::is_sampled(60, seq, 16); ++seq)
+    sampled = nccl.collective("AllReduce", 1, "ncclFloat32", 0);
   void* op = nccl.proxy_op(sampled, 0, 1, true, kRounds);
   ASSERT_NE(op, nullptr);
   abi::v5::Descr s{};

@@ -37,8 +37,8 @@ TEST(Sampling, EveryPositionOfAPeriodicLoopIsSampledInProportion) {
         const std::vector<int> count = sampled_per_position(comm, period, kSteps, kSample, level);
         for (int position = 0; position < period; ++position)
           EXPECT_NEAR(count[static_cast<std::size_t>(position)], expected, expected * 0.25)
-              << "comm " << comm << ", period " << period << ", position " << position
-              << ", level " << level;
+              << "comm " << comm << ", period " << period << ", position " << position << ", level "
+              << level;
       }
 }
 
