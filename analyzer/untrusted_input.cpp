@@ -158,8 +158,17 @@ namespace {
 // opens a database's directory to sync it): a symlink planted at a journal's name cannot redirect
 // a read or a write, and a FIFO swapped in after a directory listing cannot block the analysis.
 // SQLite's unix VFS lets a program replace its system calls for exactly such purposes.
+// A reader's own descriptor (ReaderFile), named /proc/self/fd/N: that magic link leads to the
+// open file itself, not through any name, so it is followed.
+bool own_descriptor(const char* path) {
+  static constexpr char kPrefix[] = "/proc/self/fd/";
+  if (std::strncmp(path, kPrefix, sizeof kPrefix - 1) != 0) return false;
+  const char* digits = path + sizeof kPrefix - 1;
+  return *digits != '\0' && std::strspn(digits, "0123456789") == std::strlen(digits);
+}
+
 int guarded_open(const char* path, int flags, int mode) {
-  const int fd = ::open(path, flags | O_NOFOLLOW | O_NONBLOCK, mode);
+  const int fd = ::open(path, flags | (own_descriptor(path) ? 0 : O_NOFOLLOW) | O_NONBLOCK, mode);
   if (fd < 0) return fd;
   struct stat info {};
   const bool usable =
