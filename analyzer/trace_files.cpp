@@ -386,6 +386,7 @@ bool copy_bounded(int in, const struct stat& info, const std::string& to, std::u
 // a symbolic link while root's cron reads it) can make SQLite open, create or chown a -wal,
 // -shm or -journal anywhere, and nothing is created beside the user's files.
 ReaderFile::ReaderFile(const std::string& path) {
+  guard_sqlite_opens();  // /proc/self/fd/N is opened as the link it is only there
   const auto [directory, name] = monitor::split_path(path);
   dir_fd_ = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct stat info {};
@@ -474,8 +475,10 @@ ReaderFile::~ReaderFile() {
 int ReaderFile::open_flags() const {
   // One connection is only ever used by the thread that opened it: SQLite's per-call locking of
   // the connection (about 7% of an analysis) is not needed.
+  // The file itself is a descriptor the reader holds (/proc/self/fd/N, a link only in name), or
+  // a private copy in a directory of the reader's own.
   return (directory_.empty() ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_URI |
-         SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX;
+         SQLITE_OPEN_NOMUTEX;
 }
 
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::string& error) {

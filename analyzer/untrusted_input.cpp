@@ -168,7 +168,10 @@ bool own_descriptor(const char* path) {
 }
 
 int guarded_open(const char* path, int flags, int mode) {
-  const int fd = ::open(path, flags | (own_descriptor(path) ? 0 : O_NOFOLLOW) | O_NONBLOCK, mode);
+  // SQLite itself asks for O_NOFOLLOW on every open.
+  const int fd = ::open(path, (own_descriptor(path) ? flags & ~O_NOFOLLOW : flags | O_NOFOLLOW) |
+                                  O_NONBLOCK,
+                        mode);
   if (fd < 0) return fd;
   struct stat info {};
   const bool usable =
@@ -184,6 +187,8 @@ int guarded_open(const char* path, int flags, int mode) {
   return fd;
 }
 
+}  // namespace
+
 void guard_sqlite_opens() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -192,6 +197,8 @@ void guard_sqlite_opens() {
       vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(guarded_open));
   });
 }
+
+namespace {
 
 constexpr std::int64_t kNoDeadline = INT64_MAX;
 thread_local std::int64_t t_deadline_ns = kNoDeadline;
