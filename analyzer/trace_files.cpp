@@ -157,9 +157,16 @@ bool shadow_older_schema(sqlite3* db, std::string& error) {
 // change (it was complete before its rename), so the size the same descriptor reports is polled
 // until it covers the header's page count, for up to 2 s. Only xOpen and xFileSize differ from
 // the default VFS; every other call is passed through.
+//
+// It is also how a reader sees a rank file it opened itself (ReaderFile): the name is
+// /proc/self/fd/N (the literal VFS keeps it as it is, so SQLite opens the very file the reader
+// checked), and page 1 is read with its file format bytes (18, 19) as a rollback-journal file's,
+// so that a WAL file whose -wal holds nothing is read immutable without SQLite looking for a -wal
+// or a -shm by name. Patience only with the URI parameter patient=1.
 struct PatientFile {
   sqlite3_file base;
   sqlite3_file* real;  // the default VFS's file, allocated right after this struct
+  bool patient;
 };
 
 sqlite3_vfs* g_default_vfs = nullptr;
@@ -172,6 +179,7 @@ sqlite3_file* real_file(sqlite3_file* file) {
 int patient_file_size(sqlite3_file* file, sqlite3_int64* size) {
   sqlite3_file* real = real_file(file);
   int rc = real->pMethods->xFileSize(real, size);
+  if (!reinterpret_cast<PatientFile*>(file)->patient) return rc;
   unsigned char header[100];
   if (rc != SQLITE_OK || *size < static_cast<sqlite3_int64>(sizeof header) ||
       real->pMethods->xRead(real, header, sizeof header, 0) != SQLITE_OK)
@@ -195,7 +203,12 @@ void set_patient_methods(int version) {
   m.iVersion = version;
   m.xClose = [](sqlite3_file* f) { return real_file(f)->pMethods->xClose(real_file(f)); };
   m.xRead = [](sqlite3_file* f, void* out, int amount, sqlite3_int64 offset) {
-    return real_file(f)->pMethods->xRead(real_file(f), out, amount, offset);
+    const int rc = real_file(f)->pMethods->xRead(real_file(f), out, amount, offset);
+    if (rc == SQLITE_OK && offset <= 18 && offset + amount >= 20) {
+      auto* bytes = static_cast<unsigned char*>(out) + (18 - offset);
+      if (bytes[0] == 2 && bytes[1] == 2) bytes[0] = bytes[1] = 1;
+    }
+    return rc;
   };
   m.xWrite = [](sqlite3_file* f, const void* in, int amount, sqlite3_int64 offset) {
     return real_file(f)->pMethods->xWrite(real_file(f), in, amount, offset);
@@ -247,6 +260,7 @@ int patient_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int fl
                  int* out_flags) {
   auto* patient = reinterpret_cast<PatientFile*>(file);
   patient->real = reinterpret_cast<sqlite3_file*>(patient + 1);
+  patient->patient = sqlite3_uri_boolean(name, "patient", 0) != 0;
   const int rc = g_default_vfs->xOpen(g_default_vfs, name, patient->real, flags, out_flags);
   if (patient->real->pMethods == nullptr) {
     patient->base.pMethods = nullptr;
@@ -265,7 +279,7 @@ const char* patient_vfs() {
   static std::once_flag once;
   static sqlite3_vfs vfs{};
   std::call_once(once, [] {
-    g_default_vfs = sqlite3_vfs_find(nullptr);
+    g_default_vfs = sqlite3_vfs_find(monitor::literal_vfs());
     vfs = *g_default_vfs;
     vfs.pNext = nullptr;
     vfs.zName = "commtap-patient";
@@ -315,7 +329,8 @@ std::string reader_uri(const std::string& path) {
   // header and size disagree only when the file is damaged, and then nothing is worth waiting for.
   const std::string directory =
       fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : std::string(".");
-  if (monitor::filesystem_of(directory).shared) return uri + "?immutable=1&vfs=" + patient_vfs();
+  if (monitor::filesystem_of(directory).shared)
+    return uri + "?immutable=1&vfs=" + patient_vfs() + "&patient=1";
   return uri + "?immutable=1";
 }
 
@@ -324,33 +339,25 @@ namespace {
 // The first bytes of every rollback journal SQLite writes.
 constexpr unsigned char kJournalMagic[8] = {0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7};
 
-// An open regular file (never a link, a FIFO or a device), or -1.
-int open_regular(const std::string& path, struct stat& info) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+// `name` in the directory `dir_fd`, opened read-only if it is a regular file (never a link, a
+// FIFO or a device), or -1.
+int open_regular_at(int dir_fd, const std::string& name, struct stat& info) {
+  const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return -1;
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
     return -1;
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
 }
 
-bool starts_as_journal(const std::string& path) {
-  struct stat info {};
-  const int fd = open_regular(path, info);
-  if (fd < 0) return false;
-  unsigned char head[sizeof kJournalMagic] = {};
-  const bool magic = ::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
-                     std::memcmp(head, kJournalMagic, sizeof head) == 0;
-  ::close(fd);
-  return magic;
+bool read_exactly(int fd, void* out, std::size_t size, off_t offset) {
+  return ::pread(fd, out, size, offset) == static_cast<ssize_t>(size);
 }
 
-// Copies the regular file `from` to the new file `to`, at most `budget` bytes; false otherwise.
-bool copy_bounded(const std::string& from, const std::string& to, std::uint64_t& budget) {
-  struct stat info {};
-  const int in = open_regular(from, info);
-  if (in < 0) return false;
+// Copies the open regular file `in` to the new file `to`, at most `budget` bytes; false otherwise.
+bool copy_bounded(int in, const struct stat& info, const std::string& to, std::uint64_t& budget) {
   // Holes would be written out as zeros: a sparse file's size is not what it occupies.
   const auto size = static_cast<std::uint64_t>(info.st_size);
   bool ok = size <= budget && size <= static_cast<std::uint64_t>(info.st_blocks) * 512 + (1 << 20);
@@ -359,14 +366,13 @@ bool copy_bounded(const std::string& from, const std::string& to, std::uint64_t&
   ok = out >= 0;
   char buffer[1 << 16];
   std::uint64_t copied = 0;
-  while (ok) {
-    const ssize_t n = ::read(in, buffer, sizeof buffer);
+  while (ok && copied < size) {
+    const ssize_t n = ::pread(in, buffer, sizeof buffer, static_cast<off_t>(copied));
     if (n == 0) break;
     ok = n > 0 && copied + static_cast<std::uint64_t>(n) <= size &&
          ::write(out, buffer, static_cast<std::size_t>(n)) == n;
     copied += n > 0 ? static_cast<std::uint64_t>(n) : 0;
   }
-  ::close(in);
   if (out >= 0) ::close(out);
   budget -= std::min(budget, copied);
   return ok;
@@ -374,31 +380,87 @@ bool copy_bounded(const std::string& from, const std::string& to, std::uint64_t&
 
 }  // namespace
 
+// The file is opened here, once, through its directory's descriptor and without following a
+// link; SQLite is then given that descriptor (/proc/self/fd/N) or a private copy made from the
+// descriptors, never the file's name: nothing a user does to the job directory's path (a swap for
+// a symbolic link while root's cron reads it) can make SQLite open, create or chown a -wal,
+// -shm or -journal anywhere, and nothing is created beside the user's files.
 ReaderFile::ReaderFile(const std::string& path) {
-  std::error_code ec;
-  const auto journal = fs::file_size(path + "-journal", ec);
-  // A journal that does not start as SQLite's do is not hot: SQLite ignores it, and so do we.
-  if (ec || journal == 0 || !starts_as_journal(path + "-journal")) {
-    uri_ = reader_uri(path);
+  guard_sqlite_opens();  // /proc/self/fd/N is opened as the link it is only there
+  const auto [directory, name] = monitor::split_path(path);
+  dir_fd_ = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat info {};
+  file_fd_ = dir_fd_ < 0 ? -1 : open_regular_at(dir_fd_, name, info);
+  if (file_fd_ < 0) {
+    problem_ = "not a regular file that can be opened (a link, a FIFO, a device, or gone)";
     return;
   }
-  problem_ = "a hot journal beside it, and no private copy to roll it back in";
-  std::string directory = (fs::temp_directory_path(ec) / "commtap-recover-XXXXXX").string();
-  if (ec || ::mkdtemp(directory.data()) == nullptr) return;
-  directory_ = directory;
-  const fs::space_info space = fs::space(directory, ec);
-  std::uint64_t budget = ec ? 0 : space.available / 2;
-  const std::string into = (fs::path(directory) / fs::path(path).filename()).string();
-  for (const char* suffix : {"", "-journal", "-wal"}) {
-    if (*suffix != '\0' && !fs::exists(fs::symlink_status(path + suffix, ec))) continue;
-    if (!copy_bounded(path + suffix, into + suffix, budget)) {
-      problem_ =
-          "a hot journal beside it, and its files are not regular files whose copy fits "
-          "in half the free space of " +
-          fs::temp_directory_path(ec).string();
-      return;
+  unsigned char header[100] = {};
+  const bool header_read = read_exactly(file_fd_, header, sizeof header, 0);
+  const bool wal = header_read && header[18] == 2 && header[19] == 2;
+  // Side files that hold committed data the main file lacks: a hot rollback journal (a rank
+  // killed inside a transaction) or a WAL with frames not yet checkpointed (a live writer).
+  struct stat side_info {};
+  const std::string side = name + (wal ? "-wal" : "-journal");
+  const int side_fd = open_regular_at(dir_fd_, side, side_info);
+  bool needs_copy = false;
+  if (side_fd >= 0 && side_info.st_size > 0) {
+    if (wal) {
+      needs_copy = side_info.st_size >= 32;  // a WAL header: frames may follow
+    } else {
+      // A journal that does not start as SQLite's do is not hot: SQLite ignores it, and so do we.
+      unsigned char head[sizeof kJournalMagic] = {};
+      needs_copy = read_exactly(side_fd, head, sizeof head, 0) &&
+                   std::memcmp(head, kJournalMagic, sizeof head) == 0;
     }
   }
+  if (!needs_copy) {
+    if (side_fd >= 0) ::close(side_fd);
+    // Immutable, through the descriptor: no locks, no side files (a WAL file without frames is
+    // read as the rollback file it then is, see PatientFile).
+    const bool shared = monitor::filesystem_of(directory).shared;
+    uri_ = "file:/proc/self/fd/" + std::to_string(file_fd_) + "?immutable=1&vfs=" + patient_vfs() +
+           (shared ? "&patient=1" : "");
+    return;
+  }
+  // A private copy of the file and its side file, which SQLite (read-write there) rolls back or
+  // recovers. Only a writer may roll a hot journal back, and a live WAL is otherwise read
+  // through its -shm, created by name beside the user's file. A WAL restarted by a checkpoint
+  // while it was copied (its salt changed) makes a copy that mixes two generations: copied again,
+  // three times at most.
+  problem_ = wal ? "a live WAL beside it, and no private copy to read it from"
+                 : "a hot journal beside it, and no private copy to roll it back in";
+  std::error_code ec;
+  std::string copy_dir = (fs::temp_directory_path(ec) / "commtap-recover-XXXXXX").string();
+  if (ec || ::mkdtemp(copy_dir.data()) == nullptr) {
+    ::close(side_fd);
+    return;
+  }
+  directory_ = copy_dir;
+  const std::string into = (fs::path(copy_dir) / name).string();
+  bool copied = false;
+  for (int attempt = 0; attempt < 3 && !copied; ++attempt) {
+    unsigned char salt_before[8] = {}, salt_after[8] = {};
+    if (wal && !read_exactly(side_fd, salt_before, 8, 16)) break;
+    fs::remove(into, ec);
+    fs::remove(into + side.substr(name.size()), ec);
+    const fs::space_info space = fs::space(copy_dir, ec);
+    std::uint64_t budget = ec ? 0 : space.available / 2;
+    struct stat now {};
+    if (::fstat(file_fd_, &now) != 0 || ::fstat(side_fd, &side_info) != 0 ||
+        !copy_bounded(file_fd_, now, into, budget) ||
+        !copy_bounded(side_fd, side_info, into + side.substr(name.size()), budget)) {
+      problem_ = std::string(wal ? "a live WAL" : "a hot journal") +
+                 " beside it, and its files are not regular files whose copy fits in half the "
+                 "free space of " +
+                 fs::temp_directory_path(ec).string();
+      break;
+    }
+    copied = !wal || (read_exactly(side_fd, salt_after, 8, 16) &&
+                      std::memcmp(salt_before, salt_after, 8) == 0);
+  }
+  ::close(side_fd);
+  if (!copied) return;
   problem_.clear();
   uri_ = file_uri(into);
 }
@@ -406,13 +468,17 @@ ReaderFile::ReaderFile(const std::string& path) {
 ReaderFile::~ReaderFile() {
   std::error_code ec;
   if (!directory_.empty()) fs::remove_all(directory_, ec);
+  for (int fd : {file_fd_, dir_fd_})
+    if (fd >= 0) ::close(fd);
 }
 
 int ReaderFile::open_flags() const {
   // One connection is only ever used by the thread that opened it: SQLite's per-call locking of
   // the connection (about 7% of an analysis) is not needed.
+  // The file itself is a descriptor the reader holds (/proc/self/fd/N, a link only in name), or
+  // a private copy in a directory of the reader's own.
   return (directory_.empty() ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_URI |
-         SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX;
+         SQLITE_OPEN_NOMUTEX;
 }
 
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::string& error) {

@@ -54,6 +54,11 @@ std::string reader_uri(const std::string& path);
 // own files stay as they are. The copy goes with this object. It is made only where the journal
 // starts as a rollback journal does, from regular files (no links followed), and where the
 // files' allocated blocks (not their possibly sparse size) fit in half the free space there.
+//
+// (Since the third trust round) the file is opened once, by this class, through its directory's
+// descriptor without following a link, and SQLite reads that descriptor (immutable, also a WAL
+// file whose -wal is empty) or a private copy (a hot journal, or a -wal with frames): no name
+// beside the user's file is ever opened, created or chowned by SQLite, as root or not.
 class ReaderFile {
  public:
   explicit ReaderFile(const std::string& path);
@@ -69,6 +74,7 @@ class ReaderFile {
 
  private:
   std::string directory_, uri_, problem_;
+  int dir_fd_ = -1, file_fd_ = -1;
 };
 
 // One database file, opened read-only (a live job's writers are never blocked) on a hardened

@@ -158,8 +158,20 @@ namespace {
 // opens a database's directory to sync it): a symlink planted at a journal's name cannot redirect
 // a read or a write, and a FIFO swapped in after a directory listing cannot block the analysis.
 // SQLite's unix VFS lets a program replace its system calls for exactly such purposes.
+// A reader's own descriptor (ReaderFile), named /proc/self/fd/N: that magic link leads to the
+// open file itself, not through any name, so it is followed.
+bool own_descriptor(const char* path) {
+  static constexpr char kPrefix[] = "/proc/self/fd/";
+  if (std::strncmp(path, kPrefix, sizeof kPrefix - 1) != 0) return false;
+  const char* digits = path + sizeof kPrefix - 1;
+  return *digits != '\0' && std::strspn(digits, "0123456789") == std::strlen(digits);
+}
+
 int guarded_open(const char* path, int flags, int mode) {
-  const int fd = ::open(path, flags | O_NOFOLLOW | O_NONBLOCK, mode);
+  // SQLite itself asks for O_NOFOLLOW on every open.
+  const int fd = ::open(path, (own_descriptor(path) ? flags & ~O_NOFOLLOW : flags | O_NOFOLLOW) |
+                                  O_NONBLOCK,
+                        mode);
   if (fd < 0) return fd;
   struct stat info {};
   const bool usable =
@@ -175,6 +187,8 @@ int guarded_open(const char* path, int flags, int mode) {
   return fd;
 }
 
+}  // namespace
+
 void guard_sqlite_opens() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -183,6 +197,8 @@ void guard_sqlite_opens() {
       vfs->xSetSystemCall(vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(guarded_open));
   });
 }
+
+namespace {
 
 constexpr std::int64_t kNoDeadline = INT64_MAX;
 thread_local std::int64_t t_deadline_ns = kNoDeadline;

@@ -53,6 +53,8 @@ std::uint64_t allocated_bytes(const std::string& path);
 // statement once the calling thread's Deadline has passed. Also makes every file SQLite opens in
 // this process refuse symbolic links and non-regular files, without blocking (see the .cpp).
 void harden_connection(sqlite3* db, bool allow_views);
+// The part of harden_connection that guards every open of the process (before a first open).
+void guard_sqlite_opens();
 
 // Empty if the schema `schema` of `db` ("main", or an attached file's name) is what commtap
 // writes, else why not: a view or trigger where commtap writes tables (a view can hide an endless

@@ -2,7 +2,13 @@
 // written per job by the analyzer, read by a later job's collectives::start.
 #include "avoid_list/avoid_list.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +26,18 @@ constexpr const char* kCreateTable =
     "from_host TEXT NOT NULL, to_host TEXT, extra_latency_s REAL NOT NULL DEFAULT 0, "
     "extra_s_per_byte REAL NOT NULL DEFAULT 0, last_seen_ns INTEGER NOT NULL)";
 
+// A host name as DNS and /etc/hosts allow it (letters, digits, '-', '.', '_'), at most 255
+// bytes: anything else in a store (a forged trace's host with ',' or '>', which would add entries
+// to the one-line form, or a name of megabytes) is left out.
+bool plausible_host(const std::string& name) {
+  if (name.empty() || name.size() > kMaxHostName) return false;
+  for (const char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '.' || c == '_'))
+      return false;
+  return true;
+}
+
 std::string text_of(sqlite3_stmt* statement, int column) {
   const unsigned char* text = sqlite3_column_text(statement, column);
   return text != nullptr ? reinterpret_cast<const char*>(text) : "";
@@ -33,10 +51,12 @@ std::string encode(const AvoidList& list) {
     if (!text.empty()) text += ',';
   };
   for (const std::string& host : list.hosts) {
+    if (!plausible_host(host)) continue;
     separate();
     text += host;
   }
   for (const Link& link : list.links) {
+    if (!plausible_host(link.from) || !plausible_host(link.to)) continue;
     char figures[64];
     std::snprintf(figures, sizeof figures, ">%.9g>%.9g", link.extra_latency_s,
                   link.extra_s_per_byte);
@@ -114,8 +134,27 @@ bool replace_job_entries(sqlite3* db, const std::string& job_id,
 bool read_recent(const std::string& path, std::uint64_t since_ns, AvoidList& list,
                  std::string& error) {
   list = {};
+  // Checked before SQLite opens it: a FIFO would block rank 0 in MPI_Init, a device or a
+  // directory is no store, and a store past kMaxStoreBytes is not one a cron run writes.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    error = std::string("cannot open it: ") + std::strerror(errno);
+    return false;
+  }
+  struct stat info {};
+  const bool stat_ok = ::fstat(fd, &info) == 0;
+  ::close(fd);
+  if (!stat_ok || !S_ISREG(info.st_mode)) {
+    error = "not a regular file";
+    return false;
+  }
+  if (static_cast<std::uint64_t>(info.st_size) > kMaxStoreBytes) {
+    error = "larger than " + std::to_string(kMaxStoreBytes >> 20) + " MiB, not a findings store";
+    return false;
+  }
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, nullptr) !=
+      SQLITE_OK) {
     error = db != nullptr ? sqlite3_errmsg(db) : "cannot open";
     sqlite3_close(db);
     return false;
@@ -124,6 +163,8 @@ bool read_recent(const std::string& path, std::uint64_t since_ns, AvoidList& lis
   sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
   sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 1 << 16);  // a longer value is an error, not 600 MB
   sqlite3_busy_timeout(db, 5000);
   sqlite3_stmt* exists = nullptr;
   bool ok = sqlite3_prepare_v2(db,
@@ -137,21 +178,23 @@ bool read_recent(const std::string& path, std::uint64_t since_ns, AvoidList& lis
     ok = sqlite3_prepare_v2(db,
                             "SELECT from_host, to_host, extra_latency_s, extra_s_per_byte FROM "
                             "avoid_list WHERE format_version = ?1 AND last_seen_ns > ?2 "
-                            "ORDER BY finding_kind, subject, rowid",
+                            "AND length(from_host) <= 255 AND coalesce(length(to_host), 0) <= 255 "
+                            "ORDER BY finding_kind, subject, rowid LIMIT ?3",
                             -1, &select, nullptr) == SQLITE_OK;
   if (ok && has_table) {
     sqlite3_bind_int(select, 1, kFormatVersion);
     sqlite3_bind_int64(select, 2, static_cast<sqlite3_int64>(since_ns));
+    sqlite3_bind_int(select, 3, kMaxRows);
     int step;
     while ((step = sqlite3_step(select)) == SQLITE_ROW) {
       std::string from = text_of(select, 0);
-      if (from.empty()) continue;
+      if (!plausible_host(from)) continue;
       if (sqlite3_column_type(select, 1) == SQLITE_NULL) {
         list.hosts.push_back(std::move(from));
         continue;
       }
       std::string to = text_of(select, 1);
-      if (to.empty()) continue;
+      if (!plausible_host(to)) continue;
       list.links.push_back({std::move(from), std::move(to), sqlite3_column_double(select, 2),
                             sqlite3_column_double(select, 3)});
     }

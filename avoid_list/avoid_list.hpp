@@ -32,6 +32,12 @@ struct AvoidList {
   bool operator==(const AvoidList&) const = default;
 };
 
+// Bounds on what a reader takes from a store: its size, its rows, a host name's length (host
+// names are also only letters, digits, '-', '.' and '_'; others are left out, here and in encode).
+constexpr std::uint64_t kMaxStoreBytes = 64ull << 20;
+constexpr int kMaxRows = 4096;
+constexpr std::size_t kMaxHostName = 255;
+
 // One line of text, as rank 0 sends the list to the other ranks: comma-separated entries, a
 // host name or "FROM>TO>EXTRA_LATENCY_S>EXTRA_S_PER_BYTE" (host names hold neither ',' nor '>').
 std::string encode(const AvoidList& list);

@@ -1,11 +1,17 @@
 // collectives::start: the context agreed at MPI_Init from the settings: the algorithm, the
 // avoid list (COMMTAP_AVOID_HOSTS: written out, or a findings store's), the cost model (a model
 // file, a measurement now, or the built-in one) and the library's all-reduce threshold.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -57,11 +63,17 @@ avoid_list::AvoidList avoid_from_setting(const std::string& setting, MPI_Comm co
     if (setting[0] == '@') {
       std::string error;
       const std::uint64_t since_ns = monitor::wall_ns() - 86'400'000'000'000ull;
-      if (!avoid_list::read_recent(setting.substr(1), since_ns, list, error)) {
+      bool read = false;
+      try {
+        read = avoid_list::read_recent(setting.substr(1), since_ns, list, error);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      if (!read) {
         std::fprintf(stderr,
                      "commtap: COMMTAP_AVOID_HOSTS: cannot read findings from %s (%s); nothing "
                      "is avoided\n",
-                     setting.c_str() + 1, error.c_str());
+                     setting.substr(1, 200).c_str(), error.c_str());
         list = {};
       }
     } else {
@@ -69,6 +81,35 @@ avoid_list::AvoidList avoid_from_setting(const std::string& setting, MPI_Comm co
     }
   }
   return avoid_list::decode(world::broadcast_string(avoid_list::encode(list), comm, rank));
+}
+
+// COMMTAP_MODEL's text into `text`, or why not: opened without blocking (a FIFO), a regular
+// file only (not a directory or a device such as /dev/zero), at most kMaxModelBytes (a model
+// `commtap calibrate` writes is about a kilobyte).
+constexpr std::size_t kMaxModelBytes = 64 * 1024;
+std::string read_model_file(const std::string& path, std::string& text) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::string("cannot read it: ") + std::strerror(errno);
+  struct stat info {};
+  std::string error;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode))
+    error = "not a regular file";
+  else if (static_cast<std::uint64_t>(info.st_size) > kMaxModelBytes)
+    error = "larger than " + std::to_string(kMaxModelBytes / 1024) + " KiB, not a cost model";
+  char buffer[4096];
+  while (error.empty()) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      error = std::string("cannot read it: ") + std::strerror(errno);
+    else if (text.size() + static_cast<std::size_t>(n) > kMaxModelBytes)
+      error = "larger than " + std::to_string(kMaxModelBytes / 1024) + " KiB, not a cost model";
+    else
+      text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return error;
 }
 
 // The model's source, decided by rank 0 (ranks of an MPMD launch may see other files): a model
@@ -91,12 +132,18 @@ CostModel agree_on_cost_model(const CollectivesSettings& settings, const Context
   }
   if (source == built_in) return model;
   if (rank == 0) {
-    std::ifstream file(settings.model);
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    std::string error = file ? "" : std::string("cannot read it: ") + std::strerror(errno);
-    if (!error.empty() || !parse_cost_model(text, model, error))
+    std::string text, error = read_model_file(settings.model, text);
+    try {
+      if (error.empty() && !parse_cost_model(text, model, error) && error.empty())
+        error = "not a cost model";
+    } catch (const std::exception& e) {
+      error = std::string("not a cost model (") + e.what() + ")";
+    }
+    if (!error.empty()) {
+      model = CostModel{};
       std::fprintf(stderr, "commtap: COMMTAP_MODEL=%s: %s; using the built-in cost model\n",
-                   settings.model.c_str(), error.c_str());
+                   settings.model.substr(0, 200).c_str(), error.c_str());
+    }
   }
   broadcast_cost_model(model, comm, context.yield);
   return model;

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "monitor/monitor.hpp"
+#include "monitor/shared_fs.hpp"
 #include "monitor/trace_budget.hpp"
 
 namespace commtap::monitor {
@@ -28,12 +29,17 @@ namespace {
 // at a time, and every failure becomes a message instead of an exception or an exit.
 class Db {
  public:
-  explicit Db(const std::string& path) {
+  // `name` as PrivateDirectory::sqlite_name gives it, or empty with `problem` saying why the
+  // file could not be created.
+  Db(const std::string& name, const std::string& problem) {
+    if (name.empty()) {
+      error_ = problem;
+      return;
+    }
     // Only the writer thread uses the connection: no per-call mutex (a sixth of the writer's
     // time in perf with it).
-    if (sqlite3_open_v2(path.c_str(), &db_,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(name.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                        literal_vfs()) != SQLITE_OK) {
       error_ = db_ ? sqlite3_errmsg(db_) : "out of memory";
     }
   }
@@ -155,8 +161,11 @@ void bind_u64(sqlite3_stmt* stmt, int index, std::uint64_t value) {
 // (kept in error()), so a failing disk stops the writing without further noise.
 class RankDatabase {
  public:
-  RankDatabase(const std::string& path, const RankFacts& facts)
-      : db_(prepare(path, facts.group_readable ? 0640 : 0600)), facts_(facts) {
+  // `tighten`: the directory is this job's own (see PrivateDirectory).
+  RankDatabase(const std::string& path, const RankFacts& facts, bool tighten = false)
+      : directory_(split_path(path).first, tighten, facts.group_readable),
+        db_(prepare(split_path(path).second, facts.group_readable ? 0640 : 0600), problem_),
+        facts_(facts) {
     db_.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     db_.exec(schema_sql());
     db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
@@ -451,17 +460,16 @@ class RankDatabase {
   }
 
  private:
-  // A stale file (same job id and rank, an earlier attempt) is replaced, with its WAL. The new
-  // file is made readable by the user only (traces name hosts, command lines and call
-  // patterns); SQLite gives the -wal and -shm files the database file's permissions.
-  static std::string prepare(const std::string& path, mode_t mode) {
-    for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
-    const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, mode);
-    if (fd >= 0) {
-      ::fchmod(fd, mode);  // whatever the umask
-      ::close(fd);
-    }
-    return path;
+  // A stale file (same job id and rank, an earlier attempt) is replaced, with its WAL, in a
+  // directory only this user can write (PrivateDirectory); the new file is created, never
+  // adopted, and made readable by the user only (traces name hosts, command lines and call
+  // patterns); SQLite gives the -wal and -shm files the database file's permissions. Returns the
+  // name SQLite opens, or empty with problem_ set.
+  std::string prepare(const std::string& name, mode_t mode) {
+    const int fd = directory_.create(name, mode, problem_);
+    if (fd < 0) return "";
+    ::close(fd);
+    return directory_.sqlite_name(name);
   }
 
   void write_rank_row(std::uint64_t end_ns, const std::string& ended_by) {
@@ -627,6 +635,8 @@ class RankDatabase {
     for (const char* sql : kStatements) run(sql, {from, last}, nullptr);
   }
 
+  PrivateDirectory directory_;  // open as long as the database: SQLite names files through it
+  std::string problem_;
   Db db_;
   RankFacts facts_;
   TraceBudgetSettings budget_;
@@ -648,24 +658,27 @@ class RankDatabase {
 // renamed over `target`. A reader that has the old file open goes on reading the old file; one
 // that opens the name afterwards gets the new one whole: never a mix of two windows, and no -wal
 // or -shm beside it on the shared filesystem. Returns an empty string or what went wrong.
-std::string publish_snapshot(sqlite3* source, const std::string& target, mode_t mode) {
-  const std::string temporary = target + ".tmp";
+std::string publish_snapshot(sqlite3* source, const PrivateDirectory& directory,
+                             const std::string& name, mode_t mode) {
+  const std::string temporary = name + ".tmp";
+  const std::string shown = directory.path() + "/" + temporary;
+  int fd = -1;
   auto failed = [&](const std::string& what) {
-    ::unlink(temporary.c_str());
+    if (fd >= 0) ::close(fd);
+    ::unlinkat(directory.fd(), temporary.c_str(), 0);
     return what;
   };
-  ::unlink(temporary.c_str());  // left by a rank that died while publishing
-  int fd = ::open(temporary.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode);
-  if (fd < 0) return failed("cannot create " + temporary + ": " + std::strerror(errno));
-  ::fchmod(fd, mode);  // whatever the umask
-  ::close(fd);
+  // Created anew (a file left by a rank that died while publishing is removed first).
+  std::string error;
+  fd = directory.create(temporary, mode, error);
+  if (fd < 0) return failed(error);
   // No locks on the copy: nobody else knows the temporary name, and the lock managers of network
   // filesystems are where things go wrong (ENOLCK on NFS mounted without lockd). No journal and
   // no syncs either: the file becomes visible only by the rename, after the fsync below.
   sqlite3* copy = nullptr;
-  std::string error;
-  if (sqlite3_open_v2(temporary.c_str(), &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                      "unix-none") != SQLITE_OK) {
+  if (sqlite3_open_v2(directory.sqlite_name(temporary).c_str(), &copy,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                      literal_vfs("unix-none")) != SQLITE_OK) {
     error = copy ? sqlite3_errmsg(copy) : "out of memory";
   } else if (sqlite3_exec(copy, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF", nullptr, nullptr,
                           nullptr) != SQLITE_OK) {
@@ -679,17 +692,16 @@ std::string publish_snapshot(sqlite3* source, const std::string& target, mode_t 
     if (rc != SQLITE_DONE) error = sqlite3_errmsg(copy);
   }
   sqlite3_close(copy);
-  if (!error.empty()) return failed("cannot copy to " + temporary + ": " + error);
+  if (!error.empty()) return failed("cannot copy to " + shown + ": " + error);
   // The backup copies page 1 as it is, with the source's WAL marks (file format bytes 18 and 19
   // = 2). 1 marks a rollback-journal file: readers then neither look for a -wal nor need a -shm.
-  fd = ::open(temporary.c_str(), O_WRONLY | O_CLOEXEC);
   const unsigned char rollback[2] = {1, 1};
-  const bool written = fd >= 0 && ::pwrite(fd, rollback, 2, 18) == 2 && ::fsync(fd) == 0;
-  const int code = errno;
-  if (fd >= 0) ::close(fd);
-  if (!written) return failed("cannot write " + temporary + ": " + std::strerror(code));
-  if (::rename(temporary.c_str(), target.c_str()) != 0)
-    return failed("cannot rename " + temporary + " to " + target + ": " + std::strerror(errno));
+  const bool written = ::pwrite(fd, rollback, 2, 18) == 2 && ::fsync(fd) == 0;
+  if (!written) return failed("cannot write " + shown + ": " + std::strerror(errno));
+  ::close(fd);
+  fd = -1;
+  if (::renameat(directory.fd(), temporary.c_str(), directory.fd(), name.c_str()) != 0)
+    return failed("cannot rename " + shown + " to " + name + ": " + std::strerror(errno));
   return "";
 }
 
@@ -719,6 +731,7 @@ struct TraceWriter::State {
   // The snapshot layout (shared filesystems): the writer works on `local_path` and publishes
   // copies to `path`. Empty: `path` itself is written.
   std::string local_path;
+  PrivateDirectory trace_directory;  // where snapshots are published (only with a local_path)
   mode_t mode;
   // A copy of a large file costs real time on the writer thread and on the network: a snapshot
   // is published only when at least kPublishCostFactor times the last one's duration has passed
@@ -730,7 +743,7 @@ struct TraceWriter::State {
 
   State(const std::string& p, const std::string& local, const RankFacts& facts, Collect c,
         std::uint64_t interval)
-      : database(local.empty() ? p : local, facts),
+      : database(local.empty() ? p : local, facts, local.empty() ? own_directory(p, facts) : true),
         collect(std::move(c)),
         interval_ns(interval),
         tick_ns(facts.stall_tick_ns),
@@ -738,7 +751,25 @@ struct TraceWriter::State {
         rank(facts.rank),
         local_path(local),
         mode(facts.group_readable ? 0640 : 0600) {
-    if (!local_path.empty()) database.set_meta("layout", "snapshot");
+    if (local_path.empty()) return;
+    database.set_meta("layout", "snapshot");
+    trace_directory =
+        PrivateDirectory(split_path(path).first, own_directory(path, facts), facts.group_readable);
+  }
+
+  // Whether the directory of `file` is the job's default one, commtap-<job id>, which this job
+  // made: then it is made private (0700, or 0750 with group read) if it is not. A directory the
+  // user named (COMMTAP_DIR) keeps its mode; it must only not be writable by others.
+  static bool own_directory(const std::string& file, const RankFacts& facts) {
+    return split_path(split_path(file).first).second == "commtap-" + facts.job_id;
+  }
+
+  // The working copy and its private directory (local_copy_path's), after a last publish or a
+  // failed start.
+  static void remove_working_copy(const std::string& local) {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((local + suffix).c_str());
+    const auto [directory, name] = split_path(local);
+    if (split_path(directory).second.rfind("commtap-", 0) == 0) ::rmdir(directory.c_str());
   }
 
   static std::uint64_t steady_ns() {
@@ -755,7 +786,8 @@ struct TraceWriter::State {
     if (!now && last_publish_began_ns != 0 &&
         began - last_publish_began_ns < kPublishCostFactor * last_publish_cost_ns)
       return;
-    const std::string error = publish_snapshot(database.handle(), path, mode);
+    const std::string error =
+        publish_snapshot(database.handle(), trace_directory, split_path(path).second, mode);
     last_publish_began_ns = began;
     last_publish_cost_ns = steady_ns() - began;
     database.set_meta("publish_ns", std::to_string(last_publish_cost_ns));
@@ -776,10 +808,11 @@ struct TraceWriter::State {
       return;
     }
     database.leave_wal();
-    const std::string error = publish_snapshot(database.handle(), path, mode);
+    const std::string error =
+        publish_snapshot(database.handle(), trace_directory, split_path(path).second, mode);
     database.close();
     if (error.empty()) {
-      for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((local_path + suffix).c_str());
+      remove_working_copy(local_path);
       return;
     }
     std::fprintf(stderr,
@@ -884,9 +917,13 @@ std::unique_ptr<TraceWriter> TraceWriter::start(
   // A failed start leaves no working copy behind (the caller then writes in place).
   auto discard_working_copy = [&] {
     state.reset();
-    if (!local_path.empty())
-      for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((local_path + suffix).c_str());
+    if (!local_path.empty()) State::remove_working_copy(local_path);
   };
+  if (!local_path.empty() && !state->trace_directory.ok()) {
+    error = state->trace_directory.problem();
+    discard_working_copy();
+    return nullptr;
+  }
   if (!state->database.write_start(settings)) {
     error = state->database.error();
     discard_working_copy();
@@ -895,7 +932,9 @@ std::unique_ptr<TraceWriter> TraceWriter::start(
   if (!local_path.empty()) {
     // An earlier attempt of the same rank that wrote in place may have left its WAL and index
     // beside the name the snapshots now take: they belong to no published file.
-    for (const char* suffix : {"-wal", "-shm"}) ::unlink((path + suffix).c_str());
+    const std::string name = split_path(path).second;
+    for (const char* suffix : {"-wal", "-shm"})
+      ::unlinkat(state->trace_directory.fd(), (name + suffix).c_str(), 0);
     // Readers listing the job directory see the rank from its start, not one window later.
     state->publish(true);
   }
@@ -984,8 +1023,12 @@ std::string publish_copy(const std::string& source, const std::string& target,
   if (sqlite3_open_v2(source.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) !=
       SQLITE_OK)
     error = source + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
-  else
-    error = publish_snapshot(db, target, group_readable ? 0640 : 0600);
+  else {
+    const PrivateDirectory directory(split_path(target).first, false, group_readable);
+    error = directory.ok() ? publish_snapshot(db, directory, split_path(target).second,
+                                              group_readable ? 0640 : 0600)
+                           : directory.problem();
+  }
   sqlite3_close(db);
   return error;
 }

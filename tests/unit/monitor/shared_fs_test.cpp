@@ -76,7 +76,13 @@ TEST(SharedFs, SettingValues) {
   }
   EXPECT_FALSE(monitor::parse_snapshot_layout("nfs", layout));
   EXPECT_EQ(monitor::local_directory("/scratch/me"), "/scratch/me");
-  EXPECT_EQ(monitor::local_copy_path("/tmp", "a/b", 3, 99), "/tmp/commtap-a_b-rank-3.99.db");
+  // A new private directory (mkdtemp) per working copy: no name another user could plant.
+  TempDir local;
+  const std::string copy = monitor::local_copy_path(local.path().string(), "a/b", 3, 99);
+  const fs::path directory = fs::path(copy).parent_path();
+  EXPECT_EQ(fs::path(copy).filename(), "rank-3.db");
+  EXPECT_EQ(directory.filename().string().rfind("commtap-a_b-rank-3.99.", 0), 0u) << copy;
+  EXPECT_EQ(fs::status(directory).permissions(), fs::perms::owner_all) << copy;
 }
 
 TEST(SharedFs, ReadersOpenRollbackFilesImmutableAndLiveWalFilesThroughTheirShm) {
