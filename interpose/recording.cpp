@@ -26,19 +26,29 @@ std::string trace_directory(const MonitorSettings& settings, const std::string& 
   return settings.dir.empty() ? "commtap-" + job_id : settings.dir;
 }
 
-std::string make_directory(const std::string& path) {
+std::string make_directory(const std::string& path, bool must_be_private) {
   std::string partial;
   std::size_t position = 0;
   while (position != std::string::npos) {
     position = path.find('/', position + 1);
     partial = path.substr(0, position);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+    // The directory itself is private from the start; the ones above it are the user's to set.
+    const mode_t mode = position == std::string::npos && must_be_private ? 0700 : 0755;
+    if (::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST)
       return "cannot create " + partial + ": " + std::strerror(errno);
   }
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) return path + ": " + std::strerror(errno);
-  if (!S_ISDIR(info.st_mode)) return path + " is not a directory";
+  if (::lstat(path.c_str(), &info) != 0) return path + ": " + std::strerror(errno);
+  if (S_ISLNK(info.st_mode)) return path + " is a symbolic link";
+  if (must_be_private) {
+    // Another user's directory, or one others can write, is refused, not adopted
+    // (monitor/shared_fs.hpp, "Private files").
+    if (std::string problem = monitor::directory_trust_problem(path, info); !problem.empty())
+      return problem;
+  } else if (!S_ISDIR(info.st_mode)) {
+    return path + " is not a directory";
+  }
   if (::access(path.c_str(), W_OK | X_OK) != 0) return path + ": " + std::strerror(errno);
   return "";
 }
@@ -51,7 +61,7 @@ WorkingCopy choose_working_copy(const MonitorSettings& settings, monitor::Snapsh
                          (layout == monitor::SnapshotLayout::automatic && copy.filesystem.shared);
   if (!snapshots) return copy;
   const std::string local_dir = monitor::local_directory(settings.local_dir);
-  copy.problem = make_directory(local_dir);
+  copy.problem = make_directory(local_dir, /*must_be_private: the copy gets a mkdtemp directory*/ false);
   if (copy.problem.empty())
     copy.path = monitor::local_copy_path(local_dir, facts.job_id, facts.rank, facts.pid);
   return copy;

@@ -22,9 +22,11 @@ monitor::SnapshotLayout snapshot_layout(const MonitorSettings& settings,
 // The trace directory: COMMTAP_DIR, else commtap-JOBID in the working directory.
 std::string trace_directory(const MonitorSettings& settings, const std::string& job_id);
 
-// mkdir -p, then checks that `path` is a directory this process can write; returns an empty
-// string or the reason it cannot be used.
-std::string make_directory(const std::string& path);
+// mkdir -p (the last component 0700 where `must_be_private`), then checks that `path` is a
+// directory this process can write and, where `must_be_private`, that it is no link and belongs
+// to this user alone (no other user can write it); returns an empty string or the reason it
+// cannot be used.
+std::string make_directory(const std::string& path, bool must_be_private);
 
 // Where a rank works on its database: in place, or on a node-local copy that it publishes as
 // snapshots (monitor/shared_fs.hpp) where the trace directory is on a filesystem shared between

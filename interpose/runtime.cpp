@@ -356,7 +356,7 @@ Recording start_recording(const Settings& settings, monitor::SnapshotLayout trac
   // everywhere with a single message instead of leaving a job directory with holes.
   Recording recording;
   const std::string& directory = recording.directory = trace_directory(settings, facts.job_id);
-  const std::string problem = make_directory(directory);
+  const std::string problem = make_directory(directory, /*must_be_private*/ true);
   // The lowest failing rank explains; the others stay quiet.
   const int first_failed = lowest_rank_where(!problem.empty());
   if (first_failed == rank)
