@@ -61,7 +61,8 @@ WorkingCopy choose_working_copy(const MonitorSettings& settings, monitor::Snapsh
                          (layout == monitor::SnapshotLayout::automatic && copy.filesystem.shared);
   if (!snapshots) return copy;
   const std::string local_dir = monitor::local_directory(settings.local_dir);
-  copy.problem = make_directory(local_dir, /*must_be_private: the copy gets a mkdtemp directory*/ false);
+  copy.problem =
+      make_directory(local_dir, /*must_be_private: the copy gets a mkdtemp directory*/ false);
   if (copy.problem.empty())
     copy.path = monitor::local_copy_path(local_dir, facts.job_id, facts.rank, facts.pid);
   return copy;

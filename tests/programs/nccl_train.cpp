@@ -4,9 +4,14 @@
 // --split all-reduces on a communicator of the even or of the odd ranks. Every value depends on
 // the rank and the step, so results are checked exactly. --constructors first makes and uses a
 // communicator with each of the other constructors (InitRankConfig, InitRankScalable, Shrink
-// without the last rank), then finalizes and destroys them (the fake NCCL only).
+// without the last rank), then finalizes and destroys them (the fake NCCL only). --ddp gives
+// the world communicator 4 collectives a step as PyTorch DDP does (the gradient in 3 buckets,
+// then an AllGather), a period that sampling must not alias with.
 //
-//   launch_ranks -n 4 -- nccl_train [--steps N | --seconds S] [--split] [--constructors]
+// Built also as a shared library (nccl_train_lib, `main` named nccl_train_main) that Python
+// loads with ctypes RTLD_LOCAL, as PyTorch's extension loads its libnccl.
+//
+//   launch_ranks -n 4 -- nccl_train [--steps N | --seconds S] [--split] [--constructors] [--ddp]
 //                                   [--compute-us U] [--sleep] [--slow-rank R --slow-us U]
 //                                   [--bytes B] [--p2p-bytes B] [--check-every K]
 //                                   [--no-abort-on-error]
@@ -49,6 +54,7 @@ struct Options {
   int steps = 200;
   double seconds = 0;  // > 0: run this long instead of a fixed number of steps
   bool split = false;
+  bool ddp = false;  // PyTorch DDP's shape: 3 gradient buckets and an AllGather a step
   bool constructors = false;
   bool sleep = false;  // compute by sleeping, as a host thread that waits for its GPU
   int slow_rank = -1;  // this rank computes slow_us longer every step (a straggler)
@@ -63,7 +69,7 @@ struct Options {
 [[noreturn]] void usage(const char* problem) {
   std::fprintf(stderr,
                "nccl_train: %s\nusage: nccl_train [--steps N | --seconds S] [--split] "
-               "[--constructors] [--sleep] [--slow-rank R --slow-us U] "
+               "[--constructors] [--ddp] [--sleep] [--slow-rank R --slow-us U] "
                "[--compute-us U] [--bytes B] [--p2p-bytes B] [--check-every K] "
                "[--no-abort-on-error]\n",
                problem);
@@ -87,6 +93,8 @@ Options parse(int argc, char** argv) {
       options.seconds = number();
     } else if (name == "--split") {
       options.split = true;
+    } else if (name == "--ddp") {
+      options.ddp = true;
     } else if (name == "--constructors") {
       options.constructors = true;
     } else if (name == "--sleep") {
@@ -378,6 +386,10 @@ void use_every_constructor(Job& job) {
 
 }  // namespace
 
+#ifdef NCCL_TRAIN_LIBRARY
+extern "C" __attribute__((visibility("default"))) int nccl_train_main(int argc, char** argv);
+#endif
+
 int main(int argc, char** argv) {
   Job job;
   job.options = parse(argc, argv);
@@ -425,6 +437,7 @@ int main(int argc, char** argv) {
   const std::size_t elements = options.bytes / sizeof(float);
   const std::size_t block = options.p2p_bytes / sizeof(float);
   Buffer<float> gradient(elements), sum(elements), parameters(elements);
+  Buffer<float> gathered(block * static_cast<std::size_t>(job.size));
   Buffer<float> outgoing(block), incoming(block), half_in(block), half_out(block);
   Buffer<int> stop_flag(1);
   const int next = (job.rank + 1) % job.size, prev = (job.rank + job.size - 1) % job.size;
@@ -434,7 +447,7 @@ int main(int argc, char** argv) {
   int step = 0;
   for (bool more = true; more; ++step) {
     const bool check = step % options.check_every == 0;
-    const bool broadcast = step % 20 == 0;
+    const bool broadcast = step % 20 == 0 && !options.ddp;
     compute(options.compute_us + (job.rank == options.slow_rank ? options.slow_us : 0),
             options.sleep);
     for (std::size_t i = 0; i < elements; ++i)
@@ -447,6 +460,19 @@ int main(int argc, char** argv) {
                ncclAllReduce(gradient.device, sum.device, elements, ncclFloat32, ncclSum, job.world,
                              job.stream),
                "ncclAllReduce", step);
+    if (options.ddp) {
+      // The other two buckets (the same sums again: the result checked is unchanged), then the
+      // AllGather of the blocks.
+      for (int bucket = 2; bucket <= 3; ++bucket)
+        check_nccl(job,
+                   ncclAllReduce(gradient.device, sum.device, elements, ncclFloat32, ncclSum,
+                                 job.world, job.stream),
+                   "ncclAllReduce (bucket)", step);
+      check_nccl(job,
+                 ncclAllGather(outgoing.device, gathered.device, block, ncclFloat32, job.world,
+                               job.stream),
+                 "ncclAllGather", step);
+    }
     check_nccl(job, ncclGroupStart(), "ncclGroupStart", step);
     check_nccl(job, ncclSend(outgoing.device, block, ncclFloat32, next, job.world, job.stream),
                "ncclSend", step);
