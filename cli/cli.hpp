@@ -68,6 +68,7 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_option_desc(const CLI::Option* option) const override;
   std::string make_usage(const CLI::App* app, std::string name) const override;
   std::string make_footer(const CLI::App* app) const override;
+  std::string make_subcommand(const CLI::App* sub) const override;
 
  private:
   std::string usage_line_;

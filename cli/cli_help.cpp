@@ -125,6 +125,15 @@ std::string HelpFormatter::make_option_desc(const CLI::Option* option) const {
   return wrap_text(text, width > column + 30 ? width - column : 30, 0);
 }
 
+std::string HelpFormatter::make_subcommand(const CLI::App* sub) const {
+  std::stringstream out;
+  const std::size_t width = terminal_width(), column = get_column_width();
+  CLI::detail::format_help(
+      out, sub->get_display_name(),
+      wrap_text(sub->get_description(), width > column + 30 ? width - column : 30, 0), column);
+  return out.str();
+}
+
 std::string HelpFormatter::make_footer(const CLI::App* app) const {
   const std::string footer = app->get_footer();
   if (footer.empty()) return "";
