@@ -16,86 +16,69 @@ using namespace commtap::analyzer;
 using namespace commtap::render;
 
 void add_health_options(CLI::App* command, HealthOptions& options) {
-  command
-      ->add_option("--hang-after", options.hang_after_s,
-                   "Seconds in one collective before ranks count as stuck")
-      ->capture_default_str();
-  command
-      ->add_option("--stale-after", options.stale_after_s,
-                   "Seconds without a heartbeat before a rank counts as lost (0: three "
-                   "COMMTAP_INTERVALs + 1 s)")
-      ->capture_default_str();
+  // Which part of the job: in the command's main group.
   command
       ->add_option("--since", options.since_s,
                    "Look only at the last this many seconds of data (0: all)")
       ->capture_default_str();
   command
       ->add_option("--at", options.at_s,
-                   "Analyze the job as it stood this many seconds after it started, ignoring "
-                   "what was written later: what a cron analysis saw then (0: now)")
+                   "Analyze the job as it stood this many seconds after it started: what a cron "
+                   "analysis saw then (0: now)")
       ->capture_default_str();
-  command->add_option("--window", options.window_s, "Persistence window, seconds")
-      ->capture_default_str();
-  command
-      ->add_option("--persistence", options.persistence,
-                   "Fraction of windows a slow rank must be flagged in")
-      ->capture_default_str();
-  command
-      ->add_option("--min-instances", options.min_instances,
-                   "Aligned instances a window needs to count")
-      ->capture_default_str();
-  command
-      ->add_option("--min-lateness-ms", options.min_lateness_ms, "Slow rank: least median lateness")
-      ->capture_default_str();
-  command
-      ->add_option("--lateness-factor", options.lateness_factor,
-                   "Slow rank: median lateness over the ranks' lower quartile")
-      ->capture_default_str();
-  command
-      ->add_option("--last-fraction", options.last_fraction,
-                   "Slow rank: how often its host must be last to arrive")
-      ->capture_default_str();
-  command
-      ->add_option("--false-alarm-rate", options.false_alarm_rate,
-                   "Chance that a healthy job shows a finding's evidence, at most (an error: "
-                   "1000 times less)")
-      ->capture_default_str();
-  command
-      ->add_option("--error-cost", options.error_cost_share,
-                   "Slow rank or host: share of the job's time it costs for an error")
-      ->capture_default_str();
-  command
-      ->add_option("--link-factor", options.link_factor,
-                   "Slow link: median latency over the baseline")
-      ->capture_default_str();
-  command
-      ->add_option("--min-link-delay-us", options.min_link_delay_us,
-                   "Slow link: least excess latency")
-      ->capture_default_str();
-  command
-      ->add_option("--degradation-factor", options.degradation_factor,
-                   "Degradation: recent time per call over the job's baseline")
-      ->capture_default_str();
-  command
-      ->add_option("--min-degradation-us", options.min_degradation_us,
-                   "Degradation: least excess per call")
-      ->capture_default_str();
-  command
-      ->add_option("--degradation-windows", options.degradation_windows,
-                   "Degradation: latest windows that must all be slow")
-      ->capture_default_str();
+  // How the files are read: the findings are the same whatever these are.
+  const std::string reading = "Reading the jobs";
   command
       ->add_option("--threads", options.threads,
                    "Threads that read a job's files (0: one per core); the findings are the same "
                    "whatever the number")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  command->add_flag("--read-all", options.read_all,
-                    "With --since, read every row and filter by time afterwards: the same "
-                    "findings, slower (for comparisons)");
+      ->check(CLI::NonNegativeNumber)
+      ->group(reading);
+  command
+      ->add_flag("--read-all", options.read_all,
+                 "With --since, read every row and filter by time afterwards: the same "
+                 "findings, slower (for comparisons)")
+      ->group(reading);
   add_input_options(command, options.job_timeout_s, "--job-timeout",
                     "Seconds to read and analyze one job before it counts as unreadable (0: 30 s "
-                    "and 2 s per MiB of its files)");
+                    "and 2 s per MiB of its files)",
+                    reading);
+  // The detectors' thresholds, last: their defaults are what tests/unit/analyzer/evidence_test
+  // checks against false alarms and misses.
+  const std::string tuning = "Detector tuning (the defaults are tested for false alarms)";
+  auto tune = [&](CLI::Option* option) { option->capture_default_str()->group(tuning); };
+  tune(command->add_option("--hang-after", options.hang_after_s,
+                           "Seconds in one collective before ranks count as stuck"));
+  tune(command->add_option("--stale-after", options.stale_after_s,
+                           "Seconds without a heartbeat before a rank counts as lost (0: three "
+                           "COMMTAP_INTERVALs + 1 s)"));
+  tune(command->add_option("--window", options.window_s, "Persistence window, seconds"));
+  tune(command->add_option("--persistence", options.persistence,
+                           "Fraction of windows a slow rank must be flagged in"));
+  tune(command->add_option("--min-instances", options.min_instances,
+                           "Aligned instances a window needs to count"));
+  tune(command->add_option("--min-lateness-ms", options.min_lateness_ms,
+                           "Slow rank: least median lateness"));
+  tune(command->add_option("--lateness-factor", options.lateness_factor,
+                           "Slow rank: median lateness over the ranks' lower quartile"));
+  tune(command->add_option("--last-fraction", options.last_fraction,
+                           "Slow rank: how often its host must be last to arrive"));
+  tune(command->add_option("--false-alarm-rate", options.false_alarm_rate,
+                           "Chance that a healthy job shows a finding's evidence, at most (an "
+                           "error: 1000 times less)"));
+  tune(command->add_option("--error-cost", options.error_cost_share,
+                           "Slow rank or host: share of the job's time it costs for an error"));
+  tune(command->add_option("--link-factor", options.link_factor,
+                           "Slow link: median latency over the baseline"));
+  tune(command->add_option("--min-link-delay-us", options.min_link_delay_us,
+                           "Slow link: least excess latency"));
+  tune(command->add_option("--degradation-factor", options.degradation_factor,
+                           "Degradation: recent time per call over the job's baseline"));
+  tune(command->add_option("--min-degradation-us", options.min_degradation_us,
+                           "Degradation: least excess per call"));
+  tune(command->add_option("--degradation-windows", options.degradation_windows,
+                           "Degradation: latest windows that must all be slow"));
 }
 
 Subcommand add_analyze_command(CLI::App& app) {
@@ -108,12 +91,13 @@ Subcommand add_analyze_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* analyze = app.add_subcommand(
       "analyze", "Find hung ranks, lost ranks, slow hosts and ranks, slow links and degradation");
-  add_health_options(analyze, o->health_options);
   analyze
       ->add_option("jobs", o->analyze_paths,
                    "Job directories, database files, or directories of job directories")
       ->required();
+  // The common options first (the main group lists them in this order), detector tuning last.
   analyze->add_flag("--json", o->analyze_json, "JSON output (schema in docs/analyzer.md)");
+  add_health_options(analyze, o->health_options);
   analyze->add_option("--store", o->store,
                       "Record findings in this SQLite database (first/last seen, active)");
   analyze->add_option("--prometheus", o->prometheus,
@@ -124,6 +108,10 @@ Subcommand add_analyze_command(CLI::App& app) {
                    "Exit 1 when a finding is at least this severe (info, warning, error, "
                    "critical)")
       ->capture_default_str();
+  analyze->footer(
+      "Exit status: 0 healthy (no finding at or above --fail-on), 1 findings, 2 error (bad "
+      "options, an unreadable job, an output not written); a finding wins over an error.\n"
+      "Example: commtap analyze traces/run1 --since 600 --fail-on warning");
   return {analyze, [o]() -> int {
             auto& [health_options, analyze_paths, analyze_json, store, fail_on, prometheus] = *o;
             using Clock = std::chrono::steady_clock;

@@ -9,12 +9,14 @@ namespace commtap::cli {
 using namespace commtap::analyzer;
 
 void add_input_options(CLI::App* command, double& timeout_s, const std::string& timeout_flag,
-                       const std::string& timeout_help) {
-  command->add_flag_callback(
-      "--follow-symlinks", [] { set_follow_symlinks(true); },
-      "Read rank files and job directories that are symbolic links (as root: only links whose "
-      "target has the link's owner); by default they are skipped");
-  command->add_option(timeout_flag, timeout_s, timeout_help)->capture_default_str();
+                       const std::string& timeout_help, const std::string& group) {
+  command
+      ->add_flag_callback(
+          "--follow-symlinks", [] { set_follow_symlinks(true); },
+          "Also read symbolic links to rank files and job directories (as root: only where the "
+          "target has the link's owner)")
+      ->group(group);
+  command->add_option(timeout_flag, timeout_s, timeout_help)->capture_default_str()->group(group);
 }
 
 void print_error(const std::string& message) {

@@ -44,8 +44,9 @@ Subcommand add_export_command(CLI::App& app) {
                    "and heartbeat in k is kept, the same on every rank")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_flag("!--no-findings", o->perfetto.findings,
-                    "Leave out the analyzer's findings (found with its default thresholds)");
+  command->add_flag_callback(
+      "--no-findings", [o] { o->perfetto.findings = false; },
+      "Leave out the analyzer's findings (found with its default thresholds)");
   add_input_options(command, o->perfetto.health.job_timeout_s, "--job-timeout",
                     "Seconds to read the job before giving up (0: 30 s and 2 s per MiB of its "
                     "files)");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -103,13 +104,60 @@ void report_rank_files(const std::string& directory, fs::file_time_type started)
                directory.c_str());
 }
 
+// `commtap settings [NAME...] [--full]`: each setting's variable, flag, kind and default, then its
+// description wrapped to the terminal: the first sentence, or all of it for the named settings
+// (COMMTAP_SAMPLE, SAMPLE, sample or --sample) and with --full.
+int print_settings(const std::vector<Setting>& settings, const std::vector<std::string>& names,
+                   bool full) {
+  auto normal = [](std::string name) {
+    if (name.rfind("--", 0) == 0) name = name.substr(2);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+      return c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    });
+    return name.rfind("COMMTAP_", 0) == 0 ? name : "COMMTAP_" + name;
+  };
+  std::vector<const Setting*> chosen;
+  int status = 0;
+  for (const std::string& name : names) {
+    auto it = std::find_if(settings.begin(), settings.end(),
+                           [&](const Setting& s) { return s.variable == normal(name); });
+    if (it != settings.end()) {
+      chosen.push_back(&*it);
+      continue;
+    }
+    std::vector<std::string> variables;
+    for (const Setting& s : settings) variables.push_back(s.variable);
+    const std::string near = nearest_name(normal(name), variables);
+    std::fprintf(stderr, "commtap settings: no setting %s%s%s\n", name.c_str(),
+                 near.empty() ? "" : ": did you mean ", near.empty() ? "" : near.c_str());
+    status = kExitError;
+  }
+  if (names.empty())
+    for (const Setting& s : settings) chosen.push_back(&s);
+  const std::size_t width = terminal_width();
+  for (const Setting* s : chosen) {
+    std::cout << s->variable << "  (" << s->flag() << ", " << s->kind;
+    if (s->kind == "integer") std::cout << " " << s->min << ".." << s->max;
+    std::cout << ", default " << (s->default_text.empty() ? "empty" : s->default_text) << ")\n"
+              << wrap_text(full || !names.empty() ? s->description
+                                                  : summarize(s->description, false, 2 * width),
+                           width, 4)
+              << "\n";
+  }
+  if (names.empty() && !full)
+    std::cout << "\nThe whole descriptions: commtap settings NAME, commtap settings --full, or "
+                 "docs/settings.md.\n";
+  return status;
+}
+
 // What the three subcommands share: options given on the command line, and the settings.
 struct LaunchState {
   std::string library_path;
   std::vector<Setting> settings;
   std::map<std::string, std::string> flag_values;
   std::vector<std::string> command_after_dashes;
-  bool settings_as_json = false, settings_as_markdown = false;
+  bool settings_as_json = false, settings_as_markdown = false, settings_full = false;
+  std::vector<std::string> settings_names;
   std::string model_output = "commtap-model.json";
   long long choices_up_to = 4 << 20;
   int choice_rounds = 5;
@@ -123,10 +171,16 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
   // ---- run ----
   CLI::App* run = app.add_subcommand(
       "run", "Run a launcher command (e.g. mpiexec -n 4 ./app) with libcommtap.so preloaded");
-  run->add_option("--library", state->library_path, "libcommtap.so to preload");
+  run->formatter(std::make_shared<HelpFormatter>("commtap run [OPTIONS] [--] <command>..."));
+  run->add_option("--library", state->library_path,
+                  "libcommtap.so to preload (default: $COMMTAP_LIBRARY, else the one installed "
+                  "with this commtap)");
   // Everything from the first word that is not a commtap option (or after --) is the command.
   run->prefix_command();
-  run->footer("Usage: commtap run [settings] [--] <launcher command...>");
+  run->footer(
+      "Each option sets the COMMTAP_* variable named after it for the job (unset: the default "
+      "or the environment's); `commtap settings NAME` prints a setting's whole description.\n"
+      "Example: commtap run --dir traces/run1 -- mpiexec -n 4 ./app");
   // ---- calibrate ----
   CLI::App* calibrate = app.add_subcommand(
       "calibrate",
@@ -146,32 +200,54 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
   calibrate->add_flag("--yield", state->calibrate_yield,
                       "Measure in yield mode, as jobs run with COMMTAP_YIELD=1 (oversubscribed)");
   calibrate->prefix_command();
-  calibrate->footer(
-      "Usage: commtap calibrate [-o FILE] [--choices-up-to BYTES] [--rounds N] [--yield] [--] "
-      "<launcher command...>");
+  calibrate->formatter(
+      std::make_shared<HelpFormatter>("commtap calibrate [OPTIONS] [--] <launcher command>..."));
   const bool wants_run =
       argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "calibrate");
   state->settings = load_settings();
   for (const Setting& setting : state->settings) {
+    // Two lines of help each: the description's first sentence and the variable; the whole
+    // description is `commtap settings NAME`'s.
+    const std::size_t room = std::max<std::size_t>(50, 112 - setting.variable.size());
+    const std::string help = summarize(setting.description, setting.kind == "flag", room) + " (" +
+                             setting.variable + ")";
+    CLI::Option* option = nullptr;
     if (setting.kind == "flag") {
-      run->add_flag_callback(
+      option = run->add_flag_callback(
           setting.flag(),
-          [state, variable = setting.variable] { state->flag_values[variable] = "1"; },
-          setting.description + " (" + setting.variable + ")");
+          [state, variable = setting.variable] { state->flag_values[variable] = "1"; }, help);
     } else {
-      auto* option = run->add_option_function<std::string>(
+      option = run->add_option_function<std::string>(
           setting.flag(),
           [state, variable = setting.variable](const std::string& value) {
             state->flag_values[variable] = value;
           },
-          setting.description + " (" + setting.variable + ")");
-      if (setting.kind == "integer") option->check(CLI::Range(setting.min, setting.max));
+          help);
+      option->type_name(setting.kind == "integer" ? "N" : "TEXT");
+      // The range in the error, not in the help's option column.
+      if (setting.kind == "integer")
+        option->check(CLI::Validator(
+            [min = setting.min, max = setting.max](std::string& value) -> std::string {
+              char* end = nullptr;
+              errno = 0;
+              const long long n = std::strtoll(value.c_str(), &end, 10);
+              if (value.empty() || *end != '\0' || errno != 0 || n < min || n > max)
+                return "expected an integer in " + std::to_string(min) + ".." + std::to_string(max);
+              return "";
+            },
+            ""));
     }
+    // commtap's own tests' settings work as flags but are not listed.
+    if (setting.field.rfind("test_", 0) == 0) option->group("");
   }
 
   // ---- settings ----
   CLI::App* settings_command =
       app.add_subcommand("settings", "List the COMMTAP_* settings the library understands");
+  settings_command->add_option(
+      "names", state->settings_names,
+      "Settings to describe in full, as COMMTAP_X, X or --x (default: all, in short)");
+  settings_command->add_flag("--full", state->settings_full, "Every setting's whole description");
   settings_command->add_flag("--json", state->settings_as_json, "As JSON");
   settings_command->add_flag("--markdown", state->settings_as_markdown, "As a Markdown table");
 
@@ -205,7 +281,10 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
          // transfers); a plugin the user chose, or "none", is left alone.
          if (const char* plugin = std::getenv("NCCL_PROFILER_PLUGIN"); !plugin || !*plugin)
            state->flag_values.try_emplace("NCCL_PROFILER_PLUGIN", library);
-         const int status = run_preloaded(library, state->flag_values, command);
+         bool launched = false;
+         const int status = run_preloaded(library, state->flag_values, command, &launched);
+         // "cannot run ./app" was said; that nothing was recorded goes without saying.
+         if (!launched) return status;
          std::string directory = "commtap-" + job_id;
          if (auto it = state->flag_values.find("COMMTAP_DIR"); it != state->flag_values.end())
            directory = it->second;
@@ -248,12 +327,7 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
          } else if (state->settings_as_markdown) {
            std::cout << settings_markdown_table();
          } else {
-           for (const Setting& s : state->settings) {
-             std::cout << s.variable << " (" << s.kind;
-             if (s.kind == "integer") std::cout << " " << s.min << ".." << s.max;
-             std::cout << ", default " << (s.default_text.empty() ? "empty" : s.default_text)
-                       << ")\n    " << s.description << "\n";
-           }
+           return print_settings(state->settings, state->settings_names, state->settings_full);
          }
          return 0;
        }},

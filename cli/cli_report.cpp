@@ -26,9 +26,9 @@ Subcommand add_report_command(CLI::App& app) {
       "report",
       "Write one self-contained HTML page: findings, link matrices, lateness per rank and "
       "window, call sites over time");
-  add_health_options(report, o->health_options);
   report->add_option("job", o->report_path, "Job directory or database file")->required();
   report->add_option("-o,--output", o->report_output, "HTML file to write")->capture_default_str();
+  add_health_options(report, o->health_options);
   return {report, [o]() -> int {
             auto& [health_options, report_path, report_output] = *o;
             JobHealth health;

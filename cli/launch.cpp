@@ -1,6 +1,7 @@
 #include "cli/launch.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,14 +53,21 @@ void forward_signal(int signal) {
 }  // namespace
 
 int run_preloaded(const std::string& library, const std::map<std::string, std::string>& variables,
-                  const std::vector<std::string>& command) {
+                  const std::vector<std::string>& command, bool* started) {
   std::string preload = library;
   if (const char* existing = std::getenv("LD_PRELOAD"); existing && *existing)
     preload += std::string(":") + existing;
 
+  if (started) *started = false;
+  // The child reports a failed exec through this pipe (closed unread by a successful one), so
+  // that a command that could not start is told apart from one that exits 127.
+  int exec_failed[2] = {-1, -1};
+  if (pipe2(exec_failed, O_CLOEXEC) != 0) exec_failed[0] = exec_failed[1] = -1;
   child_pid = fork();
   if (child_pid < 0) {
     std::fprintf(stderr, "commtap: cannot fork: %s\n", std::strerror(errno));
+    for (int fd : exec_failed)
+      if (fd >= 0) close(fd);
     return 127;
   }
   if (child_pid == 0) {
@@ -69,9 +77,22 @@ int run_preloaded(const std::string& library, const std::map<std::string, std::s
     for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
     argv.push_back(nullptr);
     execvp(argv[0], argv.data());
-    std::fprintf(stderr, "commtap: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    const int error = errno;
+    std::fprintf(stderr, "commtap: cannot run %s: %s\n", argv[0], std::strerror(error));
+    if (exec_failed[1] >= 0 && write(exec_failed[1], &error, sizeof error) < 0) _exit(127);
     _exit(127);
   }
+  if (exec_failed[1] >= 0) close(exec_failed[1]);
+  bool exec_ok = true;
+  if (exec_failed[0] >= 0) {
+    int error = 0;
+    ssize_t got;
+    while ((got = read(exec_failed[0], &error, sizeof error)) < 0 && errno == EINTR) {
+    }
+    exec_ok = got <= 0;
+    close(exec_failed[0]);
+  }
+  if (started) *started = exec_ok;
   struct sigaction action {};
   action.sa_handler = forward_signal;
   sigemptyset(&action.sa_mask);

@@ -19,8 +19,8 @@ std::string find_calibrate_program();
 // Runs `command` with LD_PRELOAD=library (prepended to any existing preload; nothing preloaded
 // if `library` is empty) and the given COMMTAP_* variables, forwards SIGINT/SIGTERM/SIGHUP to
 // it, and returns its exit status (128 + signal if it was killed). Returns 127 if it could not
-// be started.
+// be started, and then sets *started (if given) to false.
 int run_preloaded(const std::string& library, const std::map<std::string, std::string>& variables,
-                  const std::vector<std::string>& command);
+                  const std::vector<std::string>& command, bool* started = nullptr);
 
 }  // namespace commtap::cli

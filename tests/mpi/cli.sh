@@ -88,3 +88,31 @@ awk '/<!-- settings:begin -->/{on=1;next}/<!-- settings:end -->/{on=0}on' \
   "$SOURCE/docs/settings.md" >documented.md
 expect_same_files settings.md documented.md "docs/settings.md and the library's settings"
 pass "docs/settings.md is current"
+
+# What a newcomer types: a misspelt command is named, with exit status 2.
+"$CLI" analyse traced >/dev/null 2>misspelt.err && fail "commtap analyse succeeded"
+[ $? -eq 2 ] || fail "commtap analyse: exit status not 2"
+grep -q "did you mean analyze?" misspelt.err || fail "commtap analyse: no suggestion: $(cat misspelt.err)"
+"$CLI" qeury traced 2>misspelt.err && fail "commtap qeury succeeded"
+grep -q "did you mean query?" misspelt.err || fail "commtap qeury: no suggestion"
+# A command that cannot start is said once, not followed by "no rank recorded anything".
+status=0
+"$CLI" run --dir none -- ./no-such-app 2>nosuch.err || status=$?
+expect_equal 127 "$status" "exit status of a command that cannot start"
+grep -q "cannot run ./no-such-app" nosuch.err || fail "no 'cannot run' line"
+grep -q "no rank recorded" nosuch.err && fail "'no rank recorded' after 'cannot run'"
+# Help fits a terminal: no line past 100 columns, two lines at most per option of run, the
+# tests' own settings hidden, the command in the usage line, analyze's exit statuses.
+COLUMNS=100 "$CLI" run --help >run-help.txt
+COLUMNS=100 "$CLI" analyze --help >analyze-help.txt
+COLUMNS=100 "$CLI" settings >settings.txt
+for file in run-help.txt analyze-help.txt settings.txt; do
+  awk 'length > 100 { exit 1 }' "$file" || fail "$file has lines past 100 columns"
+done
+awk '/^  -/ { if (lines > 1) exit 1; lines = 0; on = 1; next } /^$/ { on = 0 } on { lines++ }
+     END { exit lines > 1 }' run-help.txt ||
+  fail "an option of commtap run --help takes more than two lines"
+grep -q -- "--test-" run-help.txt && fail "commtap run --help lists the tests' settings"
+grep -q "^Usage: commtap run \[OPTIONS\] \[--\] <command>" run-help.txt || fail "run's usage line"
+grep -q "0 healthy.*1 findings.*2 error" analyze-help.txt || fail "analyze --help: exit statuses"
+pass "misspelt commands, a command that cannot start, help within 100 columns"
