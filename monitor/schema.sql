@@ -226,8 +226,8 @@ CREATE TABLE IF NOT EXISTS tcp_links (
 ) WITHOUT ROWID;
 
 -- Sampled collective instances (COMMTAP_SAMPLE): (comm_id, seq) names the same instance on every
--- member rank, and every rank samples the same sequence numbers. A trace budget keeps those whose
--- seq / COMMTAP_SAMPLE is a multiple of 2^heartbeats.sample_level (nested: any level's are kept by
+-- member rank, and every rank samples the same ones (a hash of comm_id and seq, one in
+-- COMMTAP_SAMPLE). A trace budget keeps those whose hash / COMMTAP_SAMPLE is a multiple of 2^heartbeats.sample_level (nested: any level's are kept by
 -- every rank at that level or below).
 CREATE TABLE IF NOT EXISTS collectives (
   rank     INTEGER NOT NULL,
