@@ -169,9 +169,8 @@ bool own_descriptor(const char* path) {
 
 int guarded_open(const char* path, int flags, int mode) {
   // SQLite itself asks for O_NOFOLLOW on every open.
-  const int fd = ::open(path, (own_descriptor(path) ? flags & ~O_NOFOLLOW : flags | O_NOFOLLOW) |
-                                  O_NONBLOCK,
-                        mode);
+  const int fd = ::open(
+      path, (own_descriptor(path) ? flags & ~O_NOFOLLOW : flags | O_NOFOLLOW) | O_NONBLOCK, mode);
   if (fd < 0) return fd;
   struct stat info {};
   const bool usable =
