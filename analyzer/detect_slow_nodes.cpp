@@ -22,7 +22,33 @@ struct Instance {
   std::int64_t latest = INT64_MIN;
   std::int32_t latest_rank = -1;
   std::int32_t latest_host = -1;  // the latest rank's
+  // The latest arrival of any other rank, and of any rank on another host: what the others
+  // would have waited had the latest rank (or its host) been on time.
+  std::int64_t second_latest = INT64_MIN;
+  std::int64_t latest_other_host = INT64_MIN;
   std::uint32_t count = 0;
+
+  void arrive(std::int64_t t, int rank, int host) {
+    earliest = std::min(earliest, t);
+    if (t > latest) {
+      second_latest = latest;
+      if (host != latest_host) latest_other_host = latest;
+      latest = t;
+      latest_rank = rank;
+      latest_host = host;
+    } else {
+      second_latest = std::max(second_latest, t);
+      if (host != latest_host) latest_other_host = std::max(latest_other_host, t);
+    }
+    ++count;
+  }
+  // When the others began to wait for the latest rank, or for its host, at this instance.
+  std::int64_t rank_wait_from() const {
+    return second_latest == INT64_MIN ? latest : second_latest;
+  }
+  std::int64_t host_wait_from() const {
+    return latest_other_host == INT64_MIN ? latest : latest_other_host;
+  }
 };
 
 struct PairHash {
@@ -30,6 +56,54 @@ struct PairHash {
     return std::hash<std::int64_t>()(k.first) * 31 + std::hash<std::uint64_t>()(k.second);
   }
 };
+
+// An interval of the job's (aligned) time during which the others waited for one rank or host.
+struct WaitInterval {
+  std::int64_t from = 0, to = 0;
+};
+
+// The share of `span_ns` the others spent waiting, from the wait intervals of the recorded
+// instances, each recorded with probability `sampled` (the trace's sampling). Intervals that
+// overlap are one wait: an NCCL rank enqueues a step's collectives together, so a late rank is
+// late at each of them at once, and the job loses the time once, not once per collective. A
+// sample of such a cluster of k collectives shows it with probability 1 - (1 - p)^k, and shows
+// on average k p / (1 - (1 - p)^k) of its members: k is solved from the mean seen, and the
+// clusters seen are scaled up by that probability.
+double wait_share(std::vector<WaitInterval> waits, double sampled, std::int64_t span_ns) {
+  if (waits.empty() || span_ns <= 0 || sampled <= 0) return 0.0;
+  std::sort(waits.begin(), waits.end(),
+            [](const WaitInterval& a, const WaitInterval& b) { return a.from < b.from; });
+  double covered_ns = 0;
+  std::size_t clusters = 0;
+  std::int64_t from = waits.front().from, to = waits.front().to;
+  auto close_cluster = [&] {
+    covered_ns += static_cast<double>(std::max<std::int64_t>(0, to - from));
+    ++clusters;
+  };
+  for (std::size_t k = 1; k < waits.size(); ++k) {
+    if (waits[k].from >= to) {
+      close_cluster();
+      from = waits[k].from;
+      to = waits[k].to;
+    } else {
+      to = std::max(to, waits[k].to);
+    }
+  }
+  close_cluster();
+  double seen_probability = 1.0;
+  if (sampled < 1.0) {
+    const double mean_seen = static_cast<double>(waits.size()) / static_cast<double>(clusters);
+    auto expected_seen = [&](double k) { return k * sampled / (1 - std::pow(1 - sampled, k)); };
+    double low = 1.0, high = 1.0;
+    while (expected_seen(high) < mean_seen && high < 1e6) high *= 2;
+    for (int step = 0; step < 60; ++step) {
+      const double mid = (low + high) / 2;
+      (expected_seen(mid) < mean_seen ? low : high) = mid;
+    }
+    seen_probability = 1 - std::pow(1 - sampled, high);
+  }
+  return std::min(1.0, covered_ns / seen_probability / static_cast<double>(span_ns));
+}
 
 // Per rank and window: instances, lateness distribution.
 struct RankWindow {
@@ -41,6 +115,9 @@ struct RankWindow {
   // finds everyone arriving together, whoever was slow before it: counted in, such instances
   // halve a slow rank's median lateness and make it last only by chance in them.
   std::uint32_t waited_instances = 0, waited_last = 0;  // waited_last: it arrived last
+  // When the others waited for it (or its host): per instance it arrived last at, from the next
+  // latest rank's (other host's) arrival to its own.
+  std::vector<WaitInterval> waits, host_waits;
   LogHistogram waited_lateness;
   // NCCL: how long its part of those instances took, enqueue to completion on the GPU (the
   // rank's own clock): the time it waited for the others, as time inside MPI is for MPI.
@@ -186,15 +263,8 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
             if (r == job.ranks.end()) return;
             const std::int64_t t = r->second.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
             if (t < since_aligned || t > until_aligned) return;
-            Instance& i =
-                instances[{column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))}];
-            i.earliest = std::min(i.earliest, t);
-            if (t > i.latest) {
-              i.latest = t;
-              i.latest_rank = rank;
-              i.latest_host = r->second.host;
-            }
-            ++i.count;
+            instances[{column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))}].arrive(
+                t, rank, r->second.host);
           },
           error))
     return false;
@@ -277,6 +347,10 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
             RankWindow& rw = windows_of_rank[static_cast<std::size_t>(w)];
             ++rw.instances;
             rw.lateness.add(t - i.earliest);
+            if (rank == i.latest_rank) {
+              rw.waits.push_back({i.rank_wait_from(), i.latest});
+              rw.host_waits.push_back({i.host_wait_from(), i.latest});
+            }
             auto [range, added] = rw.seq_range.try_emplace(comm_id, seq, seq);
             range->second.first = std::min(range->second.first, seq);
             range->second.second = std::max(range->second.second, seq);
@@ -612,17 +686,23 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
                             test.false_alarm(), test.text()});
         continue;
       }
-      // What it costs the job: the others wait its excess lateness at each call where someone
-      // waited, and the sequence numbers count every call, sampled or not.
+      // What it costs the job: the time the others spent waiting for it (its host), from the
+      // intervals of the late run's instances it arrived last at (wait_share).
+      std::vector<WaitInterval> waits;
+      for (int rank : members)
+        for (int w = from_window; w < windows; ++w) {
+          const RankWindow& rw = per_rank[rank][static_cast<std::size_t>(w)];
+          const auto& of_window = whole_host ? rw.host_waits : rw.waits;
+          waits.insert(waits.end(), of_window.begin(), of_window.end());
+        }
       std::uint64_t calls = 0;
       for (const auto& [comm, range] : seq_range) calls += range.second - range.first + 1;
-      const double run_s = static_cast<double>(run_latest - run_earliest) / 1e9;
-      const double excess_ns = std::max(0.0, median_of(own) - median_of(others));
-      const double cost = run_s <= 0 || run_instances == 0
+      const double cost = run_instances == 0
                               ? 0.0
-                              : std::min(1.0, excess_ns / 1e9 * static_cast<double>(calls - 1) /
-                                                  run_s * static_cast<double>(run_waited) /
-                                                  static_cast<double>(run_instances));
+                              : wait_share(std::move(waits),
+                                           static_cast<double>(run_instances) /
+                                               static_cast<double>(std::max(calls, run_instances)),
+                                           run_latest - run_earliest);
       // The program's own imbalance looks the same as a slow machine within one job. Where the
       // trace can tell: late only where the program calls some of its collectives, on time where
       // others kept it waiting at the rest (rank 0 reading input before a broadcast, writing a

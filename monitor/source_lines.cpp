@@ -98,9 +98,12 @@ void resolve_source_lines(std::vector<CallSite>& sites) {
   if (sites.empty()) return;
   const LibDw* const dw = libdw();
   if (dw == nullptr) return;
-  static ProcessLines lines(*dw);  // one caller: the writer thread
+  // One caller, the writer thread, which runs until the process's last exit handler: never
+  // destroyed, since a static's destructor runs at exit() while the writer may still be resolving
+  // its final window's sites (it freed the module it was reading: a crash inside libz).
+  static ProcessLines* const lines = new ProcessLines(*dw);
   for (CallSite& site : sites)
-    for (CallSite::Frame& frame : site.frames) lines.find(frame.address, frame.file, frame.line);
+    for (CallSite::Frame& frame : site.frames) lines->find(frame.address, frame.file, frame.line);
 }
 
 }  // namespace commtap::monitor

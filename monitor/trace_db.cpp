@@ -261,13 +261,15 @@ class RankDatabase {
           return true;
         });
     auto function_name = [&](std::uint32_t index) -> const std::string& {
-      static const std::string unknown = "?";
-      return index < snapshot.function_names.size() ? snapshot.function_names[index] : unknown;
+      // Never destroyed: the writer's last window may run inside the process's exit handlers.
+      static const std::string* const unknown = new std::string("?");
+      return index < snapshot.function_names.size() ? snapshot.function_names[index] : *unknown;
     };
     auto algorithm_name = [&](std::uint8_t index) -> const std::string& {
-      static const std::string native = "native", unknown = "?";
+      static const std::string* const native = new std::string("native");
+      static const std::string* const unknown = new std::string("?");
       if (index < snapshot.algorithm_names.size()) return snapshot.algorithm_names[index];
-      return index == 0 ? native : unknown;
+      return index == 0 ? *native : *unknown;
     };
     // Records of one kind at a time, in the order they were drained, thinned to the budget.
     const double seconds = previous_wall_ != 0 && wall > previous_wall_
