@@ -100,7 +100,8 @@ void report_rank_files(const std::string& directory, fs::file_time_type started)
   std::fprintf(stderr,
                "commtap: no rank recorded anything into %s: the program made no MPI_Init and no "
                "NCCL communicator under commtap (or COMMTAP_DISABLE was set, or the directory "
-               "could not be written: see the messages above)\n",
+               "could not be written, or the loader did not preload the library on the nodes, "
+               "saying \"cannot be preloaded\": see the messages above)\n",
                directory.c_str());
 }
 
@@ -281,8 +282,37 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
          // transfers); a plugin the user chose, or "none", is left alone.
          if (const char* plugin = std::getenv("NCCL_PROFILER_PLUGIN"); !plugin || !*plugin)
            state->flag_values.try_emplace("NCCL_PROFILER_PLUGIN", library);
+         // Said before the job starts. A preload that would stop the program from starting
+         // is dropped: the job runs, unrecorded, rather than not at all.
+         std::string preload = library;
+         const PreloadCheck check = check_preload(library, command);
+         switch (check.outcome) {
+           case PreloadCheck::Outcome::loads:
+             break;
+           case PreloadCheck::Outcome::ignored:
+             std::fprintf(stderr,
+                          "commtap run: the dynamic loader will not preload %s into %s, so "
+                          "nothing of it is recorded (it runs as it would without commtap): %s\n",
+                          library.c_str(), check.program.c_str(), check.said.c_str());
+             break;
+           case PreloadCheck::Outcome::fatal:
+             std::fprintf(stderr,
+                          "commtap run: %s cannot start with %s preloaded (%s): running it "
+                          "without commtap\n",
+                          check.program.c_str(), library.c_str(), check.said.c_str());
+             preload.clear();
+             if (state->flag_values["NCCL_PROFILER_PLUGIN"] == library)
+               state->flag_values.erase("NCCL_PROFILER_PLUGIN");
+             break;
+           case PreloadCheck::Outcome::static_program:
+             std::fprintf(stderr,
+                          "commtap run: %s is statically linked, so no library can be preloaded "
+                          "into it: only the dynamically linked programs it starts are recorded\n",
+                          check.program.c_str());
+             break;
+         }
          bool launched = false;
-         const int status = run_preloaded(library, state->flag_values, command, &launched);
+         const int status = run_preloaded(preload, state->flag_values, command, &launched);
          // "cannot run ./app" was said; that nothing was recorded goes without saying.
          if (!launched) return status;
          std::string directory = "commtap-" + job_id;

@@ -1,7 +1,9 @@
 #include "cli/launch.hpp"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace commtap::cli {
 
@@ -43,6 +47,143 @@ std::string find_calibrate_program() {
     if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
   }
   return "";
+}
+
+namespace {
+
+// `name` as execvp finds it: itself if it has a slash, else the first executable on PATH.
+std::string on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// The program the loader starts for `file`: itself if it is ELF, the interpreter of a script
+// ("#!/usr/bin/env python3" -> python3 on PATH), at most a few levels deep. Empty if neither.
+std::string loaded_program(std::string file) {
+  for (int depth = 0; depth < 4 && !file.empty(); ++depth) {
+    std::ifstream in(file, std::ios::binary);
+    char head[4] = {};
+    if (!in.read(head, sizeof head)) return "";
+    if (std::memcmp(head, ELFMAG, SELFMAG) == 0) return file;
+    if (head[0] != '#' || head[1] != '!') return "";
+    in.seekg(2);
+    std::string line;
+    std::getline(in, line);
+    std::istringstream words(line);
+    std::string interpreter, argument;
+    words >> interpreter >> argument;
+    file = fs::path(interpreter).filename() == "env" && !argument.empty() ? on_path(argument)
+                                                                          : interpreter;
+  }
+  return "";
+}
+
+// The ELF file's PT_INTERP (its dynamic loader), "" for a static program, nullopt if unreadable.
+std::optional<std::string> interpreter_of(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  unsigned char ident[EI_NIDENT] = {};
+  if (!in.read(reinterpret_cast<char*>(ident), EI_NIDENT)) return std::nullopt;
+  auto read_interp = [&](auto header, auto program) -> std::optional<std::string> {
+    in.seekg(0);
+    if (!in.read(reinterpret_cast<char*>(&header), sizeof header)) return std::nullopt;
+    for (unsigned k = 0; k < header.e_phnum && k < 256; ++k) {
+      in.seekg(static_cast<std::streamoff>(header.e_phoff + k * header.e_phentsize));
+      if (!in.read(reinterpret_cast<char*>(&program), sizeof program)) return std::nullopt;
+      if (program.p_type != PT_INTERP || program.p_filesz == 0 || program.p_filesz > 4096) continue;
+      std::string path(program.p_filesz, '\0');
+      in.seekg(static_cast<std::streamoff>(program.p_offset));
+      if (!in.read(path.data(), static_cast<std::streamsize>(path.size()))) return std::nullopt;
+      return std::string(path.c_str());
+    }
+    return std::string();
+  };
+  if (ident[EI_CLASS] == ELFCLASS64) return read_interp(Elf64_Ehdr{}, Elf64_Phdr{});
+  if (ident[EI_CLASS] == ELFCLASS32) return read_interp(Elf32_Ehdr{}, Elf32_Phdr{});
+  return std::nullopt;
+}
+
+// Runs `argv` with its output (both streams) captured, at most `timeout_ms`; nullopt if it could
+// not run or did not finish in time (it is killed then).
+std::optional<std::string> captured_output(const std::vector<std::string>& argv, int timeout_ms) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(out[0]);
+    close(out[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    unsetenv("LD_PRELOAD");
+    std::vector<char*> words;
+    for (const std::string& word : argv) words.push_back(const_cast<char*>(word.c_str()));
+    words.push_back(nullptr);
+    execv(words[0], words.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  bool finished = false;
+  for (int waited = 0; waited < timeout_ms;) {
+    pollfd readable{out[0], POLLIN, 0};
+    const int ready = poll(&readable, 1, 100);
+    waited += 100;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    const ssize_t got = read(out[0], buffer, sizeof buffer);
+    if (got <= 0) {
+      finished = got == 0;
+      if (got < 0 && errno == EINTR) continue;
+      break;
+    }
+    if (text.size() < 65536) text.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(out[0]);
+  if (!finished) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!finished) return std::nullopt;
+  return text;
+}
+
+}  // namespace
+
+PreloadCheck check_preload(const std::string& library, const std::vector<std::string>& command) {
+  PreloadCheck check;
+  if (library.empty() || command.empty()) return check;
+  check.program = loaded_program(on_path(command.front()));
+  if (check.program.empty()) return check;
+  const std::optional<std::string> loader = interpreter_of(check.program);
+  if (!loader) return check;
+  if (loader->empty()) {
+    check.outcome = PreloadCheck::Outcome::static_program;
+    return check;
+  }
+  const std::optional<std::string> listed =
+      captured_output({*loader, "--list", "--preload", library, check.program}, 10000);
+  if (!listed) return check;
+  // The loader lists the preloaded library by the path it was given, with its load address.
+  if (listed->find(library + " (0x") != std::string::npos) return check;
+  std::istringstream lines(*listed);
+  for (std::string line; std::getline(lines, line);) {
+    const bool fatal = line.find("error while loading shared libraries") != std::string::npos;
+    if (!fatal && line.find("cannot be preloaded") == std::string::npos) continue;
+    check.said += (check.said.empty() ? "" : "; ") + line.substr(line.find_first_not_of(" \t"));
+    if (fatal)
+      check.outcome = PreloadCheck::Outcome::fatal;
+    else if (check.outcome == PreloadCheck::Outcome::loads)
+      check.outcome = PreloadCheck::Outcome::ignored;
+  }
+  return check;  // nothing recognised: a loader too old for --preload, or another listing
 }
 
 namespace {

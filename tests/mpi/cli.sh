@@ -116,3 +116,26 @@ grep -q -- "--test-" run-help.txt && fail "commtap run --help lists the tests' s
 grep -q "^Usage: commtap run \[OPTIONS\] \[--\] <command>" run-help.txt || fail "run's usage line"
 grep -q "0 healthy.*1 findings.*2 error" analyze-help.txt || fail "analyze --help: exit statuses"
 pass "misspelt commands, a command that cannot start, help within 100 columns"
+
+# A preload the dynamic loader refuses is said before the job starts, in the loader's words: a
+# file that is not a library is skipped (the job runs, unrecorded); a library whose own
+# dependency is missing would stop the program from starting, so it runs without the preload.
+printf 'not a library\n' >not-a-library.so
+status=0
+"$CLI" run --library "$WORK/not-a-library.so" --dir refused -- /bin/echo ran >refused.out \
+  2>refused.err || status=$?
+expect_equal "0:ran" "$status:$(cat refused.out)" "the job with a refused preload"
+grep -q "the dynamic loader will not preload $WORK/not-a-library.so into /bin/echo.*cannot be preloaded" \
+  refused.err || { cat refused.err >&2; fail "commtap run did not say the preload was refused"; }
+printf 'int missing_dependency(void);\nint f(void) { return missing_dependency(); }\n' >needs.c
+printf 'int missing_dependency(void) { return 1; }\n' >dependency.c
+cc -shared -fPIC dependency.c -o libcommtap-test-dependency.so &&
+  cc -shared -fPIC needs.c -o needs-missing.so -L. -lcommtap-test-dependency &&
+  rm libcommtap-test-dependency.so || fail "building a library with a missing dependency"
+status=0
+"$CLI" run --library "$WORK/needs-missing.so" --dir fatal -- /bin/echo ran >fatal.out \
+  2>fatal.err || status=$?
+expect_equal "0:ran" "$status:$(cat fatal.out)" "the job whose preload would stop it"
+grep -q "/bin/echo cannot start with $WORK/needs-missing.so preloaded.*running it without commtap" \
+  fatal.err || { cat fatal.err >&2; fail "commtap run did not say it dropped the preload"; }
+pass "a preload the loader refuses is said, and one that would stop the job is dropped"
