@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commtap.h"
+#include "datatypes/fake_device.hpp"
 #include "interpose/export.hpp"
 #include "interpose/runtime.hpp"
 #include "settings/settings.hpp"

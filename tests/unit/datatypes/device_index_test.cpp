@@ -15,6 +15,7 @@
 #include "datatypes/datatypes.hpp"
 #include "datatypes/device.hpp"
 #include "datatypes/device_index.hpp"
+#include "datatypes/fake_device.hpp"
 
 namespace commtap::datatypes {
 namespace {
