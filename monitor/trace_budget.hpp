@@ -8,7 +8,7 @@
 //   sampled rows' share of the budget.
 // - The rows written every window whatever the rate (aggregates, heartbeats, comm_progress,
 //   tcp_links, clock_offsets) are kept at full resolution for kFullResolutionNs and merged into
-//   kMergedWindowNs windows after that (the writer's downsampling, trace_db.cpp).
+//   kMergedWindowNs windows after that (the writer's downsampling, window_merge.cpp).
 //
 // Call totals and aggregates count every call at any level: only the per-instance rows thin.
 #pragma once
