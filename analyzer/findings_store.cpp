@@ -1,8 +1,11 @@
 // The findings store of `commtap analyze --store`: one row per (job, kind, subject), and the
 // avoid list of the active findings (avoid_list/).
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <set>
 
 #include "analyzer/health.hpp"
@@ -23,9 +26,30 @@ std::vector<int> ranks_of(const nlohmann::json& evidence) {
   return ranks;
 }
 
+// The names an avoid list's entries are witnessed by: a host, or a link's two ends in order
+// (either direction is the same link).
+std::string witness_name(const std::string& host) {
+  return host;
+}
+std::string witness_name(const avoid_list::Link& link) {
+  return std::min(link.from, link.to) + "<>" + std::max(link.from, link.to);
+}
+
+bool trusted_owner(long uid) {
+  return uid < 0 || uid == 0 || uid == static_cast<long>(::geteuid());
+}
+
 }  // namespace
 
 void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& jobs) {
+  // Called per job as each is analyzed (its alert waits for it): the store is read only where a
+  // finding may be weighed.
+  const bool weighable = std::any_of(jobs.begin(), jobs.end(), [](const JobHealth& job) {
+    return std::any_of(job.findings.begin(), job.findings.end(), [](const Finding& f) {
+      return f.kind == finding_kind::slow_rank || f.kind == finding_kind::slow_host;
+    });
+  });
+  if (!weighable) return;
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(store.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, nullptr) !=
       SQLITE_OK) {
@@ -116,7 +140,8 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
   auto exec = [&](const std::string& sql) {
     char* message = nullptr;
     if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-      error = store + ": " + (message ? message : sqlite3_errmsg(db));
+      const bool full = (sqlite3_extended_errcode(db) & 0xff) == SQLITE_FULL;
+      error = store + ": " + (message && !full ? message : sqlite_write_failure(store, db));
       sqlite3_free(message);
       return false;
     }
@@ -127,7 +152,52 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
       "kind TEXT NOT NULL, subject TEXT NOT NULL, severity TEXT NOT NULL, summary TEXT NOT NULL, "
       "evidence TEXT NOT NULL, first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL, "
       "active INTEGER NOT NULL, PRIMARY KEY (job_id, kind, subject));"
+      "CREATE TABLE IF NOT EXISTS avoid_witnesses (name TEXT NOT NULL, owner INTEGER NOT NULL, "
+      "job_id TEXT NOT NULL, seen_ns INTEGER NOT NULL, PRIMARY KEY (name, owner, job_id));"
       "BEGIN IMMEDIATE;");
+  // Who named which host or link, by the analysis' clock (a trace's times are its writer's to
+  // forge), kept for a day as the readers' avoid list is; then which names a trusted trace or two
+  // owners named.
+  const auto now_ns =
+      static_cast<sqlite3_int64>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  constexpr sqlite3_int64 kDayNs = 86'400'000'000'000;
+  std::set<std::string> confirmed;
+  if (ok)
+    ok = exec("DELETE FROM avoid_witnesses WHERE seen_ns < " + std::to_string(now_ns - kDayNs));
+  sqlite3_stmt* witness = nullptr;
+  if (ok && sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO avoid_witnesses VALUES (?1, ?2, ?3, ?4)",
+                               -1, &witness, nullptr) != SQLITE_OK) {
+    error = store + ": " + sqlite3_errmsg(db);
+    ok = false;
+  }
+  for (const JobHealth& job : jobs)
+    for (const Finding& f : job.findings) {
+      std::vector<std::string> names;
+      for (const std::string& host : f.avoid.hosts) names.push_back(witness_name(host));
+      for (const avoid_list::Link& link : f.avoid.links) names.push_back(witness_name(link));
+      for (const std::string& name : names) {
+        if (!ok) break;
+        sqlite3_bind_text(witness, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(witness, 2, trusted_owner(job.owner_uid) ? 0 : job.owner_uid);
+        sqlite3_bind_text(witness, 3, job.job_id.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(witness, 4, now_ns);
+        ok = sqlite3_step(witness) == SQLITE_DONE;
+        if (!ok) error = store + ": " + sqlite_write_failure(store, db);
+        sqlite3_reset(witness);
+      }
+    }
+  sqlite3_finalize(witness);
+  sqlite3_stmt* trusted = nullptr;
+  if (ok && sqlite3_prepare_v2(db,
+                               "SELECT name FROM avoid_witnesses GROUP BY name "
+                               "HAVING min(owner) = 0 OR count(DISTINCT owner) >= 2",
+                               -1, &trusted, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(trusted) == SQLITE_ROW)
+      confirmed.insert(reinterpret_cast<const char*>(sqlite3_column_text(trusted, 0)));
+  }
+  sqlite3_finalize(trusted);
   sqlite3_stmt* upsert = nullptr;
   if (ok && sqlite3_prepare_v2(
                 db,
@@ -150,9 +220,16 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
     // The job's hosts and links to route around, replaced like its findings (collectives/ reads
     // them through avoid_list/).
     std::vector<avoid_list::StoredEntry> avoid;
-    for (const Finding& f : job.findings)
-      if (!f.avoid.empty())
-        avoid.push_back({job.job_id, f.kind, f.subject, f.last_seen_ns, f.avoid});
+    for (const Finding& f : job.findings) {
+      avoid_list::AvoidList kept = f.avoid;
+      if (!trusted_owner(job.owner_uid)) {
+        std::erase_if(kept.hosts,
+                      [&](const std::string& h) { return !confirmed.count(witness_name(h)); });
+        std::erase_if(kept.links,
+                      [&](const avoid_list::Link& l) { return !confirmed.count(witness_name(l)); });
+      }
+      if (!kept.empty()) avoid.push_back({job.job_id, f.kind, f.subject, f.last_seen_ns, kept});
+    }
     if (ok && !avoid_list::replace_job_entries(db, job.job_id, avoid, error)) {
       error = store + ": " + error;
       ok = false;
@@ -169,7 +246,7 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
       sqlite3_bind_int64(upsert, 8, static_cast<sqlite3_int64>(f.first_seen_ns));
       sqlite3_bind_int64(upsert, 9, static_cast<sqlite3_int64>(f.last_seen_ns));
       if (sqlite3_step(upsert) != SQLITE_DONE) {
-        error = store + ": " + sqlite3_errmsg(db);
+        error = store + ": " + sqlite_write_failure(store, db);
         ok = false;
       }
       sqlite3_reset(upsert);

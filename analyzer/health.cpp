@@ -1,5 +1,8 @@
 #include "analyzer/health.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -238,7 +241,16 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   const bool listed = job_files(path, true, job.files, error, &health.skipped);
   for (std::string& line : health.skipped) line = clean_text(line);
   if (!listed) return false;
-  const double seconds = job_time_limit(job.files, options.job_timeout_s);
+  for (const std::string& file : job.files) {
+    struct stat info {};
+    if (::stat(file.c_str(), &info) != 0) continue;
+    const bool trusted = info.st_uid == 0 || info.st_uid == ::geteuid();
+    if (health.owner_uid < 0 || !trusted) health.owner_uid = static_cast<long>(info.st_uid);
+    if (!trusted) break;
+  }
+  double seconds = job_time_limit(job.files, options.job_timeout_s);
+  const bool share = options.run_share_s > 0 && options.run_share_s < seconds;
+  if (share) seconds = options.run_share_s;
   const Deadline deadline(seconds);
   bool ok = false;
   try {
@@ -252,7 +264,7 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
     char limit[32];
     std::snprintf(limit, sizeof limit, "%.0f", seconds);
     error = health.path + ": not analyzed within its time limit of " + limit +
-            " s (--job-timeout): " + error;
+            (share ? " s (its share of the run's --deadline): " : " s (--job-timeout): ") + error;
   }
   if (!ok) health.findings.clear();
   return ok;

@@ -47,6 +47,9 @@ struct HealthOptions {
   // Reading and analyzing one job stops after this many seconds, and the job counts as
   // unreadable (0: default_job_seconds of its files' size, untrusted_input.hpp).
   double job_timeout_s = 0;
+  // Set by a run over many jobs with a deadline (`analyze --deadline`): this job's share of the
+  // run's time left, when shorter than job_timeout_s's limit (0: none).
+  double run_share_s = 0;
   // Threads that read a job's files (0: one per core). The findings are the same whatever it is;
   // one by default, since the rows' handover costs more than a second reader gains on 2 cores.
   int threads = 1;
@@ -122,7 +125,11 @@ struct JobHealth {
   std::uint64_t rows_read = 0;       // rows the analysis read from the job's files
   std::vector<Finding> findings;     // most severe first
   std::vector<std::string> skipped;  // files of the job directory left out, and why
-  JobEvidence evidence;              // what the detectors measured, for the report and --json
+  // Who wrote the job's files: their owner (a user's other than root's or the analyzing user's
+  // where the files have several owners); -1 where not known (taken as the analyzing user's).
+  // Decides whether its findings' hosts may enter the store's avoid list (store_findings).
+  long owner_uid = -1;
+  JobEvidence evidence;  // what the detectors measured, for the report and --json
 };
 
 // The jobs named by `paths`: a job directory (rank-<N>.db or job.db), a database file, or a
@@ -146,6 +153,12 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
 
 // Records findings in `store` (created if missing) without duplicates across runs: a finding
 // seen again updates last_seen; the job's findings not seen in this run become inactive.
+// The hosts and links its findings name enter the store's avoid list (which later jobs route
+// around) only from trusted traces: files owned by root or by the user running the analysis. A
+// host or link named by another user's job enters once jobs of at least two different owners
+// named it within the last day (or a trusted trace did): one user's forged trace (`host` set to
+// another node's name) cannot take a node out of everyone's collectives. Who named what is kept in
+// the store's `avoid_witnesses` table.
 bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs,
                     std::string& error);
 

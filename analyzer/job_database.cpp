@@ -1,7 +1,14 @@
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -45,6 +52,68 @@ std::string shared_columns(sqlite3* db, const std::string& table) {
   return shared;
 }
 
+// A file in UTF-16 cannot be attached to the UTF-8 in-memory database (SQLite requires one text
+// encoding): it is checked and copied through a connection of its own instead, value by value
+// (SQLite converts the text on the way), with the same checks an attached file has.
+bool copy_other_encoding(sqlite3* db, const ReaderFile& file,
+                         const std::vector<std::string>& tables, std::string& reason) {
+  sqlite3* src = nullptr;
+  if (sqlite3_open_v2(file.uri().c_str(), &src, file.open_flags(), nullptr) != SQLITE_OK) {
+    reason = src ? sqlite3_errmsg(src) : "cannot open";
+    sqlite3_close(src);
+    return false;
+  }
+  harden_connection(src, /*allow_views=*/false);
+  auto finish = [&](bool ok) {
+    sqlite3_close(src);
+    return ok;
+  };
+  int version = -1;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(src, "PRAGMA user_version", -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW)
+    version = sqlite3_column_int(stmt, 0);
+  sqlite3_finalize(stmt);
+  if (reason = schema_version_problem(version); !reason.empty()) return finish(false);
+  if (reason = hostile_schema_problem(src, "main"); !reason.empty()) return finish(false);
+  if (reason = implausible_values_problem(src, "main"); !reason.empty()) return finish(false);
+  if (!exec(db, "BEGIN", reason)) return finish(false);
+  for (const std::string& table : tables) {
+    const std::vector<std::string> in_file = table_columns(src, "main", table);
+    std::string columns, slots;
+    for (const std::string& name : table_columns(db, "main", table)) {
+      if (std::find(in_file.begin(), in_file.end(), name) == in_file.end()) continue;
+      columns += (columns.empty() ? "\"" : ", \"") + name + "\"";
+      slots += slots.empty() ? "?" : ", ?";
+    }
+    if (columns.empty()) continue;
+    sqlite3_stmt* select = nullptr;
+    sqlite3_stmt* insert = nullptr;
+    bool ok =
+        sqlite3_prepare_v2(src, ("SELECT " + columns + " FROM main.\"" + table + "\"").c_str(), -1,
+                           &select, nullptr) == SQLITE_OK &&
+        sqlite3_prepare_v2(db,
+                           ("INSERT OR REPLACE INTO main.\"" + table + "\" (" + columns +
+                            ") VALUES (" + slots + ")")
+                               .c_str(),
+                           -1, &insert, nullptr) == SQLITE_OK;
+    int rc = SQLITE_DONE;
+    while (ok && (rc = sqlite3_step(select)) == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(select); ++i)
+        sqlite3_bind_value(insert, i + 1, sqlite3_column_value(select, i));
+      ok = sqlite3_step(insert) == SQLITE_DONE;
+      sqlite3_reset(insert);
+    }
+    if (!ok || rc != SQLITE_DONE)
+      reason = sqlite3_errcode(src) != SQLITE_OK && rc != SQLITE_DONE ? sqlite3_errmsg(src)
+                                                                      : sqlite3_errmsg(db);
+    sqlite3_finalize(select);
+    sqlite3_finalize(insert);
+    if (!ok || rc != SQLITE_DONE) return finish(false);
+  }
+  return finish(exec(db, "COMMIT", reason));
+}
+
 }  // namespace
 
 std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::string& error,
@@ -86,6 +155,14 @@ std::unique_ptr<JobDatabase> JobDatabase::open(const std::string& path, std::str
     bool ok = exec(job->db_, "ATTACH " + quoted(file.uri()) + " AS src", reason);
     if (ok) {
       ok = exec(job->db_, "SELECT count(*) FROM src.sqlite_master", reason);
+    }
+    if (!ok && reason.find("same text encoding") != std::string::npos) {
+      std::string ignored;
+      exec(job->db_, "DETACH src", ignored);
+      reason.clear();
+      ok = copy_other_encoding(job->db_, file, tables, reason);
+      if (!ok) exec(job->db_, "ROLLBACK", ignored);  // none of a half-read file's rows
+      return ok;
     }
     if (ok) {
       reason = hostile_schema_problem(job->db_, "src");
@@ -172,7 +249,13 @@ bool JobDatabase::save(const std::string& path, std::string& error) const {
     return false;
   }
   auto out = OutputFile::create(path, mode_for_outputs_of(sources_), error);
-  const bool ok = out && out->write(image, static_cast<std::size_t>(size)) && out->commit(error);
+  bool ok = out != nullptr;
+  if (ok && !out->write(image, static_cast<std::size_t>(size))) {
+    const int cause = errno;
+    error = "cannot write " + path + ": " + write_failure(path, std::strerror(cause), 0, cause);
+    ok = false;
+  }
+  ok = ok && out->commit(error);
   sqlite3_free(image);
   if (!ok && error.empty()) error = "cannot write " + path;
   return ok;
@@ -188,13 +271,15 @@ int authorize_user_statement(void*, int action, const char* first, const char* s
     case SQLITE_DETACH:
       return SQLITE_DENY;
     case SQLITE_PRAGMA: {
-      static constexpr const char* kListings[] = {"table_info",  "table_xinfo", "table_list",
-                                                  "index_list",  "index_info",  "index_xinfo",
-                                                  "user_version"};
+      // The listings take a table's or index's name (`PRAGMA table_info(ranks)`); user_version
+      // only as a query (with a value it would set it).
+      static constexpr const char* kListings[] = {"table_info", "table_xinfo", "table_list",
+                                                  "index_list", "index_info",  "index_xinfo"};
+      if (first == nullptr) return SQLITE_DENY;
       for (const char* allowed : kListings)
-        if (first != nullptr && sqlite3_stricmp(first, allowed) == 0 && second == nullptr)
-          return SQLITE_OK;
-      return SQLITE_DENY;
+        if (sqlite3_stricmp(first, allowed) == 0) return SQLITE_OK;
+      return sqlite3_stricmp(first, "user_version") == 0 && second == nullptr ? SQLITE_OK
+                                                                              : SQLITE_DENY;
     }
     case SQLITE_FUNCTION: {
       // fts3_tokenizer returns and takes raw pointers; the others load code or read pages.
@@ -209,26 +294,71 @@ int authorize_user_statement(void*, int action, const char* first, const char* s
   }
 }
 
-// Limits for one user statement, undone when it is done.
+// What ends the process when a statement is still running a second past its --timeout: one
+// function call (LIKE over a long text, a demangled symbol) runs without reaching SQLite's
+// progress handler or its interrupt check. The command is that process (`commtap query`), so
+// ending it is how the limit holds; the message is written before, ready for the signal handler.
+char g_stuck_message[160];
+std::size_t g_stuck_length = 0;
+
+void end_stuck_statement(int) {
+  [[maybe_unused]] const ssize_t ignored = ::write(STDERR_FILENO, g_stuck_message, g_stuck_length);
+  ::_exit(2);
+}
+
+// Limits for one user statement, undone when it is done: the deadline (the progress handler
+// stops the statement between steps, a timer ends the process if one step outlasts it by a
+// second) and SQLite's hard heap limit over the memory it uses beyond the loaded job, shared with
+// the result as it grows (lower_heap_limit).
 class UserStatementLimits {
  public:
   UserStatementLimits(sqlite3* db, const JobDatabase::Limits& limits)
-      : db_(db), deadline_(limits.seconds) {
+      : db_(db), deadline_(limits.seconds), limits_(limits) {
     sqlite3_set_authorizer(db_, authorize_user_statement, nullptr);
     // The job's own rows are already in memory: the limit is on what the statement adds.
-    previous_heap_limit_ = sqlite3_hard_heap_limit64(sqlite3_memory_used() + limits.memory_bytes);
+    base_ = sqlite3_memory_used();
+    previous_heap_limit_ = sqlite3_hard_heap_limit64(base_ + limits.memory_bytes);
+    if (limits.seconds > 0) {
+      const int length = std::snprintf(
+          g_stuck_message, sizeof g_stuck_message,
+          "commtap: query failed: stopped after %.0f s (--timeout), inside one function call\n",
+          limits.seconds);
+      g_stuck_length = static_cast<std::size_t>(std::max(0, length));
+      struct sigaction action {};
+      action.sa_handler = end_stuck_statement;
+      ::sigaction(SIGALRM, &action, &previous_action_);
+      const double at = std::min(limits.seconds + 1, 1e8);
+      itimerval timer{};
+      timer.it_value.tv_sec = static_cast<time_t>(at);
+      timer.it_value.tv_usec = static_cast<suseconds_t>((at - std::floor(at)) * 1e6);
+      timer_set_ = ::setitimer(ITIMER_REAL, &timer, nullptr) == 0;
+    }
   }
   ~UserStatementLimits() {
+    if (timer_set_) {
+      itimerval off{};
+      ::setitimer(ITIMER_REAL, &off, nullptr);
+      ::sigaction(SIGALRM, &previous_action_, nullptr);
+    }
     sqlite3_set_authorizer(db_, nullptr, nullptr);
     sqlite3_hard_heap_limit64(previous_heap_limit_);
   }
   UserStatementLimits(const UserStatementLimits&) = delete;
   UserStatementLimits& operator=(const UserStatementLimits&) = delete;
+  // The result holds `result_bytes` (counted twice: it is printed as a copy of itself): SQLite
+  // may use what is left of the limit (at least a byte: 0 would mean no limit).
+  void lower_heap_limit(std::int64_t result_bytes) {
+    sqlite3_hard_heap_limit64(base_ +
+                              std::max<std::int64_t>(1, limits_.memory_bytes - 2 * result_bytes));
+  }
 
  private:
   sqlite3* db_;
   Deadline deadline_;
-  sqlite3_int64 previous_heap_limit_ = 0;
+  JobDatabase::Limits limits_;
+  sqlite3_int64 base_ = 0, previous_heap_limit_ = 0;
+  struct sigaction previous_action_ {};
+  bool timer_set_ = false;
 };
 
 }  // namespace
@@ -265,19 +395,38 @@ std::optional<QueryResult> JobDatabase::query(const std::string& sql, std::strin
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     auto& row = result.rows.emplace_back();
     for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
-      if (sqlite3_column_type(stmt, i) == SQLITE_NULL)
+      // Each value is counted before it is copied: one row may hold many long values, and a
+      // blob's invalid bytes triple in size as U+FFFD.
+      const std::int64_t bytes = sqlite3_column_bytes(stmt, i);
+      if (limits != nullptr && 2 * (result_bytes + 3 * bytes) > limits->memory_bytes) {
+        sqlite3_finalize(stmt);
+        error = "the result is larger than the memory limit (--memory-limit)";
+        return std::nullopt;
+      }
+      if (sqlite3_column_type(stmt, i) == SQLITE_NULL) {
         row.emplace_back(std::nullopt);
-      else
+      } else if (sqlite3_column_text(stmt, i) == nullptr && sqlite3_errcode(db_) == SQLITE_NOMEM) {
+        sqlite3_finalize(stmt);
+        error = "the statement needs more memory than the limit (--memory-limit)";
+        return std::nullopt;
+      } else {
         row.emplace_back(column_text(stmt, i));  // for every output: see untrusted_input.hpp
+      }
       result_bytes += static_cast<std::int64_t>(row.back() ? row.back()->size() : 0) + 32;
-    }
-    if (limits != nullptr && result_bytes > limits->memory_bytes) {
-      sqlite3_finalize(stmt);
-      error = "the result is larger than the memory limit (--memory-limit)";
-      return std::nullopt;
+      if (limits != nullptr) user->lower_heap_limit(result_bytes);
     }
   }
   if (rc != SQLITE_DONE) error = sqlite3_errmsg(db_);
+  if ((rc & 0xff) == SQLITE_FULL || sqlite3_system_errno(db_) == ENOSPC) {
+    // A sort or a large DISTINCT spills to SQLite's temporary files.
+    const char* tmp = std::getenv("SQLITE_TMPDIR");
+    if (tmp == nullptr) tmp = std::getenv("TMPDIR");
+    error =
+        write_failure(std::string("SQLite's temporary files (") + (tmp ? tmp : "/var/tmp") + ")",
+                      error, SQLITE_FULL, ENOSPC);
+  }
+  if (rc == SQLITE_NOMEM && limits != nullptr)
+    error = "the statement needs more memory than the limit (--memory-limit)";
   if (rc == SQLITE_INTERRUPT && limits != nullptr)
     error =
         "stopped after " + std::to_string(static_cast<long>(limits->seconds)) + " s (--timeout)";
@@ -375,14 +524,21 @@ std::string format_table(const QueryResult& result) {
 }
 
 std::string format_json(const QueryResult& result) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& row : result.rows) {
-    nlohmann::json object = nlohmann::json::object();
-    for (std::size_t i = 0; i < row.size(); ++i)
-      object[result.columns[i]] = row[i] ? nlohmann::json(*row[i]) : nlohmann::json(nullptr);
-    rows.push_back(std::move(object));
+  // Written value by value (no JSON tree of the whole result beside it).
+  auto quote = [](const std::string& text) {
+    return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::string out = "[";
+  for (std::size_t r = 0; r < result.rows.size(); ++r) {
+    out += r == 0 ? "\n  {" : ",\n  {";
+    const auto& row = result.rows[r];
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      out += (i == 0 ? "\n    " : ",\n    ") + quote(result.columns[i]) + ": ";
+      out += row[i] ? quote(*row[i]) : std::string("null");
+    }
+    out += row.empty() ? "}" : "\n  }";
   }
-  return rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return out + (result.rows.empty() ? "]\n" : "\n]\n");
 }
 
 std::string format_raw(const QueryResult& result) {

@@ -88,7 +88,8 @@ bool OutputFile::commit(std::string& error) {
   const bool closed = std::fclose(stream_) == 0;
   stream_ = nullptr;
   if (!written || !closed) {
-    error = "cannot write " + path_ + ": " + std::strerror(written ? errno : saved);
+    const int cause = written ? errno : saved;
+    error = "cannot write " + path_ + ": " + write_failure(path_, std::strerror(cause), 0, cause);
     return false;
   }
   if (::renameat(directory_, temporary_.c_str(), directory_, name_.c_str()) != 0) {
@@ -104,7 +105,8 @@ bool write_file_atomically(const std::string& path, const std::string& text, mod
   auto file = OutputFile::create(path, mode, error);
   if (!file) return false;
   if (!file->write(text.data(), text.size())) {
-    error = "cannot write " + path + ": " + std::strerror(errno);
+    const int cause = errno;
+    error = "cannot write " + path + ": " + write_failure(path, std::strerror(cause), 0, cause);
     return false;
   }
   return file->commit(error);
@@ -118,6 +120,24 @@ mode_t mode_for_outputs_of(const std::vector<std::string>& inputs) {
     mode &= ::stat(input.c_str(), &info) == 0 ? (info.st_mode & 0666) : 0600;
   }
   return mode | 0600;  // the user who runs commtap reads and replaces what it wrote
+}
+
+std::string write_failure(const std::string& where, const std::string& message, int sqlite_code,
+                          int system_errno) {
+  const bool full = sqlite_code == SQLITE_FULL || system_errno == ENOSPC ||
+                    system_errno == EDQUOT || system_errno == EFBIG;
+  if (full)
+    return "the disk holding " + where + " is full (" +
+           std::strerror(system_errno != 0 ? system_errno : ENOSPC) + ")";
+  if (system_errno != 0 && message != std::strerror(system_errno))
+    return message + " (" + std::strerror(system_errno) + ")";
+  return message;
+}
+
+std::string sqlite_write_failure(const std::string& where, sqlite3* db) {
+  if (db == nullptr) return "cannot open " + where;
+  return write_failure(where, sqlite3_errmsg(db), sqlite3_extended_errcode(db) & 0xff,
+                       sqlite3_system_errno(db));
 }
 
 bool create_private_database(const std::string& path, mode_t mode, std::string& error) {

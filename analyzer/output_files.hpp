@@ -7,6 +7,8 @@
 // sees the old file or the new one, never part of one.
 #pragma once
 
+#include <sqlite3.h>
+
 #include <sys/types.h>
 
 #include <cstdio>
@@ -48,6 +50,14 @@ bool write_file_atomically(const std::string& path, const std::string& text, mod
 // readable by (their modes intersected, within 0666; 0600 where there are none or one cannot be
 // read). Traces are 0600 or 0640: they name hosts, command lines and source paths.
 mode_t mode_for_outputs_of(const std::vector<std::string>& inputs);
+
+// Why a write to `where` failed, for a message: "the disk holding <where> is full (No space left
+// on device)" where the cause is a full disk, a quota or a file size limit (SQLite's SQLITE_FULL,
+// or the system's ENOSPC, EDQUOT, EFBIG), else `message` as it is, with the system's reason.
+std::string write_failure(const std::string& where, const std::string& message, int sqlite_code = 0,
+                          int system_errno = 0);
+// write_failure for the last error of `db`.
+std::string sqlite_write_failure(const std::string& where, sqlite3* db);
 
 // Creates the SQLite database `path` empty with `mode` if nothing is there (no link followed),
 // so that SQLite, which would create it with the umask's mode, opens a file of that mode.

@@ -515,6 +515,7 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
 
 std::string TraceReader::content_problem(const std::vector<std::string>& read_checked) const {
   std::string problem = hostile_schema_problem(db_, "main");
+  if (problem.empty()) problem = missing_keys_problem(db_, "main");
   if (problem.empty()) problem = implausible_values_problem(db_, "main", read_checked);
   return problem.empty() ? "" : path_ + ": " + problem;
 }

@@ -351,6 +351,82 @@ std::string hostile_schema_problem(sqlite3* db, const std::string& schema) {
   return problem;
 }
 
+namespace {
+
+// A table's primary key columns in key order, and whether an index carries the key (not where the
+// key is the rowid itself).
+struct TableKey {
+  std::vector<std::string> columns;
+  bool indexed = false;
+};
+
+TableKey table_key(sqlite3* db, const std::string& schema, const std::string& table) {
+  TableKey key;
+  std::vector<std::pair<int, std::string>> ordered;
+  std::string ignored;
+  const std::string prefix = "PRAGMA \"" + schema + "\".";
+  each_text_row(
+      db, prefix + "table_info(\"" + table + "\")",
+      [&](sqlite3_stmt* s) {
+        if (const int pk = sqlite3_column_int(s, 5); pk > 0)
+          ordered.emplace_back(pk, column_text(s, 1));
+      },
+      ignored);
+  std::sort(ordered.begin(), ordered.end());
+  for (auto& [position, name] : ordered) key.columns.push_back(lower(name));
+  each_text_row(
+      db, prefix + "index_list(\"" + table + "\")",
+      [&](sqlite3_stmt* s) { key.indexed |= column_text(s, 3) == "pk"; }, ignored);
+  return key;
+}
+
+const std::vector<std::pair<std::string, TableKey>>& current_keys() {
+  static const auto keys = [] {
+    std::vector<std::pair<std::string, TableKey>> out;
+    sqlite3* db = nullptr;
+    sqlite3_open(":memory:", &db);
+    sqlite3_exec(db, monitor::schema_sql(), nullptr, nullptr, nullptr);
+    for (const auto& [table, names] : current_tables())
+      out.emplace_back(table, table_key(db, "main", table));
+    sqlite3_close(db);
+    return out;
+  }();
+  return keys;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace
+
+std::string missing_keys_problem(sqlite3* db, const std::string& schema) {
+  std::string problem, error;
+  const bool read = each_text_row(
+      db,
+      "SELECT name FROM \"" + schema +
+          "\".sqlite_master WHERE type = 'table' AND name LIKE 'sqlite\\_stat%' ESCAPE '\\'",
+      [&](sqlite3_stmt* s) {
+        if (problem.empty())
+          problem = "holds planner statistics (" + column_text(s, 0) +
+                    "), which commtap never writes (they can steer every lookup to a scan)";
+      },
+      error);
+  if (!read) return "cannot read its schema: " + error;
+  if (!problem.empty()) return problem;
+  for (const auto& [table, expected] : current_keys()) {
+    if (table_columns(db, schema, table).empty()) continue;  // an older version's file
+    const TableKey found = table_key(db, schema, table);
+    if (found.columns != expected.columns || (expected.indexed && !found.indexed))
+      return "its table " + table + " lacks commtap's primary key (" + joined(expected.columns) +
+             ") or its index, which every commtap writer creates (without it every lookup scans "
+             "the table)";
+  }
+  return "";
+}
+
 bool plausible_time(sqlite3_stmt* stmt, int i, bool may_be_negative) {
   const int type = sqlite3_column_type(stmt, i);
   if (type == SQLITE_NULL) return true;

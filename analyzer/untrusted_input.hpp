@@ -61,6 +61,14 @@ void guard_sqlite_opens();
 // query), a virtual table.
 std::string hostile_schema_problem(sqlite3* db, const std::string& schema);
 
+// Empty if every commtap table of `schema` that the file has carries the current schema's primary
+// key (the same columns in order, and its index where commtap's table has one), and the file holds
+// no planner statistics (sqlite_stat1..4, which commtap never writes), else why not. Without its
+// key every lookup the analysis makes (by rank, communicator and sequence number) scans the table:
+// a small file could hold a cron run for minutes. Keys have not changed since the oldest schema
+// version commtap reads (4).
+std::string missing_keys_problem(sqlite3* db, const std::string& schema);
+
 // Empty if every time column (`*_ns`) of commtap's tables in `schema` holds numbers (or NULL)
 // within 0..4e18 (offsets and one-way times within +-4e18), else which table does not. Bounded
 // times keep every sum and difference of two inside 64 bits, so no window or offset arithmetic

@@ -22,6 +22,7 @@
 #include "collectives/cost_model.hpp"
 #include "collectives/topology.hpp"
 #include "monitor/clock.hpp"
+#include "settings/settings.hpp"
 #include "world/world.hpp"
 
 namespace commtap::collectives {
@@ -49,7 +50,7 @@ avoid_list::AvoidList parse_avoid_setting(const std::string& setting) {
       std::fprintf(stderr,
                    "commtap: COMMTAP_AVOID_HOSTS: '%s' is neither a host nor a link "
                    "(FROM->TO, A<->B); ignored\n",
-                   item.c_str());
+                   shown_value(item).c_str());
     }
   }
   return list;
@@ -73,7 +74,7 @@ avoid_list::AvoidList avoid_from_setting(const std::string& setting, MPI_Comm co
         std::fprintf(stderr,
                      "commtap: COMMTAP_AVOID_HOSTS: cannot read findings from %s (%s); nothing "
                      "is avoided\n",
-                     setting.substr(1, 200).c_str(), error.c_str());
+                     shown_value(setting.substr(1)).c_str(), error.c_str());
         list = {};
       }
     } else {
@@ -142,7 +143,7 @@ CostModel agree_on_cost_model(const CollectivesSettings& settings, const Context
     if (!error.empty()) {
       model = CostModel{};
       std::fprintf(stderr, "commtap: COMMTAP_MODEL=%s: %s; using the built-in cost model\n",
-                   settings.model.substr(0, 200).c_str(), error.c_str());
+                   shown_value(settings.model).c_str(), error.c_str());
     }
   }
   broadcast_cost_model(model, comm, context.yield);

@@ -112,7 +112,7 @@ void parse_one(const SettingSpec& spec, Value& field,
   const char* value = lookup(spec.variable);
   if (value == nullptr || *value == '\0' || parse_value(value, spec, field)) return;
   parse_value(spec.default_text, spec, field);
-  problems.push_back(std::string("commtap: ignoring ") + spec.variable + "='" + value +
+  problems.push_back(std::string("commtap: ignoring ") + spec.variable + "='" + shown_value(value) +
                      "': expected " + accepted(spec) + "; using " +
                      (*spec.default_text ? spec.default_text : "the default") + ".");
 }
@@ -137,12 +137,21 @@ void adopt_one(const SettingSpec& spec, Value& field, std::string_view rank_0,
   const std::string mine = as_text(field);
   Value theirs{};
   if (text == mine || !parse_value(text, spec, theirs)) return;
-  differences.push_back(std::string(spec.variable) + "=" + mine + " (rank 0: " + std::string(text) +
-                        ")");
+  differences.push_back(std::string(spec.variable) + "=" + shown_value(mine) +
+                        " (rank 0: " + shown_value(text) + ")");
   field = std::move(theirs);
 }
 
 }  // namespace
+
+std::string shown_value(std::string_view value) {
+  constexpr std::size_t kShown = 80;
+  std::string out(value.substr(0, kShown));
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  if (value.size() > kShown) out += "...(" + std::to_string(value.size()) + " bytes)";
+  return out;
+}
 
 std::span<const SettingSpec> setting_specs() {
   return kSpecs;

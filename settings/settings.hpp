@@ -45,6 +45,11 @@ struct ParsedSettings {
 
 std::span<const SettingSpec> setting_specs();
 
+// A setting's value as a message may echo it: at most its first 80 bytes, then "...(N bytes)"
+// where it is longer, control characters as '?' (a 100 KB value is not printed back whole, once
+// per rank).
+std::string shown_value(std::string_view value);
+
 // Reads every setting through `lookup` (getenv in production, a map in tests). Unset or empty
 // variables take the default; invalid ones take the default and add a problem line.
 ParsedSettings parse_settings(const std::function<const char*(const char*)>& lookup);

@@ -3,6 +3,7 @@
 // jitter none.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -980,6 +981,38 @@ TEST(Health, StoredFindingsCarryTheirAvoidList) {
   commtap::avoid_list::AvoidList after;
   ASSERT_TRUE(commtap::avoid_list::read_recent(store, 0, after, error)) << error;
   EXPECT_TRUE(after.empty());
+}
+
+// Who may write the store's avoid list: another user's trace (here uid euid + 1000 and + 2000,
+// neither root nor the analyzing user) names a link that enters the list only once a job of a
+// second owner names it too; more jobs of the same owner do not count, a trusted trace does.
+TEST(Health, AvoidListEntriesOfAnotherUsersTraceNeedASecondOwner) {
+  TempDir dir;
+  SyntheticJob job = probed_job();
+  job.probe_latency_us = [](int from, int to, double) {
+    return (from == 1 && to == 3) || (from == 3 && to == 1) ? 2030.0 : 30.0;
+  };
+  const JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_link", "link h1 <-> h3"}});
+  const std::string store = (dir.path() / "findings.db").string();
+  const long user = static_cast<long>(::geteuid()) + 1000, other = user + 1000;
+  auto store_as = [&](const std::string& job_id, long owner) {
+    JobHealth copy = health;
+    copy.job_id = job_id;
+    copy.owner_uid = owner;
+    std::string error;
+    EXPECT_TRUE(commtap::analyzer::store_findings(store, {copy}, error)) << error;
+    commtap::avoid_list::AvoidList list;
+    EXPECT_TRUE(commtap::avoid_list::read_recent(store, 0, list, error)) << error;
+    return list.links.size();
+  };
+  EXPECT_EQ(store_as("forged-1", user), 0u);
+  EXPECT_EQ(store_as("forged-2", user), 0u);  // the same owner again
+  EXPECT_EQ(store_as("confirmed", other), 2u);
+  // A trusted trace's entries enter at once (a new store).
+  std::filesystem::remove(store);
+  EXPECT_EQ(store_as("roots", static_cast<long>(::geteuid())), 2u);
+  EXPECT_EQ(store_as("users", user), 4u);  // confirmed by the trusted one
 }
 
 // Rank 0 reading the input is late in every run of the program, on whatever host it lands; a
