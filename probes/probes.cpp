@@ -198,9 +198,6 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // collective ahead of their leaders, and the leaders would look late.
   all_max(*s, comm.rank, nullptr, 0, s->tag + kLeaveTag);
   last_round_end_ns_ = monitor::now_ns();
-  // What the round cost this rank, for the bound (a member that only waited paid as much).
-  recent_rounds_s_[rounds_done_++ % kRoundsKept] =
-      static_cast<double>(monitor::elapsed_ns(decided, last_round_end_ns_)) / 1e9;
   ++cost_.rounds;
   cost_.probing_ns += monitor::elapsed_ns(decided, last_round_end_ns_);
   return next;
@@ -241,6 +238,10 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }
+  // The round's time for the bound, as the leaders measure it (the others only wait for them,
+  // and say "not yet" on the interval alone).
+  recent_rounds_s_[rounds_done_++ % kRoundsKept] =
+      static_cast<double>(monitor::elapsed_ns(began_, monitor::now_ns())) / 1e9;
   return rows;
 }
 
