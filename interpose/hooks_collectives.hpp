@@ -73,6 +73,8 @@ struct CollectiveHooks {
       if constexpr (kAllreduce)
         for (const collectives::Step& step : steps) record_step(self, id, comm, step, site);
       if (comm->id == 1) after_world_collective(seq);
+      if (seq >= comm->probe_at.load(std::memory_order_relaxed))
+        at_probe_point(*comm, info.comm, seq);
     } else if constexpr (kApplies) {
       if (info.request != nullptr && rc == MPI_SUCCESS) {
         // Persistent operations take their sequence numbers (and sampling) at each MPI_Start.

@@ -451,7 +451,8 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
       std::fprintf(stderr, "%s\n", problem.c_str());
 
   if (settings.probe_interval > 0)
-    session.prober = std::make_unique<probes::LinkProber>(session.comm, session.layout, settings);
+    session.prober = std::make_unique<probes::LinkProber>(session.comm, session.layout, settings,
+                                                          runtime().thread_multiple);
   if (settings.tcp_interval > 0)
     session.tcp_links = std::make_unique<monitor::TcpLinkCounters>(
         static_cast<std::uint64_t>(settings.tcp_interval) * 1'000'000'000);
@@ -570,22 +571,49 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
 void after_world_collective(std::uint64_t seq) {
   const std::uint64_t every = static_cast<std::uint64_t>(runtime().settings.clock_sync);
   const bool sync_clock = every != 0 && seq % every == 0;
-  // Set at MPI_Init, reset only after the last world collective (finalize) under the lock.
-  probes::LinkProber* prober = session.prober.get();
-  const bool probe_decision = prober != nullptr && prober->next_decision_seq() == seq;
   world::ClockTree* clocks = session.clocks.get();
   const bool clock_pending = clocks != nullptr && clocks->pending();
-  if (!sync_clock && !probe_decision && !clock_pending) return;
+  if (!sync_clock && !clock_pending) return;
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.stopped || session.forked_child || session.without_mpi) return;
   if (clock_pending && !sync_clock) keep_clock_estimates(clocks->progress());
   if (sync_clock && clocks != nullptr) estimate_clock(world::kClockExchangesMidJob, true);
-  if (probe_decision) {
-    std::vector<monitor::ProbeRow> rows = prober->after_world_collective(seq);
-    if (!rows.empty()) {
-      std::lock_guard measured(session.measured_mutex);
-      session.probes.insert(session.probes.end(), rows.begin(), rows.end());
-    }
+}
+
+void at_probe_point(world::CommState& comm, MPI_Comm handle, std::uint64_t seq) {
+  using probes::LinkProber;
+  if (session.prober == nullptr) {  // probes off (or MPI finalized): never on any communicator
+    comm.probe_at.store(LinkProber::kNever, std::memory_order_relaxed);
+    return;
+  }
+  std::lock_guard lock(lifecycle_mutex);
+  if (!session.started || session.stopped || session.forked_child || session.without_mpi) return;
+  // Set at MPI_Init, reset at MPI_Finalize under the lock.
+  LinkProber* prober = session.prober.get();
+  LinkProber::Members members;
+  members.id = comm.id;
+  members.world_ranks = &comm.world_ranks;
+  PMPI_Comm_rank(handle, &members.rank);
+  PMPI_Comm_size(handle, &members.size);
+  if (comm.probe_at.load(std::memory_order_relaxed) == 1) {
+    // The first blocking collective on it: whether it is probed at all, from what every member
+    // knows alike. Where any rank runs under MPI_THREAD_MULTIPLE the world's collectives only
+    // (as before, the prober agreed on it at MPI_Init): a thread held in one communicator's
+    // decision under the lock, while another thread of a fellow member waits for the lock to
+    // reach a second communicator's, could hold both forever.
+    int inter = 0;
+    PMPI_Comm_test_inter(handle, &inter);
+    const bool probed = prober != nullptr && inter == 0 && prober->can_probe(members);
+    comm.probe_at.store(probed ? LinkProber::kFirstDecision : LinkProber::kNever,
+                        std::memory_order_relaxed);
+    if (!probed || seq < LinkProber::kFirstDecision) return;
+  }
+  if (prober == nullptr) return;
+  std::vector<monitor::ProbeRow> rows;
+  comm.probe_at.store(prober->after_collective(members, seq, rows), std::memory_order_relaxed);
+  if (!rows.empty()) {
+    std::lock_guard measured(session.measured_mutex);
+    session.probes.insert(session.probes.end(), rows.begin(), rows.end());
   }
 }
 

@@ -78,5 +78,10 @@ void start_without_mpi(const FirstNcclCommunicator& first);
 // After the blocking collective `seq` on MPI_COMM_WORLD: every COMMTAP_CLOCK_SYNC-th of them
 // re-estimates the clock offsets (all ranks reach the same seq, so all take part).
 void after_world_collective(std::uint64_t seq);
+// After the blocking collective `seq` on `comm` (handle `handle`), once `seq` reaches the
+// communicator's probe_at: a link-probe decision point of the communicator (probes.hpp), where
+// its members agree whether to probe now and when to ask again. Intercommunicators are never
+// probed, nor, under MPI_THREAD_MULTIPLE, communicators other than MPI_COMM_WORLD.
+void at_probe_point(world::CommState& comm, MPI_Comm handle, std::uint64_t seq);
 
 }  // namespace commtap::interpose

@@ -23,16 +23,20 @@ int tournament_partner(int players, int round, int index) {
 
 namespace {
 
-// The first decision comes early, so that rank 0 can learn how often world collectives come.
-constexpr std::uint64_t kFirstDecision = 16;
 // Probing takes at most this share of the time between two probes, judged on the cheapest of the
 // last three rounds: a link that just became slow makes its transfers long, and the rounds that
 // confirm it (the analyzer needs 2-3) still come at the set interval; a lasting fault then spaces
 // them out so that the bound holds again.
 constexpr double kMaxShare = 0.005;
-// Rank 0 asks again at least this often: the rate of world collectives it turns seconds into
-// sequence numbers with is a past one, and a job that speeds up would otherwise be probed late.
+// A communicator asks again at least this often: the rate of its collectives that a rank turns
+// seconds into sequence numbers with is a past one, and a job that speeds up would otherwise be
+// probed late.
 constexpr double kMaxDecisionStepS = 1.0;
+// A communicator whose members are on some of the job's hosts only waits this much longer than
+// the interval, so that one on all of them (the world's collectives, a Cartesian communicator
+// of every rank), which asks at least every kMaxDecisionStepS, gets the rounds where both are
+// used, and the pairs between the smaller ones' hosts are probed too.
+constexpr double kPartialWaitS = 2 * kMaxDecisionStepS;
 // The fastest of several: noise (a descheduled rank, other traffic) only ever adds time.
 constexpr int kPings = 5;
 constexpr int kTransfers = 3;
@@ -40,7 +44,12 @@ constexpr int kTransfers = 3;
 // up to ~25 ms, seen on 2 loaded cores): one transfer says enough, and repeating it would
 // triple the cost where probing costs most.
 constexpr std::uint64_t kSlowTransferNs = 50'000'000;
-constexpr int kTag = 11;
+// Each communicator's messages on the private communicator carry tags of their own (decisions,
+// probes, leaving), below MPI's guaranteed MPI_TAG_UB of 32767 and apart from the collectives
+// module's calibration tag (0x7ca1).
+constexpr int kTagBase = 0x3000;
+constexpr std::uint64_t kTagSlots = 4096;
+constexpr int kDecideTag = 0, kProbeTag = 1, kLeaveTag = 2;
 
 // A ping's reply: when the peer leader received the ping and sent the reply, on its clock.
 struct PeerTimes {
@@ -50,88 +59,164 @@ struct PeerTimes {
 }  // namespace
 
 LinkProber::LinkProber(MPI_Comm comm, const world::NodeLayout& layout,
-                       const ProbeSettings& settings) {
+                       const ProbeSettings& settings, bool thread_multiple) {
   interval_ns_ = static_cast<std::uint64_t>(settings.probe_interval) * 1'000'000'000ull;
   probe_bytes_ = static_cast<std::uint64_t>(settings.probe_bytes);
-  if (interval_ns_ == 0) return;
-  // Shared with commtap's other agreements, which never run at the same time as a decision.
-  comm_ = comm;
-  PMPI_Comm_rank(comm_, &rank_);
-  leaders_ = layout.leaders;
   hosts_ = layout.nodes;
-  host_index_ = layout.node_index;
-  if (leaders_ != MPI_COMM_NULL) {
-    // Every leader learns every host's name, for the rows.
-    char name[256] = {};
-    ::gethostname(name, sizeof name - 1);
-    std::vector<char> names(static_cast<std::size_t>(hosts_) * sizeof name);
-    PMPI_Allgather(name, sizeof name, MPI_CHAR, names.data(), sizeof name, MPI_CHAR, leaders_);
-    for (int h = 0; h < hosts_; ++h)
-      host_names_.emplace_back(&names[static_cast<std::size_t>(h) * sizeof name]);
+  // Every rank has the same layout: all return here, or none.
+  if (interval_ns_ == 0 || hosts_ < 2) return;
+  // Shared with commtap's other agreements, which use its collectives (and the collectives
+  // module's calibration at MPI_Init, its own tag); the probes use point-to-point only.
+  comm_ = comm;
+  PMPI_Comm_size(comm_, &world_size_);
+  // Every rank learns every world rank's host, so that each member of any communicator can
+  // tell its hosts and their first members from the membership alone ...
+  node_of_rank_.resize(static_cast<std::size_t>(world_size_));
+  int mine = layout.node_index;
+  MPI_Request request = MPI_REQUEST_NULL;
+  PMPI_Iallgather(&mine, 1, MPI_INT, node_of_rank_.data(), 1, MPI_INT, comm_, &request);
+  world::wait_all(1, &request, true);
+  int any_multiple = 0, multiple = thread_multiple ? 1 : 0;
+  PMPI_Iallreduce(&multiple, &any_multiple, 1, MPI_INT, MPI_MAX, comm_, &request);
+  world::wait_all(1, &request, true);
+  world_only_ = any_multiple != 0;
+  // ... and every host's name, for the rows: the leaders gather them, and each tells its host.
+  constexpr int kName = 256;
+  char name[kName] = {};
+  ::gethostname(name, kName - 1);
+  std::vector<char> names(static_cast<std::size_t>(hosts_) * kName);
+  if (layout.leaders != MPI_COMM_NULL) {
+    PMPI_Iallgather(name, kName, MPI_CHAR, names.data(), kName, MPI_CHAR, layout.leaders, &request);
+    world::wait_all(1, &request, true);
   }
-  if (hosts_ < 2) return;  // nothing to probe: next_decision_seq_ stays 0
-  next_decision_seq_.store(kFirstDecision, std::memory_order_relaxed);
+  PMPI_Ibcast(names.data(), static_cast<int>(names.size()), MPI_CHAR, 0, layout.node, &request);
+  world::wait_all(1, &request, true);
+  for (int h = 0; h < hosts_; ++h)
+    host_names_.emplace_back(&names[static_cast<std::size_t>(h) * kName]);
   cost_.since_ns = monitor::now_ns();
-  // The first decision probes (a baseline early, also for short jobs); then the interval.
-  last_decision_ns_ = monitor::now_ns();
-  last_probe_end_ns_ = 0;
   buffer_.resize(probe_bytes_);
 }
 
-std::vector<monitor::ProbeRow> LinkProber::after_world_collective(std::uint64_t seq) {
-  if (seq != next_decision_seq()) return {};
-  const std::uint64_t entered = monitor::now_ns();
-  // Rank 0 decides: probe when the interval has passed (grown so that the last round's time is
-  // at most kMaxShare of it), and asks again when that many seconds of world collectives at
-  // their recent rate have gone by. One broadcast carries both, so every rank agrees.
-  std::uint64_t decision[2] = {0, 0};  // probe now, next seq to decide at
-  if (rank_ == 0) {
-    const std::uint64_t now = monitor::now_ns();
-    const double cheapest_s = *std::min_element(recent_rounds_s_.begin(), recent_rounds_s_.end());
-    const double interval_s =
-        std::max(static_cast<double>(interval_ns_) / 1e9, cheapest_s / kMaxShare);
-    const double since_probe_s =
-        last_probe_end_ns_ == 0 ? interval_s : static_cast<double>(now - last_probe_end_ns_) / 1e9;
-    decision[0] = since_probe_s >= interval_s ? 1 : 0;
-    const double elapsed_s = std::max(1e-9, static_cast<double>(now - last_decision_ns_) / 1e9);
-    const double per_s = static_cast<double>(seq - last_decision_seq_) / elapsed_s;
-    const double wait_s =
-        std::min(kMaxDecisionStepS, decision[0] ? interval_s : interval_s - since_probe_s);
-    decision[1] = seq + static_cast<std::uint64_t>(std::clamp(wait_s * per_s, 1.0, 1e12));
-    last_decision_seq_ = seq;
-    last_decision_ns_ = now;
+LinkProber::Schedule* LinkProber::schedule_of(const Members& comm) {
+  if (auto found = schedules_.find(comm.id); found != schedules_.end()) return found->second.get();
+  auto s = std::make_unique<Schedule>();
+  if (comm.world_ranks == nullptr || comm.world_ranks->empty()) {
+    s->members.resize(static_cast<std::size_t>(comm.size));
+    for (int r = 0; r < comm.size; ++r) s->members[static_cast<std::size_t>(r)] = r;
+  } else {
+    s->members = *comm.world_ranks;
   }
-  MPI_Request told = MPI_REQUEST_NULL;  // yielding: oversubscribed ranks must not spin here
-  PMPI_Ibcast(decision, 2, MPI_UINT64_T, 0, comm_, &told);
-  world::wait_all(1, &told, true);
-  next_decision_seq_.store(decision[1], std::memory_order_relaxed);
-  const std::uint64_t decided = monitor::now_ns();
-  cost_.deciding_ns += monitor::elapsed_ns(entered, decided);
-  if (decision[0] == 0) return {};
-  std::vector<monitor::ProbeRow> rows;
-  if (leaders_ != MPI_COMM_NULL) rows = probe_round();
-  // Everyone leaves together: ranks that were not probing would otherwise reach the next
-  // collective ahead of their leaders, and the leaders would look late.
-  MPI_Request all_done = MPI_REQUEST_NULL;
-  PMPI_Ibarrier(comm_, &all_done);
-  world::wait_all(1, &all_done, true);
-  if (rank_ == 0) last_probe_end_ns_ = monitor::now_ns();
-  ++cost_.rounds;
-  cost_.probing_ns += monitor::elapsed_ns(decided, monitor::now_ns());
-  return rows;
+  if (static_cast<int>(s->members.size()) != comm.size || comm.rank < 0 || comm.rank >= comm.size)
+    return nullptr;
+  for (int member : s->members)
+    if (member < 0 || member >= world_size_) return nullptr;  // a spawned process: not ours
+  std::vector<int> hosts;
+  for (int member : s->members) hosts.push_back(node_of_rank_[static_cast<std::size_t>(member)]);
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  if (hosts.size() < 2) return nullptr;
+  s->hosts = hosts;
+  s->leaders.assign(hosts.size(), -1);
+  // Each host's member of the lowest rank in the communicator measures for it.
+  for (int member : s->members) {
+    const auto h =
+        static_cast<std::size_t>(std::lower_bound(hosts.begin(), hosts.end(),
+                                                  node_of_rank_[static_cast<std::size_t>(member)]) -
+                                 hosts.begin());
+    if (s->leaders[h] < 0) s->leaders[h] = member;
+  }
+  const int me = s->members[static_cast<std::size_t>(comm.rank)];
+  s->host = static_cast<int>(
+      std::lower_bound(hosts.begin(), hosts.end(), node_of_rank_[static_cast<std::size_t>(me)]) -
+      hosts.begin());
+  s->leader = s->leaders[static_cast<std::size_t>(s->host)] == me;
+  s->tag = kTagBase + 4 * static_cast<int>(static_cast<std::uint64_t>(comm.id) % kTagSlots);
+  s->last_decision_ns = cost_.since_ns;
+  return schedules_.emplace(comm.id, std::move(s)).first->second.get();
 }
 
-std::vector<monitor::ProbeRow> LinkProber::probe_round() {
+bool LinkProber::can_probe(const Members& comm) {
+  return interval_ns_ != 0 && hosts_ >= 2 && (comm.id == 1 || !world_only_) &&
+         schedule_of(comm) != nullptr;
+}
+
+void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag) {
+  const int n = static_cast<int>(s.members.size());
+  std::array<std::uint64_t, 2> in{};
+  char none_out = 0, none_in = 0;
+  for (int k = 1; k < n; k <<= 1) {
+    const int to = s.members[static_cast<std::size_t>((rank + k) % n)];
+    const int from = s.members[static_cast<std::size_t>(((rank - k) % n + n) % n)];
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (count > 0) {
+      PMPI_Irecv(in.data(), count, MPI_UINT64_T, from, tag, comm_, &requests[0]);
+      PMPI_Isend(values, count, MPI_UINT64_T, to, tag, comm_, &requests[1]);
+    } else {
+      PMPI_Irecv(&none_in, 0, MPI_BYTE, from, tag, comm_, &requests[0]);
+      PMPI_Isend(&none_out, 0, MPI_BYTE, to, tag, comm_, &requests[1]);
+    }
+    world::wait_all(2, requests, true);
+    for (int i = 0; i < count; ++i)
+      values[i] = std::max(values[i], in[static_cast<std::size_t>(i)]);
+  }
+}
+
+std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t seq,
+                                           std::vector<monitor::ProbeRow>& rows) {
+  Schedule* s = schedule_of(comm);
+  if (s == nullptr) return kNever;
+  const std::uint64_t entered = monitor::now_ns();
+  // Each member says whether it may probe now: the interval has passed since its last round on
+  // any communicator (grown so that the last rounds' time is at most kMaxShare of it; longer
+  // for a communicator on some hosts only), and when it would ask again: that many seconds of
+  // this communicator's collectives at their recent rate. One all-reduce (the maximum of
+  // "not yet", the minimum of the next seq) carries both, so every member agrees.
+  const double cheapest_s = *std::min_element(recent_rounds_s_.begin(), recent_rounds_s_.end());
+  const double interval_s =
+      std::max(static_cast<double>(interval_ns_) / 1e9, cheapest_s / kMaxShare);
+  const double required_s =
+      interval_s + (static_cast<int>(s->hosts.size()) < hosts_ ? kPartialWaitS : 0.0);
+  const double since_s = last_round_end_ns_ == 0
+                             ? required_s
+                             : static_cast<double>(entered - last_round_end_ns_) / 1e9;
+  const bool ready = since_s >= required_s;
+  const double elapsed_s = std::max(1e-9, static_cast<double>(entered - s->last_decision_ns) / 1e9);
+  const double per_s = static_cast<double>(seq - s->last_decision_seq) / elapsed_s;
+  const double wait_s = std::min(kMaxDecisionStepS, ready ? interval_s : required_s - since_s);
+  const std::uint64_t proposal =
+      seq + static_cast<std::uint64_t>(std::clamp(wait_s * per_s, 1.0, 1e12));
+  std::uint64_t decision[2] = {ready ? 0u : 1u, UINT64_MAX - proposal};
+  all_max(*s, comm.rank, decision, 2, s->tag + kDecideTag);
+  const std::uint64_t next = UINT64_MAX - decision[1];
+  s->last_decision_seq = seq;
+  s->last_decision_ns = entered;
+  const std::uint64_t decided = monitor::now_ns();
+  cost_.deciding_ns += monitor::elapsed_ns(entered, decided);
+  if (decision[0] != 0) return next;
+  if (s->leader) rows = probe_round(*s);
+  // Everyone leaves together: members that were not probing would otherwise reach the next
+  // collective ahead of their leaders, and the leaders would look late.
+  all_max(*s, comm.rank, nullptr, 0, s->tag + kLeaveTag);
+  last_round_end_ns_ = monitor::now_ns();
+  ++cost_.rounds;
+  cost_.probing_ns += monitor::elapsed_ns(decided, last_round_end_ns_);
+  return next;
+}
+
+std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
   began_ = monitor::now_ns();
   std::vector<monitor::ProbeRow> rows;
-  for (int round = 0; round < tournament_rounds(hosts_); ++round) {
-    const int peer = tournament_partner(hosts_, round, host_index_);
-    if (peer >= hosts_) continue;  // a bye
-    const bool first = host_index_ < peer;
+  const int hosts = static_cast<int>(s.hosts.size());
+  const int tag = s.tag + kProbeTag;
+  for (int round = 0; round < tournament_rounds(hosts); ++round) {
+    const int peer = tournament_partner(hosts, round, s.host);
+    if (peer >= hosts) continue;  // a bye
+    const int peer_rank = s.leaders[static_cast<std::size_t>(peer)];
+    const bool first = s.host < peer;
     // Both leaders are here before anything is timed: one still held by its previous pair (whose
     // link stalled) would otherwise make this pair's first round trip look stalled too.
     char here_out = 0, here_in = 0;
-    exchange(&here_out, 1, &here_in, 1, peer);
+    exchange(&here_out, 1, &here_in, 1, peer_rank, tag);
     // Each side, in turn, measures its own direction: round trips of one byte for latency
     // (the fastest, halved), then `probe_bytes_` timed from a ready signal to the receiver's
     // acknowledgement, less the acknowledgement's half round trip.
@@ -140,32 +225,38 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round() {
     for (int turn = 0; turn < 2; ++turn) {
       const bool measuring = (turn == 0) == first;
       if (measuring)
-        measure(peer, latency_row, transfer_row, slowest_back);
+        measure(s, peer, latency_row, transfer_row, slowest_back);
       else
-        answer(peer);
+        answer(peer_rank, tag);
     }
     // What each side saw come back from the other is the other's direction: swapped, and kept
     // in the latency row of the direction it crossed.
     std::uint64_t slowest_there = 0;
-    exchange(&slowest_back, sizeof slowest_back, &slowest_there, sizeof slowest_there, peer);
+    exchange(&slowest_back, sizeof slowest_back, &slowest_there, sizeof slowest_there, peer_rank,
+             tag);
     latency_row.slowest_oneway_ns = std::max(latency_row.slowest_oneway_ns, slowest_there);
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }
+  // The round's time for the bound, as the leaders measure it (the others only wait for them,
+  // and say "not yet" on the interval alone).
   recent_rounds_s_[rounds_done_++ % kRoundsKept] =
       static_cast<double>(monitor::elapsed_ns(began_, monitor::now_ns())) / 1e9;
   return rows;
 }
 
-void LinkProber::exchange(void* out, int out_bytes, void* in, int in_bytes, int peer) {
+void LinkProber::exchange(void* out, int out_bytes, void* in, int in_bytes, int peer_rank,
+                          int tag) {
   MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  if (in != nullptr) PMPI_Irecv(in, in_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[0]);
-  if (out != nullptr) PMPI_Isend(out, out_bytes, MPI_BYTE, peer, kTag, leaders_, &requests[1]);
+  if (in != nullptr) PMPI_Irecv(in, in_bytes, MPI_BYTE, peer_rank, tag, comm_, &requests[0]);
+  if (out != nullptr) PMPI_Isend(out, out_bytes, MPI_BYTE, peer_rank, tag, comm_, &requests[1]);
   world::wait_all(2, requests, true);
 }
 
-void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow& transfer,
-                         std::uint64_t& slowest_back) {
+void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency,
+                         monitor::ProbeRow& transfer, std::uint64_t& slowest_back) {
+  const int peer_rank = s.leaders[static_cast<std::size_t>(peer)];
+  const int tag = s.tag + kProbeTag;
   char byte = 0;
   struct Ping {
     std::uint64_t sent, peer_received, peer_replied, received;
@@ -176,7 +267,7 @@ void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow
     Ping& ping = pings[i];
     PeerTimes far{};
     ping.sent = monitor::now_ns();
-    exchange(&byte, 1, &far, sizeof far, peer);
+    exchange(&byte, 1, &far, sizeof far, peer_rank, tag);
     ping.received = monitor::now_ns();
     ping.peer_received = far.received_ns;
     ping.peer_replied = far.replied_ns;
@@ -207,11 +298,11 @@ void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow
   }
   std::uint64_t fastest_transfer = UINT64_MAX, worst_transfer = 0, slowest_data = 0;
   for (int i = 0; i < kTransfers; ++i) {
-    exchange(nullptr, 0, &byte, 1, peer);  // the peer's receive is posted
+    exchange(nullptr, 0, &byte, 1, peer_rank, tag);  // the peer's receive is posted
     const std::uint64_t t0 = monitor::now_ns();
-    exchange(buffer_.data(), static_cast<int>(buffer_.size()), nullptr, 0, peer);
+    exchange(buffer_.data(), static_cast<int>(buffer_.size()), nullptr, 0, peer_rank, tag);
     std::uint64_t peer_had_all = 0;  // ... and complete, at this on the peer's clock
-    exchange(nullptr, 0, &peer_had_all, sizeof peer_had_all, peer);
+    exchange(nullptr, 0, &peer_had_all, sizeof peer_had_all, peer_rank, tag);
     const std::uint64_t t1 = monitor::now_ns();
     const std::uint64_t took = monitor::elapsed_ns(t0, t1);
     fastest_transfer = std::min(fastest_transfer, took);
@@ -219,14 +310,17 @@ void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow
     slowest_data = std::max(slowest_data, there(t0, peer_had_all));
     slowest_back = std::max(slowest_back, back(peer_had_all, t1));
     char slow = fastest_transfer > kSlowTransferNs ? 1 : 0;
-    exchange(&slow, 1, nullptr, 0, peer);  // the peer repeats alike
+    exchange(&slow, 1, nullptr, 0, peer_rank, tag);  // the peer repeats alike
     if (slow) break;
   }
-  const std::string& from = host_names_[static_cast<std::size_t>(host_index_)];
-  const std::string& to = host_names_[static_cast<std::size_t>(peer)];
+  // Numbered and named by the job's hosts, whichever communicator's members measured.
+  const int from_node = s.hosts[static_cast<std::size_t>(s.host)];
+  const int to_node = s.hosts[static_cast<std::size_t>(peer)];
+  const std::string& from = host_names_[static_cast<std::size_t>(from_node)];
+  const std::string& to = host_names_[static_cast<std::size_t>(to_node)];
   latency = {began_,
-             host_index_,
-             peer,
+             from_node,
+             to_node,
              from,
              to,
              1,
@@ -238,30 +332,30 @@ void LinkProber::measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow
              worst_rtt / 2,
              slowest_there};
   auto less_ack = [&](std::uint64_t ns) { return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns; };
-  transfer = {began_, host_index_, peer, from, to, buffer_.size(), less_ack(fastest_transfer)};
+  transfer = {began_, from_node, to_node, from, to, buffer_.size(), less_ack(fastest_transfer)};
   transfer.slowest_ns = less_ack(worst_transfer);
   transfer.slowest_oneway_ns = slowest_data;
 }
 
-void LinkProber::answer(int peer) {
+void LinkProber::answer(int peer_rank, int tag) {
   char byte = 0;
   for (int i = 0; i < kPings; ++i) {
-    exchange(nullptr, 0, &byte, 1, peer);  // the ping, then its reply with the times
+    exchange(nullptr, 0, &byte, 1, peer_rank, tag);  // the ping, then its reply with the times
     PeerTimes far{monitor::now_ns(), 0};
     far.replied_ns = monitor::now_ns();
-    exchange(&far, sizeof far, nullptr, 0, peer);
+    exchange(&far, sizeof far, nullptr, 0, peer_rank, tag);
   }
   // Posts the large receive before saying ready, so the transfer is not held up by it.
   for (int i = 0; i < kTransfers; ++i) {
     MPI_Request large = MPI_REQUEST_NULL;
-    PMPI_Irecv(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, peer, kTag, leaders_,
+    PMPI_Irecv(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, peer_rank, tag, comm_,
                &large);
-    exchange(&byte, 1, nullptr, 0, peer);
+    exchange(&byte, 1, nullptr, 0, peer_rank, tag);
     world::wait_all(1, &large, true);
     std::uint64_t had_all = monitor::now_ns();
-    exchange(&had_all, sizeof had_all, nullptr, 0, peer);
+    exchange(&had_all, sizeof had_all, nullptr, 0, peer_rank, tag);
     char slow = 0;
-    exchange(nullptr, 0, &slow, 1, peer);
+    exchange(nullptr, 0, &slow, 1, peer_rank, tag);
     if (slow) break;
   }
 }

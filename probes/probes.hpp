@@ -1,16 +1,19 @@
-// probes: link probes between hosts. At points every rank agrees on, the node leaders (one rank
-// per host) measure every directed host pair's latency and throughput with a few messages on a
-// private communicator, so that a slow NIC or a congested link shows up in any job, even one
-// whose own traffic commtap cannot see (collectives only). The rows go to the `probes` table.
+// probes: link probes between hosts. At points every member of a communicator agrees on (after
+// one of its blocking collectives), one rank per host of that communicator measures every
+// directed pair of its hosts' latency and throughput with a few messages on commtap's private
+// communicator, so that a slow NIC or a congested link shows up in any job, even one whose own
+// traffic commtap cannot see (collectives only) and one whose collectives are all on a
+// Cartesian, split or duplicated communicator. The rows go to the `probes` table, numbered by
+// the job's hosts (world::NodeLayout), whichever communicator carried the round.
 #pragma once
 
 #include <mpi.h>
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "monitor/trace_schema.hpp"
@@ -24,47 +27,81 @@ class LinkProber {
   // Collective over `comm` (commtap's private duplicate of MPI_COMM_WORLD), at MPI_Init, with
   // its hosts (MPI's shared-memory domains, or pretend ones: COMMTAP_TEST_NODES,
   // world::node_layout) and their leaders in `layout`; the communicators stay the caller's, who
-  // keeps them until the prober is gone. Probes nothing if there is one host or
-  // COMMTAP_PROBE_INTERVAL is 0.
-  LinkProber(MPI_Comm comm, const world::NodeLayout& layout, const ProbeSettings& settings);
+  // keeps them until the prober is gone. Every rank learns every world rank's host and every
+  // host's name, and whether any rank runs under MPI_THREAD_MULTIPLE (`thread_multiple`, this
+  // rank's): then only MPI_COMM_WORLD is probed, on every rank. Probes nothing if there is one
+  // host or COMMTAP_PROBE_INTERVAL is 0.
+  LinkProber(MPI_Comm comm, const world::NodeLayout& layout, const ProbeSettings& settings,
+             bool thread_multiple);
   LinkProber(const LinkProber&) = delete;
   LinkProber& operator=(const LinkProber&) = delete;
 
-  // After the blocking collective `seq` on MPI_COMM_WORLD, on every rank (all reach the same
-  // seq, in the same order). At agreed seqs rank 0 tells every rank whether to probe now and
-  // when to ask again (one small broadcast per decision, about one per interval); when it says
-  // so the leaders probe. Returns the rows this rank measured (leaders only).
-  std::vector<monitor::ProbeRow> after_world_collective(std::uint64_t seq);
+  // Sequence numbers a communicator's first decision comes at, and never.
+  static constexpr std::uint64_t kFirstDecision = 16;
+  static constexpr std::uint64_t kNever = UINT64_MAX;
+
+  // A communicator, as its members see it: its job-wide id, this rank's rank in it and the
+  // world rank of each of its ranks (empty: MPI_COMM_WORLD).
+  struct Members {
+    std::int64_t id = 0;
+    int rank = 0, size = 0;
+    const std::vector<int>* world_ranks = nullptr;
+  };
+  // Whether the rounds can run on this communicator: an intracommunicator (the caller checks)
+  // of world ranks only whose members are on two hosts at least; MPI_COMM_WORLD (id 1) only
+  // where some rank runs under MPI_THREAD_MULTIPLE. Decided alike on every member (from the
+  // membership and what all ranks agreed at MPI_Init); remembered by id.
+  bool can_probe(const Members& comm);
+  // After the blocking collective `seq` of the communicator `comm` (can_probe), on every member:
+  // all reach the same seq of it in the same order. Its members agree, by one all-reduce among
+  // them, whether to probe now (none of them took part in a round for the interval) and at
+  // which of its seqs to ask again (returned); when they probe, one rank per host among them
+  // measures its hosts' pairs. Returns the rows this rank measured in `rows`.
+  std::uint64_t after_collective(const Members& comm, std::uint64_t seq,
+                                 std::vector<monitor::ProbeRow>& rows);
   // What probing has cost this rank so far: rounds run, and the time spent in them (from the
   // decision to leave together) and in the decisions themselves (COMMTAP_VERBOSE reports it).
   struct Cost {
     std::uint64_t rounds = 0, probing_ns = 0, deciding_ns = 0, since_ns = 0;
   };
   Cost cost() const { return cost_; }
-  // The seq of the next decision (0: never), for a check without a lock on the hot path.
-  std::uint64_t next_decision_seq() const {
-    return next_decision_seq_.load(std::memory_order_relaxed);
-  }
 
  private:
-  std::vector<monitor::ProbeRow> probe_round();
-  // One pair's two halves: this leader measures its direction to `peer` (filling the two rows
-  // and the longest one-way leg it saw come back), or answers the peer's measurement.
-  void measure(int peer, monitor::ProbeRow& latency, monitor::ProbeRow& transfer,
+  // One communicator's view: its hosts (node numbers, ascending), the rank of each host's
+  // first member (world ranks), this rank's host among them, and its decisions' pace.
+  struct Schedule {
+    std::vector<int> hosts;
+    std::vector<int> leaders;  // world rank of each host's lowest-ranked member
+    std::vector<int> members;  // world rank of each rank of the communicator
+    int host = 0;              // this rank's host, an index of `hosts`
+    bool leader = false;
+    int tag = 0;  // of its rounds' messages on the private communicator
+    std::uint64_t last_decision_seq = 0, last_decision_ns = 0;
+  };
+  Schedule* schedule_of(const Members& comm);
+  // Dissemination among the schedule's members (log2 n steps of one message each way): the
+  // element-wise maximum of `values` on every member; with no values, a barrier.
+  void all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag);
+  std::vector<monitor::ProbeRow> probe_round(const Schedule& s);
+  // One pair's two halves: this leader measures its direction to `peer` (a host index of the
+  // schedule; filling the two rows and the longest one-way leg it saw come back), or answers
+  // the peer's measurement.
+  void measure(const Schedule& s, int peer, monitor::ProbeRow& latency, monitor::ProbeRow& transfer,
                std::uint64_t& slowest_back);
-  void answer(int peer);
-  void exchange(void* out, int out_bytes, void* in, int in_bytes, int peer);
+  void answer(int peer_rank, int tag);
+  void exchange(void* out, int out_bytes, void* in, int in_bytes, int peer_rank, int tag);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;     // all ranks
-  MPI_Comm leaders_ = MPI_COMM_NULL;  // one rank per host; MPI_COMM_NULL on the others
-  int rank_ = 0, hosts_ = 0, host_index_ = 0;
-  std::vector<std::string> host_names_;  // of each host index (leaders only)
+  MPI_Comm comm_ = MPI_COMM_NULL;  // all ranks: the probes' messages, by world rank
+  int world_size_ = 0, hosts_ = 0;
+  bool world_only_ = false;              // some rank runs under MPI_THREAD_MULTIPLE
+  std::vector<int> node_of_rank_;        // the host of each world rank
+  std::vector<std::string> host_names_;  // of each host
   std::uint64_t interval_ns_ = 0;
   std::uint64_t probe_bytes_ = 0;
-  // Written at decisions only, which all come from world collectives: never two at a time.
-  std::atomic<std::uint64_t> next_decision_seq_{0};
-  // Rank 0's view, for the decisions.
-  std::uint64_t last_decision_seq_ = 0, last_decision_ns_ = 0, last_probe_end_ns_ = 0;
+  // Communicators met at a decision point: their schedules (nullptr: never probed).
+  std::unordered_map<std::int64_t, std::unique_ptr<Schedule>> schedules_;
+  // This rank's last round, on any communicator (0: none yet), for the interval.
+  std::uint64_t last_round_end_ns_ = 0;
   // The last probe rounds' seconds (0: none yet), for the cost bound.
   static constexpr std::size_t kRoundsKept = 3;
   std::array<double, kRoundsKept> recent_rounds_s_{};

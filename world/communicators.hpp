@@ -56,6 +56,11 @@ struct CommState {
     while (seen < seq && !completed.compare_exchange_weak(seen, seq, std::memory_order_relaxed)) {
     }
   }
+  // The sequence number from which its next blocking collective is a link-probe decision point
+  // (interpose/runtime.cpp, probes::LinkProber): 1 until the first one, where the prober says
+  // whether it probes on this communicator at all (UINT64_MAX: never). Read on every blocking
+  // collective; written at those points only, which every member reaches at the same seq.
+  std::atomic<std::uint64_t> probe_at{1};
   // World rank of each rank of the communicator (of the remote group, for an
   // intercommunicator: the ranks point-to-point calls name). Empty for MPI_COMM_WORLD.
   std::vector<int> world_ranks;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Link probes in programs whose collectives are not on MPI_COMM_WORLD (issue 48): a 2-D stencil
+# whose every collective is on a Cartesian communicator, a parameter server on a duplicate of
+# MPI_COMM_WORLD, and a pipeline whose only collectives are on a communicator split off without
+# rank 0. On 4 pretend hosts (COMMTAP_TEST_NODES, one rank each) the probes run on the
+# communicators' own collectives: every directed pair of the hosts each communicator spans, and
+# no other; the programs print what they print natively. Before probes followed any
+# communicator, these jobs had no probe rows at all.
+source "$(dirname "$0")/common.sh"
+
+# 300 steps of 3 ms of compute (a sleep) at least: one round comes at the communicator's 16th
+# collective whatever the load, and every pair is measured in each round.
+check() {  # program expected_pairs forbidden_node(-1: none) what [args...]
+  local program=$1 want=$2 forbidden=$3 what=$4
+  shift 4
+  run_native 4 "$PROGRAMS/$program" "$@" >"$program.native" || fail "$program: native run"
+  [ -s "$program.native" ] || fail "$program: native run printed nothing"
+  run_preloaded 4 -genv COMMTAP_DIR "trace-$program" -genv COMMTAP_TEST_NODES 4 \
+    -genv COMMTAP_PROBE_INTERVAL 1 -genv COMMTAP_YIELD 1 "$PROGRAMS/$program" "$@" \
+    >"$program.probed" || fail "$program: probed run"
+  expect_same_files "$program.native" "$program.probed" "$program: native and probed outputs"
+  local rows pairs outside
+  rows=$(db_query "trace-$program" "SELECT count(*) FROM probes")
+  [ "$rows" -gt 0 ] || fail "$program: no probe rows ($what)"
+  # Each measured pair by its measuring host's rank (one rank per pretend host), latency and
+  # throughput.
+  pairs=$(db_query "trace-$program" "SELECT count(DISTINCT from_node || '>' || to_node || ':' ||
+            bytes) FROM probes WHERE ns > 0 AND from_node <> to_node AND from_node = rank")
+  expect_equal "$want" "$pairs" "$program: directed pairs x sizes probed ($what)"
+  outside=$(db_query "trace-$program" "SELECT count(*) FROM probes WHERE from_node = $forbidden
+              OR to_node = $forbidden")
+  expect_equal 0 "$outside" "$program: rows of a host outside the communicator"
+  pass "$program: $pairs directed pairs x sizes probed in $rows rows ($what)"
+}
+
+check stencil_cart 24 -1 "collectives on a Cartesian communicator only" 300 64 3000
+check param_server 24 -1 "collectives on a duplicate of MPI_COMM_WORLD" 300 64 3000
+# The split communicator spans hosts 1-3: their 6 directed pairs, none with host 0.
+check split_pipeline 12 0 "collectives on a split communicator without rank 0 only" 300 1024 3000
