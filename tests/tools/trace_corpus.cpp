@@ -57,12 +57,15 @@ std::vector<Case> cases() {
     all.push_back({name, std::move(make)});
   };
   for (int seed = 1; seed <= 3; ++seed)
-    add(seed == 1 ? "clean-1" : seed == 2 ? "clean-2" : "clean-3", [seed] {
-      SyntheticJob job;
-      job.seed = static_cast<std::uint64_t>(seed);
-      job.jitter_us = 60;
-      return job;
-    });
+    add(seed == 1   ? "clean-1"
+        : seed == 2 ? "clean-2"
+                    : "clean-3",
+        [seed] {
+          SyntheticJob job;
+          job.seed = static_cast<std::uint64_t>(seed);
+          job.jitter_us = 60;
+          return job;
+        });
   add("straggler-16x3000", [] { return commtap::fixtures::straggler_job(16, 3000, 4); });
   add("straggler-64x500", [] { return commtap::fixtures::straggler_job(64, 500, 8); });
   add("slow-rank", [] {
