@@ -11,7 +11,7 @@
 
 #include "analyzer/detectors.hpp"
 #include "analyzer/statistics.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/trace_rows.hpp"
 
 namespace commtap::analyzer {
 namespace {
@@ -55,19 +55,19 @@ struct TcpAddresses {
 };
 
 bool read_addresses(const Job& job, TcpAddresses& out, std::string& error) {
-  return each_row(
-             job, "SELECT DISTINCT rank, local_address FROM tcp_links",
-             [&](const ResultRow& s) {
-               auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
+  return each_tcp_address(
+             job,
+             [&](const TcpAddressRow& s) {
+               auto rank = job.ranks.find(s.rank);
                if (rank == job.ranks.end()) return;
-               auto [found, added] = out.hosts.try_emplace(column_text(s, 1), rank->second.host);
+               auto [found, added] = out.hosts.try_emplace(s.local_address, rank->second.host);
                if (!added && found->second != rank->second.host) found->second = -1;
              },
              error) &&
-         each_row(
-             job, "SELECT value FROM settings WHERE name = 'COMMTAP_TCP_INTERVAL' LIMIT 1",
-             [&](const ResultRow& s) {
-               if (const double v = std::atof(column_text(s, 0).c_str()); v > 0) out.interval_s = v;
+         each_setting_value(
+             job, "COMMTAP_TCP_INTERVAL",
+             [&](const std::string& value) {
+               if (const double v = std::atof(value.c_str()); v > 0) out.interval_s = v;
              },
              error);
 }
@@ -84,26 +84,20 @@ bool read_link_losses(const Job& job, const TcpAddresses& addresses, std::int64_
     std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
   };
   std::map<std::tuple<int, std::string, std::string>, Counters> previous;
-  return each_row(
+  return each_tcp_link(
       job,
-      "SELECT rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
-      "coalesce(dsack_dups, 0), bytes_acked FROM tcp_links "
-      "ORDER BY rank, local_address, peer_address, wall_ns",
-      [&](const ResultRow& s) {
-        const int rank_number = static_cast<int>(column_i64(s, 0));
+      [&](const TcpLinkRow& s) {
+        const int rank_number = s.rank;
         auto rank = job.ranks.find(rank_number);
-        const std::int64_t wall = column_i64(s, 1);
+        const std::int64_t wall = s.wall_ns;
         if (rank == job.ranks.end() || wall > job.until_wall) return;
-        const std::string peer = column_text(s, 3);
+        const std::string& peer = s.peer_address;
         auto peer_host = addresses.hosts.find(peer);
         if (peer_host == addresses.hosts.end() || peer_host->second < 0 ||
             peer_host->second == rank->second.host || loopback(peer))
           return;
-        const Counters total{static_cast<std::uint64_t>(column_i64(s, 4)),
-                             static_cast<std::uint64_t>(column_i64(s, 5)),
-                             static_cast<std::uint64_t>(column_i64(s, 6)),
-                             static_cast<std::uint64_t>(column_i64(s, 7))};
-        Counters& last = previous[{rank_number, column_text(s, 2), peer}];
+        const Counters total{s.data_segs_out, s.retrans_segs, s.dsack_dups, s.bytes_acked};
+        Counters& last = previous[{rank_number, s.local_address, peer}];
         // Totals only grow; one that fell is a file written by something else: start over.
         if (total.segments < last.segments || total.resent < last.resent ||
             total.duplicates < last.duplicates || total.bytes < last.bytes)

@@ -7,9 +7,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "analyzer/recent_rows.hpp"
 #include "analyzer/statistics.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/trace_rows.hpp"
 
 namespace commtap::analyzer {
 
@@ -109,23 +108,13 @@ constexpr double kStalledShare = 0.05, kStalledFactor = 3.0, kStalledMargin = 0.
 class StallCounters {
  public:
   bool load(const Job& job, std::string& error) {
-    // Each rank's rows in time order (a whole read sorts the file's; cron mode reads rank by
-    // rank in the key's order): the same rows per rank either way.
-    if (!each_recent_row(
-            job, "heartbeats",
-            "SELECT rank, wall_ns, stalled_ns FROM heartbeats WHERE stalled_ns IS NOT NULL "
-            "ORDER BY wall_ns",
-            "SELECT rank, wall_ns, stalled_ns FROM heartbeats WHERE rank = ?1 AND wall_ns >= ?2 "
-            "AND stalled_ns IS NOT NULL ORDER BY wall_ns",
-            {1, 2},
-            [&](const ResultRow& s) {
-              const std::int64_t wall = column_i64(s, 1);
-              if (wall <= job.until_wall)
-                rows_[static_cast<int>(column_i64(s, 0))].emplace_back(wall, column_i64(s, 2));
-            },
-            error))
-      return false;
-    return true;
+    // Each rank's rows in time order.
+    return each_stall_row(
+        job,
+        [&](const StallRow& s) {
+          if (s.wall_ns <= job.until_wall) rows_[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
+        },
+        error);
   }
   // The rank's stalled share of wall time between its rows nearest `from` and `to` (-1: unknown,
   // or under half a second of rows).
@@ -196,11 +185,6 @@ bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls
 
 namespace {
 
-// What both passes read of the collectives: every completed instance record.
-const std::string kColumns = "rank, comm_id, seq, enter_ns, exit_ns, site";
-const std::string kCondition = "exit_ns IS NOT NULL";
-const std::vector<int> kTimeColumns = {3, 4};
-
 // A job without MPI (NCCL's collectives only): its ranks wait for a late one on the GPU, after
 // their NCCL calls returned, so the time inside calls says nothing; the collectives' own
 // enqueue-to-completion times say who waited.
@@ -233,16 +217,15 @@ struct FileArrivals {
 bool read_arrivals(const Job& job, const HealthOptions& options, Instances& instances,
                    std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
-  return observe_collective_rows<FileArrivals>(
-      job, kColumns, kCondition, kTimeColumns,
-      [&](FileArrivals& file, const ResultRow& s) {
-        const int rank = static_cast<int>(column_i64(s, 0));
+  return observe_completed_collectives<FileArrivals>(
+      job,
+      [&](FileArrivals& file, const CollectiveRow& s) {
+        const int rank = s.rank;
         const Rank* r = file.cache.find(job, rank);
         if (r == nullptr) return;
-        const std::int64_t t = r->aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
+        const std::int64_t t = r->aligned(static_cast<std::uint64_t>(s.enter_ns));
         if (t < since || t > until) return;
-        Instance& i =
-            file.instances[{column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))}];
+        Instance& i = file.instances[{s.comm_id, s.seq}];
         i.earliest = std::min(i.earliest, t);
         if (t > i.latest) {
           i.latest = t;
@@ -369,10 +352,10 @@ class LatenessObserver {
     }
   }
 
-  void observe(FileLateness& file, const ResultRow& s) const {
-    const int rank = static_cast<int>(column_i64(s, 0));
-    const std::int64_t comm_id = column_i64(s, 1);
-    const auto seq = static_cast<std::uint64_t>(column_i64(s, 2));
+  void observe(FileLateness& file, const CollectiveRow& s) const {
+    const int rank = s.rank;
+    const std::int64_t comm_id = s.comm_id;
+    const std::uint64_t seq = s.seq;
     auto found = instances_.find({comm_id, seq});
     if (found == instances_.end()) return;
     const Instance& i = found->second;
@@ -394,7 +377,7 @@ class LatenessObserver {
       l.window_instances.assign(static_cast<std::size_t>(grid_.windows), 0);
     }
     const Rank& r = *file.cache.rank;
-    const std::int64_t t = r.aligned(static_cast<std::uint64_t>(column_i64(s, 3)));
+    const std::int64_t t = r.aligned(static_cast<std::uint64_t>(s.enter_ns));
     RankWindow& rw = (*file.windows)[static_cast<std::size_t>(w)];
     ++rw.instances;
     rw.lateness.add(t - i.earliest);
@@ -406,7 +389,7 @@ class LatenessObserver {
     if (static_cast<double>(i.latest - i.earliest) < min_lateness_) return;
     ++rw.waited_instances;
     rw.waited_lateness.add(t - i.earliest);
-    if (without_mpi_) rw.waited_in_flight.add(column_i64(s, 4) - column_i64(s, 3));
+    if (without_mpi_) rw.waited_in_flight.add(s.exit_ns - s.enter_ns);
     const bool arrived_last = rank == i.latest_rank;
     const bool host_last_here = i.latest_host == r.host;
     if (arrived_last) {
@@ -414,8 +397,7 @@ class LatenessObserver {
       ++l.window_instances[static_cast<std::size_t>(w)];
       ++rw.waited_last;
     }
-    const std::int64_t site = column_is_null(s, 5) ? -1 : column_i64(s, 5);
-    RankWindow::SiteCount& at_site = rw.sites[{comm_id, site}];
+    RankWindow::SiteCount& at_site = rw.sites[{comm_id, s.site}];
     ++at_site.waited;
     at_site.last += arrived_last;
     at_site.host_last += host_last_here;
@@ -477,9 +459,8 @@ bool read_lateness(const Job& job, const HealthOptions& options, const Instances
   lateness.host_last.assign(static_cast<std::size_t>(grid.windows),
                             std::vector<std::uint32_t>(job.hosts.size(), 0));
   lateness.window_instances.assign(static_cast<std::size_t>(grid.windows), 0);
-  return observe_collective_rows<FileLateness>(
-      job, kColumns, kCondition, kTimeColumns,
-      [&](FileLateness& file, const ResultRow& s) { observer.observe(file, s); },
+  return observe_completed_collectives<FileLateness>(
+      job, [&](FileLateness& file, const CollectiveRow& s) { observer.observe(file, s); },
       [&](FileLateness&& file) { LatenessObserver::merge(lateness, std::move(file)); }, error);
 }
 
@@ -649,23 +630,18 @@ std::map<int, double> in_flight_medians(const Lateness& l, int onset_window, int
 bool mpi_time_shares(const Job& job, std::int64_t since_wall, std::map<int, double>& share,
                      std::string& error) {
   std::map<int, std::map<std::int64_t, double>> rows;  // rank -> write -> MPI ns
-  if (!each_recent_row(
-          job, "aggregates", "SELECT rank, wall_ns, total_ns FROM aggregates",
-          "SELECT rank, wall_ns, total_ns FROM aggregates WHERE rank = ?1 AND wall_ns >= ?2",
-          {1, 2},
-          [&](const ResultRow& s) {
-            const std::int64_t wall = column_i64(s, 1);
-            if (wall > job.until_wall) return;
-            rows[static_cast<int>(column_i64(s, 0))][wall] += static_cast<double>(column_i64(s, 2));
+  if (!each_aggregate_total(
+          job,
+          [&](const WindowWriteRow& s) {
+            if (s.wall_ns > job.until_wall) return;
+            rows[s.rank][s.wall_ns] += static_cast<double>(s.mpi_ns);
           },
           error) ||
-      !each_recent_row(
-          job, "heartbeats", "SELECT rank, wall_ns FROM heartbeats",
-          "SELECT rank, wall_ns FROM heartbeats WHERE rank = ?1 AND wall_ns >= ?2", {1},
-          [&](const ResultRow& s) {
-            const std::int64_t wall = column_i64(s, 1);
-            const int rank = static_cast<int>(column_i64(s, 0));
-            if (wall <= job.until_wall && job.ranks.count(rank)) rows[rank].try_emplace(wall, 0.0);
+      !each_heartbeat_write(
+          job,
+          [&](const WindowWriteRow& s) {
+            if (s.wall_ns <= job.until_wall && job.ranks.count(s.rank))
+              rows[s.rank].try_emplace(s.wall_ns, 0.0);
           },
           error))
     return false;

@@ -47,9 +47,8 @@ struct HealthOptions {
   // Reading and analyzing one job stops after this many seconds, and the job counts as
   // unreadable (0: default_job_seconds of its files' size, untrusted_input.hpp).
   double job_timeout_s = 0;
-  // Threads that read a job's files (0: one per core). The findings are the same whatever it is;
-  // one by default, since the rows' handover costs more than a second reader gains on 2 cores.
-  int threads = 1;
+  // Threads that read a job's files (0: one per core). The findings are the same whatever it is.
+  int threads = 0;
   // With since_s, read every row anyway (and filter), rather than only the recent ones: the
   // findings are the same (recent_rows.hpp); for comparisons and benchmarks.
   bool read_all = false;
