@@ -23,16 +23,6 @@ struct Instance {
   std::int32_t latest_rank = -1;
   std::int32_t latest_host = -1;  // the latest rank's
   std::uint32_t count = 0;
-  // Adds the arrivals of a later file: of equal latest arrivals the first read stays the latest.
-  void merge_later(const Instance& later) {
-    earliest = std::min(earliest, later.earliest);
-    if (later.latest > latest) {
-      latest = later.latest;
-      latest_rank = later.latest_rank;
-      latest_host = later.latest_host;
-    }
-    count += later.count;
-  }
 };
 
 struct PairHash {
@@ -209,8 +199,17 @@ struct RankCache {
 
 // ---- Pass 1: the earliest and latest arrival of every instance ----------------------------------
 
+// One file's arrivals, in the order read: the merge folds them into the instances as a serial
+// read would, row by row (a per-file table of instances would cost a table per file and as
+// many lookups again, a file holding one rank's row of each instance).
+struct Arrival {
+  std::int64_t comm_id;
+  std::uint64_t seq;
+  std::int64_t t;  // on rank 0's clock
+  std::int32_t rank, host;
+};
 struct FileArrivals {
-  Instances instances;
+  std::vector<Arrival> arrivals;
   RankCache cache;
 };
 
@@ -220,31 +219,26 @@ bool read_arrivals(const Job& job, const HealthOptions& options, Instances& inst
   return observe_completed_collectives<FileArrivals>(
       job,
       [&](FileArrivals& file, const CollectiveRow& s) {
-        const int rank = s.rank;
-        const Rank* r = file.cache.find(job, rank);
+        const Rank* r = file.cache.find(job, s.rank);
         if (r == nullptr) return;
         const std::int64_t t = r->aligned(static_cast<std::uint64_t>(s.enter_ns));
         if (t < since || t > until) return;
-        Instance& i = file.instances[{s.comm_id, s.seq}];
-        i.earliest = std::min(i.earliest, t);
-        if (t > i.latest) {
-          i.latest = t;
-          i.latest_rank = rank;
-          i.latest_host = r->host;
-        }
-        ++i.count;
+        file.arrivals.push_back({s.comm_id, s.seq, t, s.rank, r->host});
       },
       [&](FileArrivals&& file) {
-        if (instances.empty()) {
-          instances = std::move(file.instances);
-          return;
-        }
-        for (const auto& [key, i] : file.instances) {
-          auto [it, added] = instances.try_emplace(key, i);
-          if (!added) it->second.merge_later(i);
+        if (instances.empty()) instances.reserve(file.arrivals.size());
+        for (const Arrival& a : file.arrivals) {
+          Instance& i = instances[{a.comm_id, a.seq}];
+          i.earliest = std::min(i.earliest, a.t);
+          if (a.t > i.latest) {
+            i.latest = a.t;
+            i.latest_rank = a.rank;
+            i.latest_host = a.host;
+          }
+          ++i.count;
         }
       },
-      error);
+      error, /*arrivals_only=*/true);
 }
 
 // The windows the verdicts are made in: the latest kWindowsKept of the span of the compared
@@ -317,7 +311,10 @@ struct Lateness {
 };
 
 struct FileLateness {
-  Lateness lateness;                         // observed_span: this file's own
+  Lateness lateness;  // observed_span: this file's own; host_last and window_instances unused
+  // Waited instances a host's rank arrived last at, by (window, host); and per window.
+  std::map<std::pair<int, int>, std::uint32_t> host_last;
+  std::map<int, std::uint32_t> window_instances;
   std::map<int, std::vector<SpanHit>> hits;  // per rank, in row order
   RankCache cache;
   std::vector<RankWindow>* windows = nullptr;
@@ -371,11 +368,6 @@ class LatenessObserver {
       if (file.seen->empty()) file.seen->resize(grid_.spans);
       file.rank_hits = &file.hits[rank];
     }
-    if (l.host_last.empty()) {
-      l.host_last.assign(static_cast<std::size_t>(grid_.windows),
-                         std::vector<std::uint32_t>(job_.hosts.size(), 0));
-      l.window_instances.assign(static_cast<std::size_t>(grid_.windows), 0);
-    }
     const Rank& r = *file.cache.rank;
     const std::int64_t t = r.aligned(static_cast<std::uint64_t>(s.enter_ns));
     RankWindow& rw = (*file.windows)[static_cast<std::size_t>(w)];
@@ -393,8 +385,8 @@ class LatenessObserver {
     const bool arrived_last = rank == i.latest_rank;
     const bool host_last_here = i.latest_host == r.host;
     if (arrived_last) {
-      ++l.host_last[static_cast<std::size_t>(w)][static_cast<std::size_t>(r.host)];
-      ++l.window_instances[static_cast<std::size_t>(w)];
+      ++file.host_last[{w, r.host}];
+      ++file.window_instances[w];
       ++rw.waited_last;
     }
     RankWindow::SiteCount& at_site = rw.sites[{comm_id, s.site}];
@@ -417,12 +409,11 @@ class LatenessObserver {
   // Adds one file's partial to `into`, in file order.
   static void merge(Lateness& into, FileLateness&& file) {
     Lateness& l = file.lateness;
-    // `into` has every window (read_lateness); a file without waited rows has none.
-    for (std::size_t w = 0; w < l.host_last.size(); ++w) {
-      into.window_instances[w] += l.window_instances[w];
-      for (std::size_t h = 0; h < l.host_last[w].size(); ++h)
-        into.host_last[w][h] += l.host_last[w][h];
-    }
+    for (const auto& [at, count] : file.host_last)
+      into.host_last[static_cast<std::size_t>(at.first)][static_cast<std::size_t>(at.second)] +=
+          count;
+    for (const auto& [w, count] : file.window_instances)
+      into.window_instances[static_cast<std::size_t>(w)] += count;
     for (auto& [rank, windows] : l.per_rank) {
       auto [it, added] = into.per_rank.try_emplace(rank, std::move(windows));
       if (!added)

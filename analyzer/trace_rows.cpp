@@ -81,6 +81,15 @@ const std::string kCollectiveColumns = "rank, comm_id, seq, enter_ns, exit_ns, s
 const std::string kCompletedCollectives = "exit_ns IS NOT NULL";
 const std::vector<int> kCollectiveTimeColumns = {3, 4};
 
+CollectiveRow collective_arrival(const ResultRow& s) {
+  CollectiveRow r;
+  r.rank = static_cast<int>(column_i64(s, 0));
+  r.comm_id = column_i64(s, 1);
+  r.seq = static_cast<std::uint64_t>(column_i64(s, 2));
+  r.enter_ns = column_i64(s, 3);
+  return r;
+}
+
 CollectiveRow collective_row(const ResultRow& s) {
   CollectiveRow r;
   r.rank = static_cast<int>(column_i64(s, 0));

@@ -60,16 +60,21 @@ struct CollectiveRow {
 extern const std::string kCollectiveColumns, kCompletedCollectives;
 extern const std::vector<int> kCollectiveTimeColumns;
 CollectiveRow collective_row(const ResultRow& s);
+// Only its rank, instance and entry (exit_ns and site left unread: 0 and -1).
+CollectiveRow collective_arrival(const ResultRow& s);
 // Every file's completed collectives (in cron mode the recent ones: recent_rows.hpp), observed
 // per file on the reading threads and merged in file order (observe_files_in_order):
 // `observe(Partial&, const CollectiveRow&)`, `merge(Partial&&)`.
+// `arrivals_only`: the rows as collective_arrival reads them (fewer columns read per row).
 template <class Partial, class Observe, class Merge>
 bool observe_completed_collectives(const Job& job, const Observe& observe, const Merge& merge,
-                                   std::string& error) {
+                                   std::string& error, bool arrivals_only = false) {
   return observe_collective_rows<Partial>(
       job, kCollectiveColumns, kCompletedCollectives, kCollectiveTimeColumns,
-      [&](Partial& partial, const ResultRow& s) { observe(partial, collective_row(s)); }, merge,
-      error);
+      [&](Partial& partial, const ResultRow& s) {
+        observe(partial, arrivals_only ? collective_arrival(s) : collective_row(s));
+      },
+      merge, error);
 }
 
 // A heartbeat's stall counter (heartbeats.stalled_ns where recorded): each rank's rows in time
