@@ -23,12 +23,6 @@ constexpr std::size_t kFirstRows = 64;
 // Files per reading thread whose observations may wait for the merge.
 constexpr std::size_t kFilesAhead = 4;
 
-// SQLite counts its memory in use under one process-wide mutex by default, which the reading
-// threads then take at every allocation: on 2 cores that contention cost more CPU than the
-// second thread saved. Nothing here reads those counts. Set before SQLite initializes (at
-// program start); where it already has, the call changes nothing.
-const int kNoMemoryStatistics = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-
 }  // namespace
 
 void RowChunk::add(sqlite3_stmt* stmt) {
@@ -61,6 +55,10 @@ std::string ResultRow::text(int column) const {
   if (c.type == SQLITE_NULL) return "";
   if (c.text < 0) return std::to_string(c.value);
   return chunk_->texts_[static_cast<std::size_t>(c.text)];
+}
+
+bool without_memory_statistics() {
+  return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
 }
 
 int reading_threads(int threads) {

@@ -97,6 +97,13 @@ class RowSink {
 // consumer reaches the file).
 using FileWork = std::function<bool(TraceReader& reader, RowSink& sink, std::string& error)>;
 
+// SQLite counts the memory it uses under one process-wide mutex, which reading threads then take
+// at every allocation: on 2 cores that contention cost more CPU than a second thread saved
+// (docs/benchmarks.md). This turns the count off for the process; call it before SQLite is
+// first used (false where it was: nothing changes). Not in a process that sets a heap limit
+// (`commtap query`'s memory limit needs the count).
+bool without_memory_statistics();
+
 // The threads a read uses: `threads`, or all cores where it is 0.
 int reading_threads(int threads);
 
