@@ -172,60 +172,46 @@ std::string ClockMethod::describe() const {
   return text;
 }
 
-// How a rank's offset to rank 0 is estimated from completions (docs/analyzer.md):
-//
-// For each collective instance that completed on the rank and on a rank already aligned (rank 0
-// to begin with, then, round by round, ranks aligned through a chain of shared communicators),
-// the difference d = (the aligned rank's exit, on rank 0's clock) - (this rank's exit, on its
-// own clock) is the offset plus how much later the aligned rank's kernel ended. That second part
-// is small (NCCL releases all ranks together, within about one network latency) and takes
-// either sign from instance to instance, so the median of d over consecutive instances is the
-// offset; one estimate per kPerEstimate instances follows drift.
-//
-// The error bound of an estimate is the sum of:
-// - half the interquartile range of its differences: the uncertainty of their median (for
-//   normally scattered differences its standard error is 1.25 sigma / sqrt(n) = 0.93 IQR /
-//   sqrt(n): half the IQR is about three standard errors at 32 instances, two at 14);
-// - the median spread of its instances' exit times over all their ranks once aligned (latest
-//   minus earliest exit): how far apart completions of one collective typically are, which a
-//   constant order of release between two ranks (one always released a hop after the other) is
-//   not larger than, and which the differences alone cannot show (it moves their median);
-// - the error of the aligned rank it was compared with (errors add along a chain).
-// Not covered: a systematic release order larger than the typical spread, which would need a
-// collective whose ranks are released one after another; NCCL's are not.
-bool align_clocks_by_collectives(Job& job, std::string& error) {
-  ClockMethod& method = job.clock_method;
-  method = ClockMethod{};
-  std::set<int> unaligned;
+namespace {
+
+// Which ranks start aligned (MPI's estimates, or the reference) and which are to be aligned.
+struct AlignmentStart {
+  std::set<int> aligned, unaligned;
+  int reference = -1;  // the lowest rank, where no rank has MPI's estimates
+};
+
+AlignmentStart alignment_start(const Job& job, ClockMethod& method) {
+  AlignmentStart start;
   for (const auto& [number, r] : job.ranks) {
     if (r.mpi_clock)
       ++method.mpi_ranks;
     else
-      unaligned.insert(number);
+      start.unaligned.insert(number);
   }
-  if (unaligned.empty()) return true;
+  if (start.unaligned.empty()) return start;
   // Ranks with MPI's estimates are on rank 0's clock already; without any, the lowest rank's
   // clock is the reference (rank 0's when its file is there).
-  std::set<int> aligned;
   for (const auto& [number, r] : job.ranks)
-    if (r.mpi_clock) aligned.insert(number);
-  int reference = -1;
-  if (aligned.empty()) {
-    reference = job.ranks.begin()->first;
-    aligned.insert(reference);
-    unaligned.erase(reference);
+    if (r.mpi_clock) start.aligned.insert(number);
+  if (start.aligned.empty()) {
+    start.reference = job.ranks.begin()->first;
+    start.aligned.insert(start.reference);
+    start.unaligned.erase(start.reference);
   }
+  return start;
+}
 
-  std::map<int, WallRange> walls;
-  if (!wall_ranges(job, walls, error)) return false;
-  // The reference's monotonic clock on the wall clock: what the job's windows, --since and --at
-  // and the report's time axes are reckoned in.
-  if (reference >= 0)
-    if (auto w = walls.find(reference); w != walls.end() && w->second.known())
-      job.ranks.at(reference).wall_minus_monotonic = w->second.middle();
+// The completions of the collectives that release everyone, per rank, each naming its instance
+// by an index.
+struct Completions {
+  std::size_t instances = 0;
+  std::map<int, std::vector<Row>> rows;
+};
 
-  // The completions, one in k instances where there are many (by a hash of the instance, so that
-  // every rank keeps the same ones). Rows past --at are left out (on the rank's own wall time).
+// The completions, one in k instances where there are many (by a hash of the instance, so that
+// every rank keeps the same ones). Rows past --at are left out (on the rank's own wall time).
+bool read_completions(const Job& job, const std::map<int, WallRange>& walls, Completions& out,
+                      std::string& error) {
   std::uint64_t total = 0;
   for (const std::string& file : job.files) {
     auto reader = TraceReader::open(file, error);
@@ -237,7 +223,6 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
   }
   const std::uint64_t keep_one_in = std::max<std::uint64_t>(1, (total + kMostRows - 1) / kMostRows);
   std::unordered_map<std::pair<std::int64_t, std::uint64_t>, std::uint32_t, PairHash> index;
-  std::map<int, std::vector<Row>> rows;
   const PairHash hash;
   std::string implausible;
   for (const std::string& file : job.files) {
@@ -262,7 +247,7 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
                                                exit + w->second.middle() > job.until_wall)
                   return;
               auto [it, added] = index.try_emplace(key, static_cast<std::uint32_t>(index.size()));
-              rows[rank].push_back({it->second, exit});
+              out.rows[rank].push_back({it->second, exit});
             },
             error))
       return false;
@@ -271,120 +256,160 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
       return false;
     }
   }
+  out.instances = index.size();
+  return true;
+}
 
-  // Round by round: the instances' exits on rank 0's clock by the ranks aligned so far (the
-  // first to have one keeps it: the shortest chain), then every rank that shares enough of them.
-  constexpr std::int64_t kNone = INT64_MIN;
-  std::vector<std::int64_t> anchor_exit(index.size(), kNone);
-  std::vector<double> anchor_error(index.size(), 0);
-  // Each estimate's instances, to add their exit spread to its bound once all are aligned.
-  std::map<int, std::vector<std::vector<std::uint32_t>>> estimate_instances;
-  std::map<int, double> max_error;  // per aligned rank, its largest bound so far
-  auto take_anchors = [&](int number) {
+// The instances' exits on rank 0's clock by the ranks aligned so far (the first to have one
+// keeps it: the shortest chain), and each estimate's instances, to add their exit spread to its
+// bound once all are aligned.
+class Anchors {
+ public:
+  explicit Anchors(std::size_t instances) : exit_(instances, kNone), error_(instances, 0) {}
+
+  // Takes the exits of an aligned rank's completions where no rank gave one yet.
+  void take(const Job& job, const Completions& completions, int number) {
     const Rank& r = job.ranks.at(number);
     const double error_ns = max_error.count(number) ? max_error[number] : 0.0;
-    for (const Row& row : rows[number])
-      if (anchor_exit[row.instance] == kNone) {
-        anchor_exit[row.instance] = r.aligned(static_cast<std::uint64_t>(row.exit));
-        anchor_error[row.instance] = error_ns;
+    auto rows = completions.rows.find(number);
+    if (rows == completions.rows.end()) return;
+    for (const Row& row : rows->second)
+      if (exit_[row.instance] == kNone) {
+        exit_[row.instance] = r.aligned(static_cast<std::uint64_t>(row.exit));
+        error_[row.instance] = error_ns;
       }
-  };
-  std::vector<int> order(aligned.begin(), aligned.end());  // in the order they were aligned
-  for (int number : aligned) {
+  }
+  // The rank's completions of anchored instances.
+  std::vector<Pair> pairs_of(const Completions& completions, int number) const {
+    std::vector<Pair> pairs;
+    auto rows = completions.rows.find(number);
+    if (rows == completions.rows.end()) return pairs;
+    for (const Row& row : rows->second)
+      if (exit_[row.instance] != kNone)
+        pairs.push_back({row.exit, static_cast<double>(exit_[row.instance] - row.exit),
+                         error_[row.instance], row.instance});
+    return pairs;
+  }
+
+  std::map<int, double> max_error;  // per aligned rank, its largest bound so far
+  std::map<int, std::vector<std::vector<std::uint32_t>>> estimate_instances;
+
+ private:
+  static constexpr std::int64_t kNone = INT64_MIN;
+  std::vector<std::int64_t> exit_;
+  std::vector<double> error_;
+};
+
+// The rank's estimates from its completions paired with anchored ones (sorted by exit): one per
+// group of consecutive instances; returns the largest bound.
+double estimate_offsets(const std::vector<Pair>& pairs, Rank& r,
+                        std::vector<std::vector<std::uint32_t>>& instances_of) {
+  const std::size_t per =
+      std::max(kPerEstimate, (pairs.size() + kMostEstimates - 1) / kMostEstimates);
+  // Whole groups of `per`, the remainder going to the last (never a group of a few).
+  const std::size_t groups = std::max<std::size_t>(1, pairs.size() / per);
+  r.clocks.clear();
+  instances_of.clear();
+  double largest = 0;
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::size_t from = g * per, to = g + 1 == groups ? pairs.size() : from + per;
+    std::vector<double> differences, exits;
+    std::vector<std::uint32_t> instances;
+    double anchor = 0;
+    for (std::size_t i = from; i < to; ++i) {
+      differences.push_back(pairs[i].difference);
+      exits.push_back(static_cast<double>(pairs[i].exit));
+      instances.push_back(pairs[i].instance);
+      anchor = std::max(anchor, pairs[i].anchor_error);
+    }
+    std::sort(differences.begin(), differences.end());
+    const double offset = quantile_of_sorted(differences, 0.5);
+    const double half_iqr =
+        (quantile_of_sorted(differences, 0.75) - quantile_of_sorted(differences, 0.25)) / 2;
+    monitor::ClockEstimate e;
+    e.at_ns = static_cast<std::uint64_t>(median_of(exits));
+    e.offset.offset_ns = bounded_ns(offset);
+    e.offset.error_ns = bounded_ns(half_iqr + anchor);
+    largest = std::max(largest, half_iqr + anchor);
+    r.clocks.push_back(e);
+    instances_of.push_back(std::move(instances));
+  }
+  return largest;
+}
+
+// Round by round: every unaligned rank that shares enough instances with the anchors is
+// aligned, and its completions become anchors. Returns the ranks in the order they were aligned.
+std::vector<int> align_in_rounds(Job& job, const Completions& completions, AlignmentStart& start,
+                                 Anchors& anchors) {
+  std::vector<int> order(start.aligned.begin(), start.aligned.end());
+  for (int number : start.aligned) {
     if (job.ranks.at(number).mpi_clock) {
       double largest = 0;
       for (const auto& e : job.ranks.at(number).clocks)
         largest = std::max(largest, static_cast<double>(e.offset.error_ns));
-      max_error[number] = largest;
+      anchors.max_error[number] = largest;
     }
-    take_anchors(number);
+    anchors.take(job, completions, number);
   }
-  while (!unaligned.empty()) {
+  while (!start.unaligned.empty()) {
     std::vector<int> done;
-    for (int number : unaligned) {
-      std::vector<Pair> pairs;
-      for (const Row& row : rows[number])
-        if (anchor_exit[row.instance] != kNone)
-          pairs.push_back({row.exit, static_cast<double>(anchor_exit[row.instance] - row.exit),
-                           anchor_error[row.instance], row.instance});
+    for (int number : start.unaligned) {
+      std::vector<Pair> pairs = anchors.pairs_of(completions, number);
       if (pairs.size() < kMinShared) continue;
       std::sort(pairs.begin(), pairs.end(),
                 [](const Pair& a, const Pair& b) { return a.exit < b.exit; });
-      const std::size_t per =
-          std::max(kPerEstimate, (pairs.size() + kMostEstimates - 1) / kMostEstimates);
-      // Whole groups of `per`, the remainder going to the last (never a group of a few).
-      const std::size_t groups = std::max<std::size_t>(1, pairs.size() / per);
-      Rank& r = job.ranks.at(number);
-      r.clocks.clear();
-      auto& instances_of = estimate_instances[number];
-      instances_of.clear();
-      double largest = 0;
-      for (std::size_t g = 0; g < groups; ++g) {
-        const std::size_t from = g * per, to = g + 1 == groups ? pairs.size() : from + per;
-        std::vector<double> differences, exits;
-        std::vector<std::uint32_t> instances;
-        double anchor = 0;
-        for (std::size_t i = from; i < to; ++i) {
-          differences.push_back(pairs[i].difference);
-          exits.push_back(static_cast<double>(pairs[i].exit));
-          instances.push_back(pairs[i].instance);
-          anchor = std::max(anchor, pairs[i].anchor_error);
-        }
-        std::sort(differences.begin(), differences.end());
-        const double offset = quantile_of_sorted(differences, 0.5);
-        const double half_iqr =
-            (quantile_of_sorted(differences, 0.75) - quantile_of_sorted(differences, 0.25)) / 2;
-        monitor::ClockEstimate e;
-        e.at_ns = static_cast<std::uint64_t>(median_of(exits));
-        e.offset.offset_ns = bounded_ns(offset);
-        e.offset.error_ns = bounded_ns(half_iqr + anchor);
-        largest = std::max(largest, half_iqr + anchor);
-        r.clocks.push_back(e);
-        instances_of.push_back(std::move(instances));
-      }
-      max_error[number] = largest;
+      anchors.max_error[number] =
+          estimate_offsets(pairs, job.ranks.at(number), anchors.estimate_instances[number]);
       done.push_back(number);
     }
     if (done.empty()) break;
     for (int number : done) {
-      unaligned.erase(number);
-      aligned.insert(number);
+      start.unaligned.erase(number);
+      start.aligned.insert(number);
       order.push_back(number);
-      take_anchors(number);
+      anchors.take(job, completions, number);
     }
   }
+  return order;
+}
 
-  // The spread of each instance's exits over its aligned ranks, added to the bounds.
-  if (!estimate_instances.empty()) {
-    std::vector<std::int64_t> earliest(index.size(), INT64_MAX), latest(index.size(), INT64_MIN);
-    for (int number : aligned) {
-      const Rank& r = job.ranks.at(number);
-      for (const Row& row : rows[number]) {
-        const std::int64_t t = r.aligned(static_cast<std::uint64_t>(row.exit));
-        earliest[row.instance] = std::min(earliest[row.instance], t);
-        latest[row.instance] = std::max(latest[row.instance], t);
-      }
-    }
-    for (auto& [number, groups] : estimate_instances) {
-      Rank& r = job.ranks.at(number);
-      for (std::size_t g = 0; g < groups.size(); ++g) {
-        std::vector<double> spreads;
-        for (std::uint32_t i : groups[g])
-          spreads.push_back(static_cast<double>(latest[i]) - static_cast<double>(earliest[i]));
-        r.clocks[g].offset.error_ns =
-            bounded_ns(static_cast<double>(r.clocks[g].offset.error_ns) + median_of(spreads));
-      }
+// The spread of each instance's exits over its aligned ranks, added to the bounds.
+void add_exit_spreads(Job& job, const Completions& completions, const std::set<int>& aligned,
+                      const Anchors& anchors) {
+  if (anchors.estimate_instances.empty()) return;
+  std::vector<std::int64_t> earliest(completions.instances, INT64_MAX),
+      latest(completions.instances, INT64_MIN);
+  for (int number : aligned) {
+    const Rank& r = job.ranks.at(number);
+    auto rows = completions.rows.find(number);
+    if (rows == completions.rows.end()) continue;
+    for (const Row& row : rows->second) {
+      const std::int64_t t = r.aligned(static_cast<std::uint64_t>(row.exit));
+      earliest[row.instance] = std::min(earliest[row.instance], t);
+      latest[row.instance] = std::max(latest[row.instance], t);
     }
   }
+  for (const auto& [number, groups] : anchors.estimate_instances) {
+    Rank& r = job.ranks.at(number);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      std::vector<double> spreads;
+      for (std::uint32_t i : groups[g])
+        spreads.push_back(static_cast<double>(latest[i]) - static_cast<double>(earliest[i]));
+      r.clocks[g].offset.error_ns =
+          bounded_ns(static_cast<double>(r.clocks[g].offset.error_ns) + median_of(spreads));
+    }
+  }
+}
 
-  // Processes on one machine read one CLOCK_MONOTONIC (now_ns() follows it within tens of
-  // nanoseconds): a rank on the host of a rank aligned before it has that rank's offset exactly,
-  // where its own estimates agree within their bounds. They need not: a test skews the clocks
-  // of one host's ranks (COMMTAP_TEST_CLOCK_SKEW), and two machines may carry one name.
-  std::set<int> shares_host;
+// Processes on one machine read one CLOCK_MONOTONIC (now_ns() follows it within tens of
+// nanoseconds): a rank on the host of a rank aligned before it has that rank's offset exactly,
+// where its own estimates agree within their bounds. They need not: a test skews the clocks
+// of one host's ranks (COMMTAP_TEST_CLOCK_SKEW), and two machines may carry one name.
+void share_host_clocks(Job& job, const std::vector<int>& order, const Anchors& anchors,
+                       ClockMethod& method) {
   for (std::size_t i = 0; i < order.size(); ++i) {
     Rank& r = job.ranks.at(order[i]);
-    if (!estimate_instances.count(order[i])) continue;  // MPI's, or the reference
+    if (!anchors.estimate_instances.count(order[i])) continue;  // MPI's, or the reference
     const Rank* same = nullptr;
     for (std::size_t j = 0; j < i && same == nullptr; ++j)
       if (job.ranks.at(order[j]).host == r.host) same = &job.ranks.at(order[j]);
@@ -398,7 +423,6 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
     if (agrees) {
       r.clocks = same->clocks;
       r.init_offset_ns = same->init_offset_ns;
-      shares_host.insert(order[i]);
       ++method.host_ranks;
     } else {
       ++method.collective_ranks;
@@ -406,14 +430,16 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
     for (const auto& e : r.clocks)
       method.error_ns = std::max(method.error_ns, static_cast<double>(e.offset.error_ns));
   }
+}
 
-  // Each rank's monotonic clock on the wall clock: the reference's, moved by its offset (the
-  // hosts' wall clocks agree to NTP's milliseconds, the estimates to microseconds).
-  // (Job::wall_minus_aligned is the first rank's, as load_facts sets it.)
+// Each rank's monotonic clock on the wall clock: the reference's, moved by its offset (the
+// hosts' wall clocks agree to NTP's milliseconds, the estimates to microseconds).
+// (Job::wall_minus_aligned is the first rank's, as load_facts sets it.)
+void set_wall_clocks(Job& job, const AlignmentStart& start, const std::map<int, WallRange>& walls) {
   const std::int64_t reference_wall = job.ranks.begin()->second.wall_minus_monotonic;
   for (auto& [number, r] : job.ranks) {
-    if (r.mpi_clock || number == reference) continue;
-    if (aligned.count(number)) {
+    if (r.mpi_clock || number == start.reference) continue;
+    if (start.aligned.count(number)) {
       r.wall_minus_monotonic =
           bounded_ns(static_cast<double>(reference_wall) +
                      static_cast<double>(r.clocks.empty() ? r.init_offset_ns
@@ -428,7 +454,51 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
           bounded_ns(static_cast<double>(w->second.middle()) - static_cast<double>(reference_wall));
     }
   }
-  method.unaligned.assign(unaligned.begin(), unaligned.end());
+}
+
+}  // namespace
+
+// How a rank's offset to rank 0 is estimated from completions (docs/analyzer.md):
+//
+// For each collective instance that completed on the rank and on a rank already aligned (rank 0
+// to begin with, then, round by round, ranks aligned through a chain of shared communicators),
+// the difference d = (the aligned rank's exit, on rank 0's clock) - (this rank's exit, on its
+// own clock) is the offset plus how much later the aligned rank's kernel ended. That second part
+// is small (NCCL releases all ranks together, within about one network latency) and takes
+// either sign from instance to instance, so the median of d over consecutive instances is the
+// offset; one estimate per kPerEstimate instances follows drift.
+//
+// The error bound of an estimate is the sum of:
+// - half the interquartile range of its differences: the uncertainty of their median (for
+//   normally scattered differences its standard error is 1.25 sigma / sqrt(n) = 0.93 IQR /
+//   sqrt(n): half the IQR is about three standard errors at 32 instances, two at 14);
+// - the median spread of its instances' exit times over all their ranks once aligned (latest
+//   minus earliest exit): how far apart completions of one collective typically are, which a
+//   constant order of release between two ranks (one always released a hop after the other) is
+//   not larger than, and which the differences alone cannot show (it moves their median);
+// - the error of the aligned rank it was compared with (errors add along a chain).
+// Not covered: a systematic release order larger than the typical spread, which would need a
+// collective whose ranks are released one after another; NCCL's are not.
+bool align_clocks_by_collectives(Job& job, std::string& error) {
+  ClockMethod& method = job.clock_method;
+  method = ClockMethod{};
+  AlignmentStart start = alignment_start(job, method);
+  if (start.unaligned.empty()) return true;
+  std::map<int, WallRange> walls;
+  if (!wall_ranges(job, walls, error)) return false;
+  // The reference's monotonic clock on the wall clock: what the job's windows, --since and --at
+  // and the report's time axes are reckoned in.
+  if (start.reference >= 0)
+    if (auto w = walls.find(start.reference); w != walls.end() && w->second.known())
+      job.ranks.at(start.reference).wall_minus_monotonic = w->second.middle();
+  Completions completions;
+  if (!read_completions(job, walls, completions, error)) return false;
+  Anchors anchors(completions.instances);
+  const std::vector<int> order = align_in_rounds(job, completions, start, anchors);
+  add_exit_spreads(job, completions, start.aligned, anchors);
+  share_host_clocks(job, order, anchors, method);
+  set_wall_clocks(job, start, walls);
+  method.unaligned.assign(start.unaligned.begin(), start.unaligned.end());
   return true;
 }
 

@@ -1,6 +1,6 @@
 // Degradation of a call site over time (docs/analyzer.md).
 #include "analyzer/detectors.hpp"
-#include "analyzer/recent_rows.hpp"
+#include "analyzer/trace_rows.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,6 @@
 
 #include "analyzer/statistics.hpp"
 #include "analyzer/symbols.hpp"
-#include "analyzer/trace_files.hpp"
 
 namespace commtap::analyzer {
 
@@ -50,24 +49,15 @@ bool detect_degradation(const Job& job, const HealthOptions& options,
   std::map<std::int64_t, CallMix> mix;  // window -> the job's calls in it
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const std::int64_t since_wall = since_wall_ns(job, options);
-  if (!each_recent_row(
-          job, "aggregates",
-          "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
-          "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
-          "s.site = a.site AND s.frame = 0",
-          "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
-          "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
-          "s.site = a.site AND s.frame = 0 WHERE a.rank = ?1 AND a.wall_ns >= ?2",
-          {0, 5},
-          [&](const ResultRow& s) {
-            const std::int64_t wall = column_i64(s, 0);
+  if (!each_aggregate(
+          job,
+          [&](const AggregateRow& a) {
+            const std::int64_t wall = a.wall_ns;
             if (wall < since_wall || wall > job.until_wall) return;
-            auto& cell =
-                series[{column_text(s, 1), column_text(s, 2), column_i64(s, 3)}][wall / window_ns];
-            cell.first += static_cast<double>(column_i64(s, 4));
-            cell.second += static_cast<double>(column_i64(s, 5));
-            mix[wall / window_ns][{column_text(s, 1), column_i64(s, 3)}] +=
-                static_cast<double>(column_i64(s, 4));
+            auto& cell = series[{a.function, a.symbol, a.size_class}][wall / window_ns];
+            cell.first += static_cast<double>(a.calls);
+            cell.second += static_cast<double>(a.total_ns);
+            mix[wall / window_ns][{a.function, a.size_class}] += static_cast<double>(a.calls);
           },
           error))
     return false;

@@ -286,19 +286,10 @@ void detect_progress_hangs(const Job& job, const HealthOptions& options, const L
   }
 }
 
-}  // namespace
-
-void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out) {
-  const double stale_s =
-      options.stale_after_s > 0 ? options.stale_after_s : 3 * job.interval_s + 1.0;
-  const auto stale_ns = static_cast<std::uint64_t>(stale_s * 1e9);
-  const auto hang_ns = static_cast<std::uint64_t>(options.hang_after_s * 1e9);
-  const Liveness live{job, stale_ns};
-  const std::size_t found_before = out.size();
+// Lost ranks: no heartbeat for a while although others go on (or ended properly), or the first
+// to go in a job the others then tore down.
+void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding>& out) {
   auto lost = [&](const Rank& r) { return live.lost(r); };
-  auto seen = [&](const Rank& r) { return live.seen(r); };
-  // Lost ranks: no heartbeat for a while although others go on (or ended properly), or the
-  // first to go in a job the others then tore down.
   for (const auto& [number, r] : job.ranks) {
     const bool first_to_go = !lost(r) && live.died_first(number, r);
     if (!lost(r) && !first_to_go) continue;
@@ -325,7 +316,14 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
     f.host = job.hosts[static_cast<std::size_t>(r.host)];
     out.push_back(f);
   }
-  // Ranks stuck in the same collective instance.
+}
+
+// Ranks stuck in the same collective instance (communicator, sequence number) for hang_ns.
+using StuckInstances = std::map<std::pair<std::int64_t, std::uint64_t>, std::vector<int>>;
+
+StuckInstances stuck_instances(const Job& job, const Liveness& live, std::uint64_t hang_ns) {
+  auto lost = [&](const Rank& r) { return live.lost(r); };
+  auto seen = [&](const Rank& r) { return live.seen(r); };
   std::map<std::pair<std::int64_t, std::uint64_t>, std::vector<int>> stuck;
   for (const auto& [number, r] : job.ranks) {
     const Seen v = seen(r);
@@ -338,87 +336,96 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
     if (v.now < h.since_ns + hang_ns) continue;
     stuck[{h.comm_id, h.seq}].push_back(number);
   }
-  std::set<int> stuck_somewhere;
-  for (const auto& [instance, ranks] : stuck) stuck_somewhere.insert(ranks.begin(), ranks.end());
-  for (const auto& [instance, ranks] : stuck) {
-    const auto [comm_id, seq] = instance;
-    std::vector<int> members;
-    if (auto c = job.comms.find(comm_id); c != job.comms.end()) members = c->second.members;
-    if (members.empty())
-      for (const auto& [number, r] : job.ranks)
-        if (r.progress.count(comm_id)) members.push_back(number);
-    std::vector<int> culprits;
-    for (int m : members) {
-      if (std::find(ranks.begin(), ranks.end(), m) != ranks.end()) continue;
-      auto r = job.ranks.find(m);
-      std::uint64_t entered = 0;
-      if (r != job.ranks.end())
-        if (auto p = r->second.progress.find(comm_id); p != r->second.progress.end())
-          entered = p->second.entered;
-      if (entered < seq) culprits.push_back(m);
-    }
-    // A rank that never arrived because it is itself stuck in another collective (an earlier
-    // instance that some ranks left and it did not: they went on to the next one) is waiting,
-    // not the cause; the finding about the instance it is stuck in names the cause. When every
-    // rank this instance waits for is such a one, this instance says nothing more.
-    if (!culprits.empty()) {
-      std::erase_if(culprits, [&](int m) { return stuck_somewhere.count(m) > 0; });
-      if (culprits.empty()) continue;
-    }
-    // Of several that never arrived, the cause and those blocked in MPI calls waiting for it.
-    const std::vector<int> waiting = live.split_waiting(culprits);
-    const Seen first = seen(job.ranks.at(ranks.front()));
-    std::uint64_t since = first.beat.since_ns, until = 0;
-    for (int number : ranks) {
-      const Seen v = seen(job.ranks.at(number));
-      since = std::min(since, v.beat.since_ns);
-      until = std::max(until, v.now);
-    }
-    Finding f;
-    f.first_seen_ns = since;
-    f.last_seen_ns = until;
-    f.severity = Severity::critical;
-    const std::string where =
-        first.beat.function + " #" + std::to_string(seq) + " on comm " + std::to_string(comm_id);
-    const std::string stuck_for =
-        " for " + ms_text(static_cast<double>(until - since)) +
-        (first.ended_by ? " until " + *first.ended_by + " ended the job" : "");
-    json stuck_ranks = ranks;
-    if (!culprits.empty()) {
-      f.kind = finding_kind::hang;
-      // All culprits on one host, and all of that host's ranks among them: name the host.
-      f.subject = live.subject_of(culprits);
-      std::string doing;
-      for (int c : culprits) doing += (doing.empty() ? "" : "; ") + live.doing(c, comm_id);
-      f.summary = std::to_string(ranks.size()) + " of " + std::to_string(members.size()) +
-                  " ranks stuck in " + where + stuck_for + "; never arrived: " + doing;
-      if (!waiting.empty())
-        f.summary +=
-            "; also not there, blocked in MPI calls (waiting for it): " + names_of(job, waiting);
-      f.evidence = {{"comm_id", comm_id},
-                    {"seq", seq},
-                    {"function", first.beat.function},
-                    {"stuck_ranks", stuck_ranks},
-                    {"culprits", culprits},
-                    {"waiting_in_calls", waiting},
-                    {"members", members.size()},
-                    {"stuck_ns", until - since}};
-    } else if (ranks.size() == members.size()) {
-      f.kind = finding_kind::communication_hang;
-      f.subject = "comm " + std::to_string(comm_id);
-      f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +
-                  std::to_string(comm_id) + " entered " + where + " and none left" + stuck_for +
-                  " (a communication hang: see the link findings for the likely link)";
-      f.evidence = {{"comm_id", comm_id},
-                    {"seq", seq},
-                    {"stuck_ranks", stuck_ranks},
-                    {"stuck_ns", until - since}};
-    } else {
-      continue;  // others passed this instance: a rooted collective's slow tail, not a hang
-    }
-    out.push_back(f);
+  return stuck;
+}
+
+// hang (the ranks that never arrived at an instance others are stuck in) or communication_hang
+// (every member stuck in it) for one stuck instance. `stuck_somewhere`: every stuck rank.
+void judge_stuck_instance(const Job& job, const Liveness& live,
+                          const std::pair<std::int64_t, std::uint64_t>& instance,
+                          const std::vector<int>& ranks, const std::set<int>& stuck_somewhere,
+                          std::vector<Finding>& out) {
+  auto seen = [&](const Rank& r) { return live.seen(r); };
+  const auto [comm_id, seq] = instance;
+  std::vector<int> members;
+  if (auto c = job.comms.find(comm_id); c != job.comms.end()) members = c->second.members;
+  if (members.empty())
+    for (const auto& [number, r] : job.ranks)
+      if (r.progress.count(comm_id)) members.push_back(number);
+  std::vector<int> culprits;
+  for (int m : members) {
+    if (std::find(ranks.begin(), ranks.end(), m) != ranks.end()) continue;
+    auto r = job.ranks.find(m);
+    std::uint64_t entered = 0;
+    if (r != job.ranks.end())
+      if (auto p = r->second.progress.find(comm_id); p != r->second.progress.end())
+        entered = p->second.entered;
+    if (entered < seq) culprits.push_back(m);
   }
-  detect_progress_hangs(job, options, live, out);
+  // A rank that never arrived because it is itself stuck in another collective (an earlier
+  // instance that some ranks left and it did not: they went on to the next one) is waiting,
+  // not the cause; the finding about the instance it is stuck in names the cause. When every
+  // rank this instance waits for is such a one, this instance says nothing more.
+  if (!culprits.empty()) {
+    std::erase_if(culprits, [&](int m) { return stuck_somewhere.count(m) > 0; });
+    if (culprits.empty()) return;
+  }
+  // Of several that never arrived, the cause and those blocked in MPI calls waiting for it.
+  const std::vector<int> waiting = live.split_waiting(culprits);
+  const Seen first = seen(job.ranks.at(ranks.front()));
+  std::uint64_t since = first.beat.since_ns, until = 0;
+  for (int number : ranks) {
+    const Seen v = seen(job.ranks.at(number));
+    since = std::min(since, v.beat.since_ns);
+    until = std::max(until, v.now);
+  }
+  Finding f;
+  f.first_seen_ns = since;
+  f.last_seen_ns = until;
+  f.severity = Severity::critical;
+  const std::string where =
+      first.beat.function + " #" + std::to_string(seq) + " on comm " + std::to_string(comm_id);
+  const std::string stuck_for =
+      " for " + ms_text(static_cast<double>(until - since)) +
+      (first.ended_by ? " until " + *first.ended_by + " ended the job" : "");
+  json stuck_ranks = ranks;
+  if (!culprits.empty()) {
+    f.kind = finding_kind::hang;
+    // All culprits on one host, and all of that host's ranks among them: name the host.
+    f.subject = live.subject_of(culprits);
+    std::string doing;
+    for (int c : culprits) doing += (doing.empty() ? "" : "; ") + live.doing(c, comm_id);
+    f.summary = std::to_string(ranks.size()) + " of " + std::to_string(members.size()) +
+                " ranks stuck in " + where + stuck_for + "; never arrived: " + doing;
+    if (!waiting.empty())
+      f.summary +=
+          "; also not there, blocked in MPI calls (waiting for it): " + names_of(job, waiting);
+    f.evidence = {{"comm_id", comm_id},
+                  {"seq", seq},
+                  {"function", first.beat.function},
+                  {"stuck_ranks", stuck_ranks},
+                  {"culprits", culprits},
+                  {"waiting_in_calls", waiting},
+                  {"members", members.size()},
+                  {"stuck_ns", until - since}};
+  } else if (ranks.size() == members.size()) {
+    f.kind = finding_kind::communication_hang;
+    f.subject = "comm " + std::to_string(comm_id);
+    f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +
+                std::to_string(comm_id) + " entered " + where + " and none left" + stuck_for +
+                " (a communication hang: see the link findings for the likely link)";
+    f.evidence = {{"comm_id", comm_id},
+                  {"seq", seq},
+                  {"stuck_ranks", stuck_ranks},
+                  {"stuck_ns", until - since}};
+  } else {
+    return;  // others passed this instance: a rooted collective's slow tail, not a hang
+  }
+  out.push_back(f);
+}
+
+// comm_aborted, where nothing else of this detector's explains an abort.
+void detect_aborts(const Job& job, std::vector<Finding>& out) {
   // A rank that called ncclCommAbort with no hang or lost rank found: the application tore a
   // communicator down (on an error NCCL reported, its own timeout, or to shrink it around a
   // failed rank). Said when nothing else of this detector's explains it; a warning, since an
@@ -439,7 +446,7 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   std::vector<int> aborted;
   for (const auto& [number, r] : job.ranks)
     if (r.nccl_aborts > 0 && !ended_before(number)) aborted.push_back(number);
-  if (aborted.empty() || out.size() > found_before) return;
+  if (aborted.empty()) return;
   Finding f;
   f.kind = finding_kind::comm_aborted;
   f.subject = job.rank_name(aborted.front());
@@ -459,6 +466,25 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
               "application's own timeout, or to shrink it; no hang or lost rank was seen";
   f.evidence = {{"ranks", aborted}, {"calls", calls}};
   out.push_back(f);
+}
+
+}  // namespace
+
+void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out) {
+  const double stale_s =
+      options.stale_after_s > 0 ? options.stale_after_s : 3 * job.interval_s + 1.0;
+  const auto stale_ns = static_cast<std::uint64_t>(stale_s * 1e9);
+  const auto hang_ns = static_cast<std::uint64_t>(options.hang_after_s * 1e9);
+  const Liveness live{job, stale_ns};
+  const std::size_t found_before = out.size();
+  detect_lost_ranks(job, live, out);
+  const StuckInstances stuck = stuck_instances(job, live, hang_ns);
+  std::set<int> stuck_somewhere;
+  for (const auto& [instance, ranks] : stuck) stuck_somewhere.insert(ranks.begin(), ranks.end());
+  for (const auto& [instance, ranks] : stuck)
+    judge_stuck_instance(job, live, instance, ranks, stuck_somewhere, out);
+  detect_progress_hangs(job, options, live, out);
+  if (out.size() == found_before) detect_aborts(job, out);
 }
 
 }  // namespace commtap::analyzer

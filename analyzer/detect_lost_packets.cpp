@@ -11,7 +11,7 @@
 
 #include "analyzer/detectors.hpp"
 #include "analyzer/statistics.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/trace_rows.hpp"
 
 namespace commtap::analyzer {
 namespace {
@@ -47,135 +47,156 @@ std::string share_text(double share) {
   return text;
 }
 
-}  // namespace
+// Which host each address is: the ranks' own ends of their connections. An address two hosts
+// claim (a private bridge's, loopback) names none (-1). And COMMTAP_TCP_INTERVAL.
+struct TcpAddresses {
+  std::map<std::string, int> hosts;
+  double interval_s = 5;
+};
 
-bool detect_lost_packets(const Job& job, const HealthOptions& options,
-                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
-                         std::vector<std::string>& delayed, std::string& error) {
-  // Which host each address is: the ranks' own ends of their connections. An address two hosts
-  // claim (a private bridge's, loopback) names none.
-  std::map<std::string, int> address_hosts;  // -1: ambiguous
-  double interval_s = 5;                     // COMMTAP_TCP_INTERVAL
-  if (!each_row(
-          job, "SELECT DISTINCT rank, local_address FROM tcp_links",
-          [&](const ResultRow& s) {
-            auto rank = job.ranks.find(static_cast<int>(column_i64(s, 0)));
-            if (rank == job.ranks.end()) return;
-            auto [found, added] = address_hosts.try_emplace(column_text(s, 1), rank->second.host);
-            if (!added && found->second != rank->second.host) found->second = -1;
-          },
-          error) ||
-      !each_row(
-          job, "SELECT value FROM settings WHERE name = 'COMMTAP_TCP_INTERVAL' LIMIT 1",
-          [&](const ResultRow& s) {
-            if (const double v = std::atof(column_text(s, 0).c_str()); v > 0) interval_s = v;
-          },
-          error))
-    return false;
-  if (address_hosts.empty()) return true;
+bool read_addresses(const Job& job, TcpAddresses& out, std::string& error) {
+  return each_tcp_address(
+             job,
+             [&](const TcpAddressRow& s) {
+               auto rank = job.ranks.find(s.rank);
+               if (rank == job.ranks.end()) return;
+               auto [found, added] = out.hosts.try_emplace(s.local_address, rank->second.host);
+               if (!added && found->second != rank->second.host) found->second = -1;
+             },
+             error) &&
+         each_setting_value(
+             job, "COMMTAP_TCP_INTERVAL",
+             [&](const std::string& value) {
+               if (const double v = std::atof(value.c_str()); v > 0) out.interval_s = v;
+             },
+             error);
+}
 
-  // Each row's counters are totals since the rank's first read: a row's resends and duplicates
-  // are its difference to the one before. Counted over the stall span, up to --at.
-  const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
-  const std::int64_t span = stall_span_ns(options);
-  const std::int64_t counted_since = std::max(now - span, since_wall_ns(job, options));
-  const std::int64_t recent_since = now - span / 2;
-  std::map<std::pair<int, int>, LinkLoss> links;  // (from host, to host)
+// Per directed host pair, what its connections sent and lost over the span counted.
+using LinkLosses = std::map<std::pair<int, int>, LinkLoss>;  // (from host, to host)
+
+// Each row's counters are totals since the rank's first read: a row's resends and duplicates are
+// its difference to the one before. Counted from `counted_since`, up to --at. `first_counted`:
+// the earliest row counted.
+bool read_link_losses(const Job& job, const TcpAddresses& addresses, std::int64_t counted_since,
+                      LinkLosses& links, std::int64_t& first_counted, std::string& error) {
   struct Counters {
     std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
   };
   std::map<std::tuple<int, std::string, std::string>, Counters> previous;
-  std::int64_t first_counted = INT64_MAX;
-  if (!each_row(
-          job,
-          "SELECT rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
-          "coalesce(dsack_dups, 0), bytes_acked FROM tcp_links "
-          "ORDER BY rank, local_address, peer_address, wall_ns",
-          [&](const ResultRow& s) {
-            const int rank_number = static_cast<int>(column_i64(s, 0));
-            auto rank = job.ranks.find(rank_number);
-            const std::int64_t wall = column_i64(s, 1);
-            if (rank == job.ranks.end() || wall > job.until_wall) return;
-            const std::string peer = column_text(s, 3);
-            auto peer_host = address_hosts.find(peer);
-            if (peer_host == address_hosts.end() || peer_host->second < 0 ||
-                peer_host->second == rank->second.host || loopback(peer))
-              return;
-            const Counters total{static_cast<std::uint64_t>(column_i64(s, 4)),
-                                 static_cast<std::uint64_t>(column_i64(s, 5)),
-                                 static_cast<std::uint64_t>(column_i64(s, 6)),
-                                 static_cast<std::uint64_t>(column_i64(s, 7))};
-            Counters& last = previous[{rank_number, column_text(s, 2), peer}];
-            // Totals only grow; one that fell is a file written by something else: start over.
-            if (total.segments < last.segments || total.resent < last.resent ||
-                total.duplicates < last.duplicates || total.bytes < last.bytes)
-              last = Counters{};
-            const Counters delta{total.segments - last.segments, total.resent - last.resent,
-                                 total.duplicates - last.duplicates, total.bytes - last.bytes};
-            last = total;
-            if (wall < counted_since) return;
-            first_counted = std::min(first_counted, wall);
-            LinkLoss& link = links[{rank->second.host, peer_host->second}];
-            link.segments += delta.segments;
-            link.resent += delta.resent;
-            link.duplicates += delta.duplicates;
-            link.bytes += delta.bytes;
-            if (delta.resent > delta.duplicates) link.lost_at.push_back(wall);
-          },
-          error))
-    return false;
-  if (links.empty()) return true;
+  return each_tcp_link(
+      job,
+      [&](const TcpLinkRow& s) {
+        const int rank_number = s.rank;
+        auto rank = job.ranks.find(rank_number);
+        const std::int64_t wall = s.wall_ns;
+        if (rank == job.ranks.end() || wall > job.until_wall) return;
+        const std::string& peer = s.peer_address;
+        auto peer_host = addresses.hosts.find(peer);
+        if (peer_host == addresses.hosts.end() || peer_host->second < 0 ||
+            peer_host->second == rank->second.host || loopback(peer))
+          return;
+        const Counters total{s.data_segs_out, s.retrans_segs, s.dsack_dups, s.bytes_acked};
+        Counters& last = previous[{rank_number, s.local_address, peer}];
+        // Totals only grow; one that fell is a file written by something else: start over.
+        if (total.segments < last.segments || total.resent < last.resent ||
+            total.duplicates < last.duplicates || total.bytes < last.bytes)
+          last = Counters{};
+        const Counters delta{total.segments - last.segments, total.resent - last.resent,
+                             total.duplicates - last.duplicates, total.bytes - last.bytes};
+        last = total;
+        if (wall < counted_since) return;
+        first_counted = std::min(first_counted, wall);
+        LinkLoss& link = links[{rank->second.host, peer_host->second}];
+        link.segments += delta.segments;
+        link.resent += delta.resent;
+        link.duplicates += delta.duplicates;
+        link.bytes += delta.bytes;
+        if (delta.resent > delta.duplicates) link.lost_at.push_back(wall);
+      },
+      error);
+}
 
-  const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
-  for (const auto& [pair, link] : links)
-    tcp_links.push_back({host_name(pair.first), host_name(pair.second), link.segments, link.resent,
-                         link.lost(), link.bytes});
-
-  // The links that lose: against the lower quartile of the measured links' shares (a host that
-  // loses both ways has a lossy link to and from every peer: half the links of 4 hosts, two thirds
-  // of 3). With fewer than 4 measured links (2 hosts) the absolute floors decide alone.
+// The measured links' shares (the baseline's sample) and the links that lose: against the lower
+// quartile of the measured links' shares (a host that loses both ways has a lossy link to and
+// from every peer: half the links of 4 hosts, two thirds of 3). With fewer than 4 measured links
+// (2 hosts) the absolute floors decide alone.
+struct LossyLinks {
   std::vector<double> shares;
+  double baseline = 0;
+  std::vector<std::pair<int, int>> lossy;
+};
+
+LossyLinks lossy_links(const LinkLosses& links, double interval_s, std::int64_t recent_since) {
+  LossyLinks out;
   for (const auto& [pair, link] : links)
-    if (link.segments >= kMeasuredSegments) shares.push_back(link.share());
-  const double baseline = shares.size() >= 4 ? lower_quartile_of(shares) : 0.0;
-  // Rows of one moment: every rank reads its counters on its own schedule, at most a writer window
-  // apart from the others, and one rank's reads are a COMMTAP_TCP_INTERVAL apart.
+    if (link.segments >= kMeasuredSegments) out.shares.push_back(link.share());
+  out.baseline = out.shares.size() >= 4 ? lower_quartile_of(out.shares) : 0.0;
+  // Rows of one moment: every rank reads its counters on its own schedule, at most a writer
+  // window apart from the others, and one rank's reads are a COMMTAP_TCP_INTERVAL apart.
   const std::int64_t gap =
       std::max<std::int64_t>(1'500'000'000, static_cast<std::int64_t>(interval_s * 0.5e9));
-  std::vector<std::pair<int, int>> lossy;
   for (const auto& [pair, link] : links)
     if (link.lost() >= kMinLost && link.share() >= kMinShare &&
-        link.share() >= kShareFactor * baseline &&
+        link.share() >= kShareFactor * out.baseline &&
         separate_moments(link.lost_at, gap) >= kMinMoments &&
         *std::max_element(link.lost_at.begin(), link.lost_at.end()) >= recent_since)
-      lossy.push_back(pair);
-  if (lossy.empty()) return true;
+      out.lossy.push_back(pair);
+  return out;
+}
 
-  // A host or link that another rule names already: the same finding is merged with it (so that a
-  // host held off the CPU does not explain it away, below in health.cpp); a link whose host is
-  // named, or named the other way round, is not named again.
-  const NamedNetworkSubjects named = named_network_subjects(findings);
-  std::set<std::string> subjects;
-  for (const Finding& f : findings) subjects.insert(f.subject);
-  // Each row's difference covers the interval before it.
-  const std::string span_text =
-      ms_text(static_cast<double>(now - first_counted) + interval_s * 1e9);
-  const std::string compared =
-      shares.size() >= 4
-          ? "against " + share_text(baseline) + " on most links (lower quartile of " +
-                std::to_string(shares.size()) + ")"
-          : "with too few links to compare (" + std::to_string(shares.size()) + ")";
-  auto add_finding = [&](const std::string& kind, const std::string& subject,
-                         const std::vector<std::pair<int, int>>& mine, json evidence,
-                         avoid_list::AvoidList avoid, const std::string& where,
-                         const std::string& cause) {
+// A host: lossy links into it from two hosts at least, or out of it to two, and at most a
+// quarter as many lossy links that do not touch it. Of several, the one that lost most (-1:
+// none); `links`: its lossy links.
+int lossy_host(const LinkLosses& links, const std::vector<std::pair<int, int>>& lossy,
+               std::vector<std::pair<int, int>>& host_links) {
+  int host = -1;
+  std::uint64_t host_lost = 0;
+  std::set<int> candidates;
+  for (const auto& [from, to] : lossy) candidates.insert({from, to});
+  for (int h : candidates) {
+    std::set<int> senders, receivers;
+    std::vector<std::pair<int, int>> mine;
+    std::uint64_t lost = 0;
+    for (const auto& [from, to] : lossy) {
+      if (from != h && to != h) continue;
+      mine.push_back({from, to});
+      lost += links.at({from, to}).lost();
+      if (to == h)
+        senders.insert(from);
+      else
+        receivers.insert(to);
+    }
+    const std::size_t elsewhere = lossy.size() - mine.size();
+    if ((senders.size() < 2 && receivers.size() < 2) || 4 * elsewhere > mine.size() ||
+        lost <= host_lost)
+      continue;
+    host = h;
+    host_lost = lost;
+    host_links = std::move(mine);
+  }
+  return host;
+}
+
+// What a loss finding says, the same for a host and a link.
+struct LossFindings {
+  const Job& job;
+  const LinkLosses& links;
+  const LossyLinks& lossy;
+  std::string span_text, compared;
+  std::vector<Finding>& findings;
+  std::vector<std::string>& delayed;
+
+  void add(const std::string& kind, const std::string& subject,
+           const std::vector<std::pair<int, int>>& mine, json evidence, avoid_list::AvoidList avoid,
+           const std::string& where, const std::string& cause) {
     LinkLoss total;
     for (const auto& pair : mine) {
-      const LinkLoss& link = links[pair];
+      const LinkLoss& link = links.at(pair);
       total.segments += link.segments;
       total.resent += link.resent;
       total.duplicates += link.duplicates;
-      const std::string receiver = host_name(pair.second);
+      const std::string receiver = job.hosts[static_cast<std::size_t>(pair.second)];
       if (std::find(delayed.begin(), delayed.end(), receiver) == delayed.end())
         delayed.push_back(receiver);
     }
@@ -196,64 +217,75 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
     evidence["lost"] = total.lost();
     evidence["resent"] = total.resent;
     evidence["share"] = total.share();
-    evidence["baseline_share"] = baseline;
+    evidence["baseline_share"] = lossy.baseline;
     f.host = evidence.value("host", "");
     f.from = evidence.value("from", "");
     f.to = evidence.value("to", "");
     f.evidence = std::move(evidence);
     f.avoid = std::move(avoid);
     findings.push_back(std::move(f));
-  };
-
-  // A host: lossy links into it from two hosts at least, or out of it to two, and at most a
-  // quarter as many lossy links that do not touch it. Of several, the one that lost most.
-  int lossy_host = -1;
-  std::uint64_t lossy_host_lost = 0;
-  std::vector<std::pair<int, int>> lossy_host_links;
-  std::set<int> candidates;
-  for (const auto& [from, to] : lossy) candidates.insert({from, to});
-  for (int h : candidates) {
-    std::set<int> senders, receivers;
-    std::vector<std::pair<int, int>> mine;
-    std::uint64_t lost = 0;
-    for (const auto& [from, to] : lossy) {
-      if (from != h && to != h) continue;
-      mine.push_back({from, to});
-      lost += links[{from, to}].lost();
-      if (to == h)
-        senders.insert(from);
-      else
-        receivers.insert(to);
-    }
-    const std::size_t elsewhere = lossy.size() - mine.size();
-    if ((senders.size() < 2 && receivers.size() < 2) || 4 * elsewhere > mine.size() ||
-        lost <= lossy_host_lost)
-      continue;
-    lossy_host = h;
-    lossy_host_lost = lost;
-    lossy_host_links = std::move(mine);
   }
-  if (lossy_host >= 0) {
-    const std::string host = host_name(lossy_host);
+};
+
+}  // namespace
+
+bool detect_lost_packets(const Job& job, const HealthOptions& options,
+                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<std::string>& delayed, std::string& error) {
+  TcpAddresses addresses;
+  if (!read_addresses(job, addresses, error)) return false;
+  if (addresses.hosts.empty()) return true;
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
+  const std::int64_t span = stall_span_ns(options);
+  LinkLosses links;
+  std::int64_t first_counted = INT64_MAX;
+  if (!read_link_losses(job, addresses, std::max(now - span, since_wall_ns(job, options)), links,
+                        first_counted, error))
+    return false;
+  if (links.empty()) return true;
+  const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
+  for (const auto& [pair, link] : links)
+    tcp_links.push_back({host_name(pair.first), host_name(pair.second), link.segments, link.resent,
+                         link.lost(), link.bytes});
+  const LossyLinks lossy = lossy_links(links, addresses.interval_s, now - span / 2);
+  if (lossy.lossy.empty()) return true;
+
+  // A host or link that another rule names already: the same finding is merged with it (so that a
+  // host held off the CPU does not explain it away, below in health.cpp); a link whose host is
+  // named, or named the other way round, is not named again.
+  const NamedNetworkSubjects named = named_network_subjects(findings);
+  std::set<std::string> subjects;
+  for (const Finding& f : findings) subjects.insert(f.subject);
+  // Each row's difference covers the interval before it.
+  LossFindings out{job, links, lossy, "", "", findings, delayed};
+  out.span_text = ms_text(static_cast<double>(now - first_counted) + addresses.interval_s * 1e9);
+  out.compared =
+      lossy.shares.size() >= 4
+          ? "against " + share_text(lossy.baseline) + " on most links (lower quartile of " +
+                std::to_string(lossy.shares.size()) + ")"
+          : "with too few links to compare (" + std::to_string(lossy.shares.size()) + ")";
+  std::vector<std::pair<int, int>> host_links;
+  if (const int h = lossy_host(links, lossy.lossy, host_links); h >= 0) {
+    const std::string host = host_name(h);
     bool into = false, out_of = false;
-    for (const auto& [from, to] : lossy_host_links) (to == lossy_host ? into : out_of) = true;
-    add_finding(finding_kind::slow_host_network, "host " + host, lossy_host_links, {{"host", host}},
-                avoid_host(host), into && out_of ? "to and from it" : (into ? "to it" : "from it"),
-                "packets dropped at its NIC, cable or switch port, or on a congested link");
-  } else {
-    for (const auto& [from, to] : lossy) {
-      const bool both = std::find(lossy.begin(), lossy.end(), std::pair{to, from}) != lossy.end();
-      if (both && from > to) continue;  // named once, as a <-> b
-      const std::string a = host_name(from), b = host_name(to);
-      const std::string subject = "link " + a + (both ? " <-> " : " -> ") + b;
-      if (named.names_link(a, b) && !subjects.count(subject)) continue;
-      std::vector<std::pair<int, int>> mine = {{from, to}};
-      if (both) mine.push_back({to, from});
-      add_finding(finding_kind::slow_link, subject, mine,
-                  {{"from", a}, {"to", b}, {"both_directions", both}}, avoid_link(a, b, both, 0),
-                  "over it",
-                  "packets dropped on the way (cable, NIC or switch port, or congestion)");
-    }
+    for (const auto& [from, to] : host_links) (to == h ? into : out_of) = true;
+    out.add(finding_kind::slow_host_network, "host " + host, host_links, {{"host", host}},
+            avoid_host(host), into && out_of ? "to and from it" : (into ? "to it" : "from it"),
+            "packets dropped at its NIC, cable or switch port, or on a congested link");
+    return true;
+  }
+  for (const auto& [from, to] : lossy.lossy) {
+    const bool both =
+        std::find(lossy.lossy.begin(), lossy.lossy.end(), std::pair{to, from}) != lossy.lossy.end();
+    if (both && from > to) continue;  // named once, as a <-> b
+    const std::string a = host_name(from), b = host_name(to);
+    const std::string subject = "link " + a + (both ? " <-> " : " -> ") + b;
+    if (named.names_link(a, b) && !subjects.count(subject)) continue;
+    std::vector<std::pair<int, int>> mine = {{from, to}};
+    if (both) mine.push_back({to, from});
+    out.add(finding_kind::slow_link, subject, mine,
+            {{"from", a}, {"to", b}, {"both_directions", both}}, avoid_link(a, b, both, 0),
+            "over it", "packets dropped on the way (cable, NIC or switch port, or congestion)");
   }
   return true;
 }

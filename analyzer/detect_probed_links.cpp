@@ -143,15 +143,15 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
   });
 }
 
-}  // namespace
+// Every directed host pair's probes in the --since range, by (from node, to node). Nodes that
+// share a host name (COMMTAP_TEST_NODES pretends several nodes on one host) are told apart by
+// their node number.
+using ProbePairs = std::map<std::pair<int, int>, PairProbes>;
 
-bool detect_probed_links(const Job& job, const HealthOptions& options,
-                         const MessageEvidence& messages, const ClockAlignment& clocks,
-                         std::vector<Finding>& findings, ProbeEvidence& evidence,
-                         std::vector<std::string>& delayed, std::string& error) {
+bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& pairs,
+                      std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
-  std::map<std::pair<int, int>, PairProbes> pairs;  // by (from node, to node)
-  bool ok = each_probe(
+  return each_probe(
       job,
       [&](const ProbeRow& row) {
         auto rank = job.ranks.find(row.rank);
@@ -169,10 +169,10 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
           p.mb_per_s.emplace_back(at, bytes / ns * 1e3);
       },
       error);
-  if (!ok) return false;
-  if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
-  // Nodes that share a host name (COMMTAP_TEST_NODES pretends several nodes on one host) are
-  // told apart by their node number.
+}
+
+// Each node's name (a host, or host/node where nodes share a host name).
+std::map<int, std::string> name_nodes(ProbePairs& pairs) {
   std::map<int, std::string> name_of;
   for (const auto& [key, p] : pairs) {
     name_of[key.first] = p.from;
@@ -184,60 +184,79 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     if (nodes_named[p.from] > 1) p.from += "/" + std::to_string(key.first);
     if (nodes_named[p.to] > 1) p.to += "/" + std::to_string(key.second);
   }
+  return name_of;
+}
 
+// What a healthy pair measures, and where slow begins.
+struct ProbeBaseline {
+  double latency = 0, throughput = 0;  // ns, MB/s
+  double latency_limit = 0, throughput_limit = 0;
+};
+
+ProbeBaseline probe_baseline(const ProbePairs& pairs, const HealthOptions& options) {
   std::vector<double> latencies, throughputs;
   for (const auto& [key, p] : pairs) {
     if (!p.latency_ns.empty()) latencies.push_back(median_of(recent_values(p.latency_ns)));
     if (!p.mb_per_s.empty()) throughputs.push_back(median_of(recent_values(p.mb_per_s)));
   }
-  const double base_latency = quantile(latencies, 0.25);
-  const double base_throughput = quantile(throughputs, 0.75);
-  const double latency_limit = base_latency * options.link_factor + options.min_link_delay_us * 1e3;
-  const double throughput_limit = base_throughput / options.probe_throughput_factor;
+  ProbeBaseline b;
+  b.latency = quantile(latencies, 0.25);
+  b.throughput = quantile(throughputs, 0.75);
+  b.latency_limit = b.latency * options.link_factor + options.min_link_delay_us * 1e3;
+  b.throughput_limit = b.throughput / options.probe_throughput_factor;
+  return b;
+}
 
-  // Per round (oldest first), whether each measure was slow. Rounds line up from the newest:
-  // every leader records every round, so the i-th newest of two pairs is the same round.
-  auto flags = [](const std::vector<double>& values, auto slow) {
-    std::vector<bool> out;
-    for (double value : values) out.push_back(slow(value));
-    return out;
-  };
-  std::map<std::pair<int, int>, PairVerdict> verdicts;
-  // Per pair, its slow rounds (oldest first) by latency (after the both-directions rule), by
-  // throughput, and by both at once: the evidence below.
-  constexpr std::size_t kMeasures = 3;
-  std::map<std::pair<int, int>, std::array<std::vector<bool>, kMeasures>> slow_rounds;
+// Per pair, its slow rounds (oldest first) by latency (after the both-directions rule), by
+// throughput, and by both at once: the evidence.
+constexpr std::size_t kMeasures = 3;
+using SlowRounds = std::map<std::pair<int, int>, std::array<std::vector<bool>, kMeasures>>;
+using PairVerdicts = std::map<std::pair<int, int>, PairVerdict>;
+
+// Per round (oldest first), whether each measure was slow. Rounds line up from the newest:
+// every leader records every round, so the i-th newest of two pairs is the same round.
+template <class Slow>
+std::vector<bool> round_flags(const std::vector<double>& values, Slow slow) {
+  std::vector<bool> out;
+  for (double value : values) out.push_back(slow(value));
+  return out;
+}
+
+// Judged on the newest rounds: slow in most of some run of rounds that ends with the newest, at
+// least `needed` of them, so that rounds from before a fault began do not outvote the ones
+// since (nor one slow round at the end the clean ones before it).
+bool persistent(const std::vector<bool>& slow, int needed) {
+  int count = 0;
+  for (std::size_t length = 1; length <= slow.size(); ++length) {
+    count += slow[slow.size() - length] ? 1 : 0;
+    if (count >= needed && 2 * count > static_cast<int>(length)) return true;
+  }
+  return false;
+}
+
+PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& base,
+                               SlowRounds& slow_rounds) {
+  PairVerdicts verdicts;
   for (const auto& [key, p] : pairs) {
     PairVerdict& v = verdicts[key];
     const std::vector<double> lat = recent_values(p.latency_ns), tput = recent_values(p.mb_per_s);
     v.latency_ns = median_of(lat);
     v.mb_per_s = median_of(tput);
     v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
-    auto late = [&](double ns) { return ns > latency_limit; };
-    std::vector<bool> slow_latency = flags(lat, late);
+    auto late = [&](double ns) { return ns > base.latency_limit; };
+    std::vector<bool> slow_latency = round_flags(lat, late);
     // A probe's latency is half a round trip, which crosses the link both ways, whichever host
     // starts it: a slow network slows the pings of both hosts alike. A round trip that is slow
     // only when one of the two starts it is that host's or its peer's CPU (a descheduled process
     // answers late), not the link: latency counts in rounds where both directions are slow.
     if (auto back = pairs.find({key.second, key.first}); back != pairs.end()) {
-      const std::vector<bool> slow_back = flags(recent_values(back->second.latency_ns), late);
+      const std::vector<bool> slow_back = round_flags(recent_values(back->second.latency_ns), late);
       for (std::size_t i = 1; i <= slow_latency.size(); ++i)
         if (i > slow_back.size() || !slow_back[slow_back.size() - i])
           slow_latency[slow_latency.size() - i] = false;
     }
     const std::vector<bool> slow_throughput =
-        flags(tput, [&](double mb) { return mb < throughput_limit; });
-    // Judged on the newest rounds: slow in most of some run of rounds that ends with the
-    // newest, at least `needed` of them, so that rounds from before a fault began do not
-    // outvote the ones since (nor one slow round at the end the clean ones before it).
-    auto persistent = [](const std::vector<bool>& slow, int needed) {
-      int count = 0;
-      for (std::size_t length = 1; length <= slow.size(); ++length) {
-        count += slow[slow.size() - length] ? 1 : 0;
-        if (count >= needed && 2 * count > static_cast<int>(length)) return true;
-      }
-      return false;
-    };
+        round_flags(tput, [&](double mb) { return mb < base.throughput_limit; });
     auto count = [](const std::vector<bool>& slow) {
       return static_cast<int>(std::count(slow.begin(), slow.end(), true));
     };
@@ -251,14 +270,19 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
                           slow_throughput[slow_throughput.size() - i]);
     slow_rounds[key] = {slow_latency, slow_throughput, slow_both};
   }
-  // The evidence (evidence.hpp): rounds are seconds apart, each an independent observation. Of
-  // each measure's runs of newest rounds, the one least likely by chance; the multiplicity
-  // counts every pair and three measures: latency, throughput, and both at once. A busy node
-  // slows one measure of a round now and then (seen: a pair's throughput 15x below the others'
-  // in 3 of 5 rounds of a clean run at load 6); a delay slows both. At the floors of 5% for one
-  // measure and 1% for both, a link needs 4 slow rounds of 4, or 3 slow in both. The chance that
-  // a healthy pair's round reads slow, per measure: the lower quartile of the pairs' shares,
-  // never under the measure's floor.
+  return verdicts;
+}
+
+// The evidence (evidence.hpp): rounds are seconds apart, each an independent observation. Of
+// each measure's runs of newest rounds, the one least likely by chance; the multiplicity counts
+// every pair and three measures: latency, throughput, and both at once. A busy node slows one
+// measure of a round now and then (seen: a pair's throughput 15x below the others' in 3 of 5
+// rounds of a clean run at load 6); a delay slows both. At the floors of 5% for one measure and
+// 1% for both, a link needs 4 slow rounds of 4, or 3 slow in both. The chance that a healthy
+// pair's round reads slow, per measure: the lower quartile of the pairs' shares, never under the
+// measure's floor.
+void test_probe_pairs(const HealthOptions& options, SlowRounds& slow_rounds,
+                      PairVerdicts& verdicts) {
   constexpr std::array<double, kMeasures> kFloors = {0.05, 0.05, 0.01};
   std::array<double, kMeasures> chance{};
   for (std::size_t m = 0; m < kMeasures; ++m) {
@@ -277,54 +301,63 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
       strongest_newest_run(slow_rounds[key][m], chance[m], v.test);
     v.slow = v.slow && v.test.false_alarm() <= options.false_alarm_rate;
   }
+}
 
-  for (const auto& [key, v] : verdicts)  // for the report's matrices
-    evidence.links.push_back({pairs[key].from, pairs[key].to, v.latency_ns / 1e3, v.mb_per_s,
-                              v.rounds, v.slow || v.slow_for_host});
-  auto involves = [](const std::pair<int, int>& pair, int node) {
-    return pair.first == node || pair.second == node;
-  };
-  auto flagged = [](const PairVerdict& v) { return v.slow_for_host; };
-  std::set<int> nodes;
-  for (const auto& [key, v] : verdicts) nodes.insert({key.first, key.second});
-  // A host whose pairs are slow (all it sends, all it receives, or most of both) while a pair
-  // elsewhere is fine: its NIC or its link to the switch.
+bool involves(const std::pair<int, int>& pair, int node) {
+  return pair.first == node || pair.second == node;
+}
+
+// A host whose pairs are slow (all it sends, all it receives, or most of both) while a pair
+// elsewhere is fine: its NIC or its link to the switch.
+std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>& nodes,
+                               const PairVerdicts& verdicts) {
   std::set<int> slow_hosts;
   for (int node : nodes) {
     int out = 0, out_slow = 0, in = 0, in_slow = 0;
     bool fine_elsewhere = false;
     for (const auto& [key, v] : verdicts) {
       if (!involves(key, node)) {
-        fine_elsewhere |= !flagged(v);
+        fine_elsewhere |= !v.slow_for_host;
         continue;
       }
       (key.first == node ? out : in) += 1;
-      (key.first == node ? out_slow : in_slow) += flagged(v);
+      (key.first == node ? out_slow : in_slow) += v.slow_for_host;
     }
     const int slow = out_slow + in_slow;
     const bool host_wide = (out_slow >= 2 && out_slow == out) || (in_slow >= 2 && in_slow == in) ||
                            (slow >= 2 && slow >= options.host_cell_fraction * (out + in));
     if (host_wide && fine_elsewhere) slow_hosts.insert(node);
   }
-  // What the job's own messages say about each directed pair (detect_slow_links' matrix): a
-  // message's one-way time has a direction, which a probe's half round trip has not, and there
-  // are hundreds of them in a window against a few probe rounds.
-  struct MessageVerdict {
-    bool slow = false, fine = false;  // neither: too few messages, or some slow
-  };
-  std::map<std::pair<std::string, std::string>, MessageVerdict> by_messages;
-  // Fine: at least kMessagesKnownFine fast recent messages and hardly a slow one (at most one in
-  // twenty): behind a host rate-limited both ways, its pair that carries less traffic has most
-  // of its small messages through in time, and a sixth of them slow (seen: 11 of 71).
+  return slow_hosts;
+}
+
+// What the job's own messages say about each directed pair (detect_slow_links' matrix): a
+// message's one-way time has a direction, which a probe's half round trip has not, and there are
+// hundreds of them in a window against a few probe rounds.
+struct MessageVerdict {
+  bool slow = false, fine = false;  // neither: too few messages, or some slow
+};
+using MessageVerdicts = std::map<std::pair<std::string, std::string>, MessageVerdict>;
+
+// Fine: at least kMessagesKnownFine fast recent messages and hardly a slow one (at most one in
+// twenty): behind a host rate-limited both ways, its pair that carries less traffic has most of
+// its small messages through in time, and a sixth of them slow (seen: 11 of 71).
+MessageVerdicts message_verdicts(const MessageEvidence& messages) {
+  MessageVerdicts by_messages;
   for (const MessageLink& l : messages.links)
     by_messages[{l.from, l.to}] = {
         l.slow, !l.slow && !l.suspect && static_cast<int>(l.recent_fast) >= kMessagesKnownFine &&
                     20 * l.recent_slow <= l.recent_slow + l.recent_fast};
-  // A link slow one way slows both directions' probe round trips, and on a busy node one more
-  // of its host's pairs crossing the line in two rounds makes the host look slow. Where the
-  // messages measured at least two of the host's directed pairs and found exactly one slow and
-  // the others fine, the fault is that link, not the host.
+  return by_messages;
+}
 
+// A link slow one way slows both directions' probe round trips, and on a busy node one more of
+// its host's pairs crossing the line in two rounds makes the host look slow. Where the messages
+// measured at least two of the host's directed pairs and found exactly one slow and the others
+// fine, the fault is that link, not the host.
+void hosts_that_are_links(const ProbePairs& pairs, const MessageVerdicts& by_messages,
+                          const std::map<int, std::string>& name_of, std::set<int>& slow_hosts,
+                          ProbeEvidence& evidence) {
   for (auto it = slow_hosts.begin(); it != slow_hosts.end();) {
     const int node = *it;
     int slow = 0, fine = 0;
@@ -338,181 +371,235 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
       if (m->second.slow) link = p.from + " -> " + p.to;
     }
     if (slow == 1 && fine >= 1) {
-      evidence.host_is_a_link.push_back({name_of[node], link});
+      evidence.host_is_a_link.push_back({name_of.at(node), link});
       it = slow_hosts.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+// What the findings are made from.
+struct ProbeJudgement {
+  const Job& job;
+  const HealthOptions& options;
+  ProbePairs& pairs;
+  const PairVerdicts& verdicts;
+  const ProbeBaseline& base;
+  const std::set<int>& nodes;
+  const MessageVerdicts& by_messages;
   // Each direction's one-way time from the probes' round trips on the aligned and corrected
   // clocks (align_host_clocks). Their baseline is the latencies' (half a healthy round trip),
   // which no clock error moves.
   std::map<std::pair<std::string, std::string>, double> one_way;
-  for (const ProbedOneWay& l : clocks.probed_one_way) one_way[{l.from, l.to}] = l.one_way_us * 1e3;
+
   // How far from the baseline, to put the clearest of several findings of a kind first.
-  auto strength = [&](double latency_ns, double mb_per_s) {
-    return std::max(latency_ns / std::max(1.0, base_latency),
-                    base_throughput / std::max(1e-9, mb_per_s));
-  };
-  auto describe = [&](const PairVerdict& v) {
-    return ms_text(v.latency_ns) + " latency, " + mb_text(v.mb_per_s);
-  };
-  const std::string baseline = ms_text(base_latency) + " latency, " + mb_text(base_throughput);
+  double strength(double latency_ns, double mb_per_s) const {
+    return std::max(latency_ns / std::max(1.0, base.latency),
+                    base.throughput / std::max(1e-9, mb_per_s));
+  }
+  std::string baseline() const {
+    return ms_text(base.latency) + " latency, " + mb_text(base.throughput);
+  }
   // Several of its pairs, each slow in most of at least two rounds: their rounds together are
   // its evidence, and a host they do not make a case for is not named (nor are its links kept
   // from being named).
-  auto host_test = [&](int node) {
+  EvidenceTest host_test(int node) const {
     EvidenceTest test;
     test.observed_what = "slow probe rounds";
     test.spacing_s = 0;
     test.comparisons = static_cast<double>(nodes.size());
     for (const auto& [key, v] : verdicts)
-      if (involves(key, node) && flagged(v)) test.pool(v.test);
+      if (involves(key, node) && v.slow_for_host) test.pool(v.test);
     return test;
-  };
-  std::erase_if(slow_hosts,
-                [&](int node) { return host_test(node).false_alarm() > options.false_alarm_rate; });
-  for (int node : slow_hosts) {
-    std::vector<double> lat, tput;
-    int rounds = 0;
-    std::string host;
-    for (const auto& [key, v] : verdicts) {
-      if (!involves(key, node) || !flagged(v)) continue;
-      lat.push_back(v.latency_ns);
-      tput.push_back(v.mb_per_s);
-      rounds = std::max(rounds, v.rounds);
-      host = key.first == node ? pairs[key].from : pairs[key].to;
-    }
-    Finding f;
-    f.kind = finding_kind::slow_host_network;
-    f.subject = "host " + host;
-    f.strength = strength(median_of(lat), median_of(tput));
-    const EvidenceTest test = host_test(node);
-    f.severity = severity_by_evidence(test, options);
-    f.confidence = test.confidence();
-    f.first_seen_ns = f.last_seen_ns = job.now_wall;
-    f.summary = f.subject + ": link probes to and from it measure " + ms_text(median_of(lat)) +
-                " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
-                baseline + " between other hosts, over " +
-                count_text(static_cast<std::uint64_t>(rounds), "probe round") +
-                " (network side: NIC or link); " + test.text();
-    f.evidence = {{"host", host},
-                  {"source", "probes"},
-                  {"test", test.to_json()},
-                  {"latency_ns", median_of(lat)},
-                  {"mb_per_s", median_of(tput)},
-                  {"baseline_latency_ns", base_latency},
-                  {"baseline_mb_per_s", base_throughput},
-                  {"rounds", rounds}};
-    // The job's messages on its links, named as slow links (a host whose messages go to one
-    // peer only is not judged by them), are this finding's.
-    json links = json::array();
-    std::erase_if(findings, [&](const Finding& m) {
-      const bool absorbed = m.kind == finding_kind::slow_link && m.source != "probes" &&
-                            (m.from == host || m.to == host);
-      if (absorbed) links.push_back(m.subject);
-      return absorbed;
-    });
-    if (!links.empty()) {
-      f.evidence["message_links"] = links;
-      f.summary += "; the job's messages on " + links[0].get<std::string>() +
-                   (links.size() > 1 ? " and " + std::to_string(links.size() - 1) + " more" : "") +
-                   " are slow too";
-    }
-    f.host = host;
-    f.source = "probes";
-    f.avoid = avoid_host(host);
-    findings.push_back(f);
-    if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
   }
+};
+
+void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& findings,
+                      std::vector<std::string>& delayed) {
+  std::vector<double> lat, tput;
+  int rounds = 0;
+  std::string host;
+  for (const auto& [key, v] : j.verdicts) {
+    if (!involves(key, node) || !v.slow_for_host) continue;
+    lat.push_back(v.latency_ns);
+    tput.push_back(v.mb_per_s);
+    rounds = std::max(rounds, v.rounds);
+    host = key.first == node ? j.pairs[key].from : j.pairs[key].to;
+  }
+  Finding f;
+  f.kind = finding_kind::slow_host_network;
+  f.subject = "host " + host;
+  f.strength = j.strength(median_of(lat), median_of(tput));
+  const EvidenceTest test = j.host_test(node);
+  f.severity = severity_by_evidence(test, j.options);
+  f.confidence = test.confidence();
+  f.first_seen_ns = f.last_seen_ns = j.job.now_wall;
+  f.summary = f.subject + ": link probes to and from it measure " + ms_text(median_of(lat)) +
+              " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
+              j.baseline() + " between other hosts, over " +
+              count_text(static_cast<std::uint64_t>(rounds), "probe round") +
+              " (network side: NIC or link); " + test.text();
+  f.evidence = {{"host", host},
+                {"source", "probes"},
+                {"test", test.to_json()},
+                {"latency_ns", median_of(lat)},
+                {"mb_per_s", median_of(tput)},
+                {"baseline_latency_ns", j.base.latency},
+                {"baseline_mb_per_s", j.base.throughput},
+                {"rounds", rounds}};
+  // The job's messages on its links, named as slow links (a host whose messages go to one peer
+  // only is not judged by them), are this finding's.
+  json links = json::array();
+  std::erase_if(findings, [&](const Finding& m) {
+    const bool absorbed = m.kind == finding_kind::slow_link && m.source != "probes" &&
+                          (m.from == host || m.to == host);
+    if (absorbed) links.push_back(m.subject);
+    return absorbed;
+  });
+  if (!links.empty()) {
+    f.evidence["message_links"] = links;
+    f.summary += "; the job's messages on " + links[0].get<std::string>() +
+                 (links.size() > 1 ? " and " + std::to_string(links.size() - 1) + " more" : "") +
+                 " are slow too";
+  }
+  f.host = host;
+  f.source = "probes";
+  f.avoid = avoid_host(host);
+  findings.push_back(f);
+  if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
+}
+
+// Both ways by the probes, one way by the messages (the other way fine, or not sent): the
+// messages' direction. Else the probes' own one-way times, where one direction has the round
+// trip's excess and the other next to none: a clock error would add to one what it takes from
+// the other, and a slow host network delays both. Turns `p` to the slow direction, clears
+// `both` where one was found, and returns how the probes told it, for the summary.
+std::string slow_direction(const ProbeJudgement& j, PairProbes& p, bool& both) {
+  std::string direction;
+  auto there = j.by_messages.find({p.from, p.to}), back_there = j.by_messages.find({p.to, p.from});
+  const bool forth = there != j.by_messages.end() && there->second.slow;
+  const bool back_slow = back_there != j.by_messages.end() && back_there->second.slow;
+  auto f = j.one_way.find({p.from, p.to}), b = j.one_way.find({p.to, p.from});
+  if (forth != back_slow) {
+    both = false;
+    if (back_slow) std::swap(p.from, p.to);
+  } else if (f != j.one_way.end() && b != j.one_way.end()) {
+    const double excess_forth = f->second - j.base.latency,
+                 excess_back = b->second - j.base.latency;
+    const double needed = j.base.latency_limit - j.base.latency;
+    auto alone = [&](double slow, double other) {
+      return slow >= needed && std::abs(other) <= 0.25 * slow;
+    };
+    if (alone(excess_forth, excess_back) || alone(excess_back, excess_forth)) {
+      both = false;
+      const bool reversed = excess_back > excess_forth;
+      if (reversed) std::swap(p.from, p.to);
+      direction = " (one way " + ms_text(reversed ? b->second : f->second) + ", back " +
+                  ms_text(reversed ? f->second : b->second) + ")";
+    }
+  }
+  return direction;
+}
+
+// A slow pair: added to the message finding of the same link, or a link finding of its own.
+void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, const PairVerdict& v,
+                      bool both, std::vector<Finding>& findings) {
+  PairProbes p = j.pairs[key];
+  // The job's own messages may have named this link already, with its direction (a probe's
+  // latency is half a round trip, so it cannot tell which way is slow): one finding.
+  auto named = std::find_if(findings.begin(), findings.end(), [&](const Finding& m) {
+    if (m.kind != finding_kind::slow_link) return false;
+    const std::string &a = m.from, &b = m.to;
+    return (a == p.from && b == p.to) || (a == p.to && b == p.from);
+  });
+  auto describe = [&](const PairVerdict& pv) {
+    return ms_text(pv.latency_ns) + " latency, " + mb_text(pv.mb_per_s);
+  };
+  if (named != findings.end()) {
+    named->also_source = "probes";
+    named->evidence["also"] = {{"source", "probes"},
+                               {"latency_ns", v.latency_ns},
+                               {"mb_per_s", v.mb_per_s},
+                               {"baseline_latency_ns", j.base.latency},
+                               {"baseline_mb_per_s", j.base.throughput}};
+    named->summary += "; link probes also measure " + describe(v) + " vs " + j.baseline();
+    return;
+  }
+  const std::string direction = both ? slow_direction(j, p, both) : "";
+  Finding f;
+  f.kind = finding_kind::slow_link;
+  f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
+  f.strength = j.strength(v.latency_ns, v.mb_per_s);
+  f.severity = severity_by_evidence(v.test, j.options);
+  f.confidence = v.test.confidence();
+  f.first_seen_ns = f.last_seen_ns = j.job.now_wall;
+  f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + j.baseline() +
+              " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
+              count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
+              (both ? ", both directions" : ", this direction only" + direction) + "; " +
+              v.test.text();
+  f.evidence = {{"from", p.from},
+                {"to", p.to},
+                {"source", "probes"},
+                {"test", v.test.to_json()},
+                {"both_directions", both},
+                {"latency_ns", v.latency_ns},
+                {"mb_per_s", v.mb_per_s},
+                {"baseline_latency_ns", j.base.latency},
+                {"baseline_mb_per_s", j.base.throughput},
+                {"slow_rounds", v.slow_rounds},
+                {"rounds", v.rounds}};
+  // A probe's latency is half a round trip: a link slow both ways costs a message the whole
+  // excess twice over.
+  f.from = p.from;
+  f.to = p.to;
+  f.source = "probes";
+  f.avoid = avoid_link(p.from, p.to, both, (v.latency_ns - j.base.latency) * (both ? 2 : 1),
+                       v.mb_per_s, j.base.throughput);
+  findings.push_back(f);
+}
+
+}  // namespace
+
+bool detect_probed_links(const Job& job, const HealthOptions& options,
+                         const MessageEvidence& messages, const ClockAlignment& clocks,
+                         std::vector<Finding>& findings, ProbeEvidence& evidence,
+                         std::vector<std::string>& delayed, std::string& error) {
+  ProbePairs pairs;
+  if (!read_probe_pairs(job, options, pairs, error)) return false;
+  if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
+  const std::map<int, std::string> name_of = name_nodes(pairs);
+  const ProbeBaseline base = probe_baseline(pairs, options);
+  SlowRounds slow_rounds;
+  PairVerdicts verdicts = judge_probe_pairs(pairs, base, slow_rounds);
+  test_probe_pairs(options, slow_rounds, verdicts);
+  for (const auto& [key, v] : verdicts)  // for the report's matrices
+    evidence.links.push_back({pairs[key].from, pairs[key].to, v.latency_ns / 1e3, v.mb_per_s,
+                              v.rounds, v.slow || v.slow_for_host});
+  std::set<int> nodes;
+  for (const auto& [key, v] : verdicts) nodes.insert({key.first, key.second});
+  std::set<int> slow_hosts = slow_probe_hosts(options, nodes, verdicts);
+  const MessageVerdicts by_messages = message_verdicts(messages);
+  hosts_that_are_links(pairs, by_messages, name_of, slow_hosts, evidence);
+  ProbeJudgement judgement{job, options, pairs, verdicts, base, nodes, by_messages, {}};
+  for (const ProbedOneWay& l : clocks.probed_one_way)
+    judgement.one_way[{l.from, l.to}] = l.one_way_us * 1e3;
+  std::erase_if(slow_hosts, [&](int node) {
+    return judgement.host_test(node).false_alarm() > options.false_alarm_rate;
+  });
+  for (int node : slow_hosts) add_host_finding(judgement, node, findings, delayed);
   for (const auto& [key, v] : verdicts) {
     // A single pair slow in a round or two is no finding: one descheduled leader (a busy node)
     // slows all of its repeats. Hosts are judged on several pairs at once, links need rounds.
     if (!v.slow || slow_hosts.count(key.first) || slow_hosts.count(key.second)) continue;
     auto back = verdicts.find({key.second, key.first});
-    bool both = back != verdicts.end() && back->second.slow;
+    const bool both = back != verdicts.end() && back->second.slow;
     if (both && key.first > key.second) continue;  // reported once, with the other direction
-    PairProbes p = pairs[key];
-    // The job's own messages may have named this link already, with its direction (a probe's
-    // latency is half a round trip, so it cannot tell which way is slow): one finding.
-    auto named = std::find_if(findings.begin(), findings.end(), [&](const Finding& m) {
-      if (m.kind != finding_kind::slow_link) return false;
-      const std::string &a = m.from, &b = m.to;
-      return (a == p.from && b == p.to) || (a == p.to && b == p.from);
-    });
-    if (named != findings.end()) {
-      named->also_source = "probes";
-      named->evidence["also"] = {{"source", "probes"},
-                                 {"latency_ns", v.latency_ns},
-                                 {"mb_per_s", v.mb_per_s},
-                                 {"baseline_latency_ns", base_latency},
-                                 {"baseline_mb_per_s", base_throughput}};
-      named->summary += "; link probes also measure " + describe(v) + " vs " + baseline;
-      continue;
-    }
-    // Both ways by the probes, one way by the messages (the other way fine, or not sent): the
-    // messages' direction. Else the probes' own one-way times, where one direction has the
-    // round trip's excess and the other next to none: a clock error would add to one what it
-    // takes from the other, and a slow host network delays both.
-    std::string direction;  // how the probes told the direction, for the summary
-    if (both) {
-      auto there = by_messages.find({p.from, p.to}), back_there = by_messages.find({p.to, p.from});
-      const bool forth = there != by_messages.end() && there->second.slow;
-      const bool back_slow = back_there != by_messages.end() && back_there->second.slow;
-      auto f = one_way.find({p.from, p.to}), b = one_way.find({p.to, p.from});
-      if (forth != back_slow) {
-        both = false;
-        if (back_slow) std::swap(p.from, p.to);
-      } else if (f != one_way.end() && b != one_way.end()) {
-        const double excess_forth = f->second - base_latency,
-                     excess_back = b->second - base_latency;
-        const double needed = latency_limit - base_latency;
-        auto alone = [&](double slow, double other) {
-          return slow >= needed && std::abs(other) <= 0.25 * slow;
-        };
-        if (alone(excess_forth, excess_back) || alone(excess_back, excess_forth)) {
-          both = false;
-          const bool reversed = excess_back > excess_forth;
-          if (reversed) std::swap(p.from, p.to);
-          direction = " (one way " + ms_text(reversed ? b->second : f->second) + ", back " +
-                      ms_text(reversed ? f->second : b->second) + ")";
-        }
-      }
-    }
-    Finding f;
-    f.kind = finding_kind::slow_link;
-    f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
-    f.strength = strength(v.latency_ns, v.mb_per_s);
-    f.severity = severity_by_evidence(v.test, options);
-    f.confidence = v.test.confidence();
-    f.first_seen_ns = f.last_seen_ns = job.now_wall;
-    f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + baseline +
-                " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
-                count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
-                (both ? ", both directions" : ", this direction only" + direction) + "; " +
-                v.test.text();
-    f.evidence = {{"from", p.from},
-                  {"to", p.to},
-                  {"source", "probes"},
-                  {"test", v.test.to_json()},
-                  {"both_directions", both},
-                  {"latency_ns", v.latency_ns},
-                  {"mb_per_s", v.mb_per_s},
-                  {"baseline_latency_ns", base_latency},
-                  {"baseline_mb_per_s", base_throughput},
-                  {"slow_rounds", v.slow_rounds},
-                  {"rounds", v.rounds}};
-    // A probe's latency is half a round trip: a link slow both ways costs a message the whole
-    // excess twice over.
-    f.from = p.from;
-    f.to = p.to;
-    f.source = "probes";
-    f.avoid = avoid_link(p.from, p.to, both, (v.latency_ns - base_latency) * (both ? 2 : 1),
-                         v.mb_per_s, base_throughput);
-    findings.push_back(f);
+    add_link_finding(judgement, key, v, both, findings);
   }
-  drop_unconfirmed_message_findings(job, options, pairs, latency_limit, throughput_limit, findings,
-                                    evidence, delayed);
+  drop_unconfirmed_message_findings(job, options, pairs, base.latency_limit, base.throughput_limit,
+                                    findings, evidence, delayed);
   return true;
 }
 

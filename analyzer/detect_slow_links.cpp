@@ -62,6 +62,9 @@ struct PairCell {
 };
 using PairCells = std::map<std::pair<int, int>, PairCell>;
 
+// Recent slow messages a slow link has at least.
+constexpr std::uint64_t kMinSlow = 3;
+
 bool involves(const std::pair<int, int>& pair, int h) {
   return pair.first == h || pair.second == h;
 }
@@ -81,28 +84,29 @@ double recent_ns(const Job& job, std::int64_t from) {
                                                  job.wall_minus_aligned - from);
 }
 
-// The job's messages per directed host pair on the corrected clocks, judged against their size
-// classes' baselines; the matrix, the stalled messages and the directions that read slow by a
-// clock error only go to `evidence`. Empty where no message was measured in flight.
-PairCells judge_pairs(const Job& job, const HealthOptions& options,
-                      const std::vector<JoinedMessage>& messages,
-                      const std::vector<double>& correction, MessageEvidence& evidence) {
-  // The recent window, on rank 0's clock: where a link is judged slow or not (reaching further
-  // back for a pair with few messages in it, below).
-  const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
-  const std::int64_t recent_aligned =
-      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
-  // Per (sender host, receiver host, size class): one-way times of the messages measured in
-  // flight (for the baseline and the matrix); per directed pair, every message as evidence.
-  using CellKey = std::tuple<int, int, int>;
+// Per (sender host, receiver host, size class): one-way times of the messages measured in flight
+// (for the baseline and the matrix); per directed pair, every message as evidence; and the
+// messages of the stall span that stalled (detect_stalled_links), kept with their size class,
+// judged against its baseline later.
+using CellKey = std::tuple<int, int, int>;
+struct StallCandidate {
+  int from, to, size_class;
+  std::int64_t start;
+  double ns;
+};
+struct MessageSamples {
   std::map<CellKey, Reservoir> cells;
   std::map<std::pair<int, int>, std::vector<LinkObservation>> observed;
+  std::vector<StallCandidate> stall_candidates;
+};
+
+MessageSamples sample_messages(const Job& job, const HealthOptions& options,
+                               const std::vector<JoinedMessage>& messages,
+                               const std::vector<double>& correction) {
+  MessageSamples out;
   std::mt19937_64 random(12345);
-  // Messages of the stall span that stalled (detect_stalled_links): kept with their size
-  // class, judged against its baseline below.
   const std::int64_t stall_since =
       static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
-  std::vector<std::tuple<int, int, int, std::int64_t, double>> stall_candidates;
   for (const JoinedMessage& m : messages) {
     const auto sender =
         static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
@@ -118,80 +122,92 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     const bool in_flight = posted <= start || done - posted >= kCopyNs;
     const CellKey key{m.from_host, m.to_host, size_class(m.bytes)};
     const auto one_way = static_cast<double>(done - start);
-    if (in_flight) cells[key].add(std::max(0.0, one_way), random);
-    observed[{m.from_host, m.to_host}].push_back({start, one_way, !in_flight, std::get<2>(key)});
+    if (in_flight) out.cells[key].add(std::max(0.0, one_way), random);
+    out.observed[{m.from_host, m.to_host}].push_back(
+        {start, one_way, !in_flight, std::get<2>(key)});
     // Stalled: counted from the moment both sides were ready (a message that waited for a late
     // receive did not stall).
     const std::int64_t stalled = done - std::max(start, posted);
     if (start >= stall_since && stalled >= kStallNs)
-      stall_candidates.emplace_back(m.from_host, m.to_host, std::get<2>(key), start,
-                                    static_cast<double>(stalled));
+      out.stall_candidates.push_back(
+          {m.from_host, m.to_host, std::get<2>(key), start, static_cast<double>(stalled)});
   }
-  if (cells.empty()) return {};
-  // Baseline per size class: the lower quartile of the cells' medians (robust to a slow host,
-  // whose cells can be most of a small cluster's).
-  std::map<int, std::vector<double>> class_medians;
+  return out;
+}
+
+// Baseline per size class: the lower quartile of the cells' medians (robust to a slow host, whose
+// cells can be most of a small cluster's).
+struct Baselines {
   std::map<CellKey, double> cell_median;
+  std::map<int, double> of_class;
+};
+
+Baselines size_class_baselines(const std::map<CellKey, Reservoir>& cells) {
+  Baselines b;
+  std::map<int, std::vector<double>> class_medians;
   for (auto& [key, reservoir] : cells) {
     const double m = median_of(reservoir.values);
-    cell_median[key] = m;
+    b.cell_median[key] = m;
     class_medians[std::get<2>(key)].push_back(m);
   }
-  std::map<int, double> baseline;
-  for (auto& [c, medians] : class_medians) baseline[c] = lower_quartile_of(medians);
-  for (const auto& [from, to, size, start, ns] : stall_candidates) {
-    auto c = baseline.find(size);
-    if (c == baseline.end() || ns < kStallFactor * std::max(1000.0, c->second)) continue;
-    evidence.stalls.push_back({job.hosts[static_cast<std::size_t>(from)],
-                               job.hosts[static_cast<std::size_t>(to)], start, ns, c->second});
+  for (auto& [c, medians] : class_medians) b.of_class[c] = lower_quartile_of(medians);
+  return b;
+}
+
+void record_stalls(const Job& job, const std::vector<StallCandidate>& candidates,
+                   const Baselines& b, MessageEvidence& evidence) {
+  for (const StallCandidate& s : candidates) {
+    auto c = b.of_class.find(s.size_class);
+    if (c == b.of_class.end() || s.ns < kStallFactor * std::max(1000.0, c->second)) continue;
+    evidence.stalls.push_back({job.hosts[static_cast<std::size_t>(s.from)],
+                               job.hosts[static_cast<std::size_t>(s.to)], s.start, s.ns,
+                               c->second});
   }
-  // Per directed host pair. A link is slow when, in the recent window, at least kMinSlow
-  // messages took longer than the threshold (link_factor times the baseline and
-  // min_link_delay more), in each half of the time its recent messages span slow messages were
-  // at least as many as the messages shown to be faster (measured faster, or arrived before a
-  // receive posted sooner than the threshold): a slowness that lasts, not a burst; and the
-  // evidence holds (evidence.hpp): one message per kIndependentNs, slow far more often than
-  // the other pairs' messages are. Counting the censored messages matters: behind a slow host
-  // the receivers are late and find most messages already there, so a median over the
-  // measured ones alone would be mostly from before the fault. The matrix shows the medians
-  // over the whole --since range.
-  constexpr std::uint64_t kMinSlow = 3;
-  PairCells pairs;
-  for (auto& [key, reservoir] : cells) {
-    PairCell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
-    const double base = std::max(1000.0, baseline[std::get<2>(key)]);
-    const double weight = static_cast<double>(reservoir.seen);
-    cell.ratio += weight * cell_median[key] / base;
-    cell.median += weight * cell_median[key];
-    cell.base += weight * base;
-    cell.messages += reservoir.seen;
-  }
-  // Per pair, its recent decided messages (slow, or shown fast) by send time: the evidence.
-  // Recent: sent in the last window, or, where that holds fewer than kMinRecent decided ones
-  // kIndependentNs apart (a job that exchanges messages every few seconds), back to the
-  // kMinRecent-th newest such.
-  constexpr std::size_t kMinRecent = 12;
-  std::map<std::pair<int, int>, std::vector<std::pair<std::int64_t, bool>>> decided;
-  // Clocks aligned by collective completions (a job without MPI) are good to their error bound
-  // only: a one-way time cannot read slow by less than that (an NCCL ring's slow link otherwise
-  // shows on the link after it, its completions skewing the estimates).
-  const double clock_error_ns = job.clock_method.collective_ranks + job.clock_method.host_ranks > 0
-                                    ? job.clock_method.error_ns
-                                    : 0.0;
-  // Per size class: (baseline, slow threshold); none where no message of it was measured.
-  auto threshold_of = [&](int size) -> std::optional<std::pair<double, double>> {
-    auto c = baseline.find(size);
-    if (c == baseline.end()) return std::nullopt;
+}
+
+// Per pair, its recent decided messages (slow, or shown fast) by send time: the evidence.
+using Decided = std::map<std::pair<int, int>, std::vector<std::pair<std::int64_t, bool>>>;
+
+// Per size class: (baseline, slow threshold); none where no message of it was measured. Clocks
+// aligned by collective completions (a job without MPI) are good to their error bound only: a
+// one-way time cannot read slow by less than that (an NCCL ring's slow link otherwise shows on
+// the link after it, its completions skewing the estimates).
+class Thresholds {
+ public:
+  Thresholds(const Job& job, const HealthOptions& options, const Baselines& b)
+      : options_(options),
+        b_(b),
+        clock_error_ns_(job.clock_method.collective_ranks + job.clock_method.host_ranks > 0
+                            ? job.clock_method.error_ns
+                            : 0.0) {}
+  std::optional<std::pair<double, double>> of(int size) const {
+    auto c = b_.of_class.find(size);
+    if (c == b_.of_class.end()) return std::nullopt;
     const double base = std::max(1000.0, c->second);
     return std::make_pair(
-        base, std::max({base * options.link_factor, base + options.min_link_delay_us * 1e3,
-                        base + clock_error_ns}));
-  };
+        base, std::max({base * options_.link_factor, base + options_.min_link_delay_us * 1e3,
+                        base + clock_error_ns_}));
+  }
+
+ private:
+  const HealthOptions& options_;
+  const Baselines& b_;
+  const double clock_error_ns_;
+};
+
+// Recent: sent in the last window, or, where that holds fewer than kMinRecent decided ones
+// kIndependentNs apart (a job that exchanges messages every few seconds), back to the
+// kMinRecent-th newest such. Counts each pair's recent slow and fast messages.
+Decided recent_decisions(std::int64_t recent_aligned, const Thresholds& thresholds,
+                         std::map<std::pair<int, int>, std::vector<LinkObservation>>& observed,
+                         PairCells& pairs) {
+  constexpr std::size_t kMinRecent = 12;
+  Decided decided;
   for (auto& [pair, observations] : observed) {
     PairCell& cell = pairs[pair];
     std::sort(observations.begin(), observations.end());
     auto is_decided = [&](const LinkObservation& o) {
-      auto t = threshold_of(o.size_class);
+      auto t = thresholds.of(o.size_class);
       return t && (o.ns < t->second || !o.upper_bound);
     };
     std::size_t from = observations.size(), independent = 0;
@@ -207,7 +223,7 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     if (from < observations.size()) cell.recent_from = observations[from].start;
     for (std::size_t i = from; i < observations.size(); ++i) {
       const LinkObservation& o = observations[i];
-      const auto t = threshold_of(o.size_class);
+      const auto t = thresholds.of(o.size_class);
       if (!t) continue;
       const auto [base, threshold] = *t;
       cell.recent_excess.push_back(o.ns - base);
@@ -222,8 +238,14 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
       }
     }
   }
-  // One decided message per pair and kIndependentNs: a burst of traffic or one descheduled
-  // receiver is one observation however many messages it touched.
+  return decided;
+}
+
+// One decided message per pair and kIndependentNs: a burst of traffic or one descheduled
+// receiver is one observation however many messages it touched. Also counts slow against fast
+// in each half of the span each pair's messages cover.
+std::map<std::pair<int, int>, std::vector<bool>> thin_decisions(const Decided& decided,
+                                                                PairCells& pairs) {
   std::map<std::pair<int, int>, std::vector<bool>> thinned;
   for (auto& [pair, sent] : decided) {
     std::int64_t next = INT64_MIN;
@@ -232,18 +254,21 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
         thinned[pair].push_back(slow);
         next = start + kIndependentNs;
       }
-    // Slow against fast in each half of the span its messages cover.
     PairCell& cell = pairs[pair];
     const std::int64_t middle = sent.front().first + (sent.back().first - sent.front().first) / 2;
     for (const auto& [start, slow] : sent)
       ++(slow ? cell.half_slow : cell.half_fast)[start > middle];
   }
-  // The chance that a healthy pair's message reads slow: the lower quartile of the other pairs'
-  // shares of slow observations (a slow host makes most of a small cluster's pairs slow), each
-  // share estimated as (slow + 1) / (observations + 2), so that a pair seen a few times does not
-  // vouch for a low rate (a job's first second: 2 of 4 slow on one pair, none of 4 on two
-  // others, and a third with 4 of 5 read as 1 in 3,000), and never under kHealthySlowShare (a
-  // busy node delays some messages of every pair).
+  return thinned;
+}
+
+// The chance that a healthy pair's message reads slow: the lower quartile of the other pairs'
+// shares of slow observations (a slow host makes most of a small cluster's pairs slow), each
+// share estimated as (slow + 1) / (observations + 2), so that a pair seen a few times does not
+// vouch for a low rate (a job's first second: 2 of 4 slow on one pair, none of 4 on two others,
+// and a third with 4 of 5 read as 1 in 3,000), and never under kHealthySlowShare (a busy node
+// delays some messages of every pair).
+void test_pairs(const std::map<std::pair<int, int>, std::vector<bool>>& thinned, PairCells& pairs) {
   constexpr double kHealthySlowShare = 0.05;
   for (auto& [pair, cell] : pairs) {
     auto own = thinned.find(pair);
@@ -261,6 +286,14 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     cell.test.samples = cell.recent_slow + cell.recent_fast;
     cell.test.comparisons = static_cast<double>(std::max<std::size_t>(1, thinned.size()));
   }
+}
+
+// A link is slow when, in the recent window, at least kMinSlow messages took longer than the
+// threshold, in each half of the time its recent messages span slow messages were at least as
+// many as the messages shown to be faster, and the evidence holds; suspect with some slow
+// messages and no more fast ones.
+void judge_cells(const Job& job, const HealthOptions& options, PairCells& pairs,
+                 MessageEvidence& evidence) {
   for (auto& [pair, cell] : pairs) {
     const double n = static_cast<double>(std::max<std::uint64_t>(1, cell.messages));
     cell.ratio /= n;
@@ -278,15 +311,17 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
                                    cell.test.false_alarm(), cell.test.text()});
     cell.suspect = !cell.slow && cell.recent_slow > 0 && cell.recent_slow >= cell.recent_fast;
   }
-  // A one-way time is a difference of two hosts' clocks, aligned by estimates that can be off
-  // by milliseconds (a round trip slowed by a busy node, or by the asymmetric link itself), and
-  // with fewer than four hosts nothing above corrects them. A clock error adds to one
-  // direction what it takes from the other; a slow link adds to the round trip. So where the
-  // reverse direction was measured too, a slow or suspect direction counts only when its
-  // median excess and the reverse's (negative where it reads early) together still reach the
-  // threshold's excess: the round trip is slow. Messages that only bound their time from above
-  // count as measured in the reverse, which can only keep a finding.
+}
 
+// A one-way time is a difference of two hosts' clocks, aligned by estimates that can be off by
+// milliseconds (a round trip slowed by a busy node, or by the asymmetric link itself), and with
+// fewer than four hosts nothing above corrects them. A clock error adds to one direction what it
+// takes from the other; a slow link adds to the round trip. So where the reverse direction was
+// measured too, a slow or suspect direction counts only when its median excess and the
+// reverse's (negative where it reads early) together still reach the threshold's excess: the
+// round trip is slow. Messages that only bound their time from above count as measured in the
+// reverse, which can only keep a finding.
+void drop_clock_only(const Job& job, PairCells& pairs, MessageEvidence& evidence) {
   for (auto& [pair, cell] : pairs) {
     if (!cell.slow && !cell.suspect) continue;
     auto back = pairs.find({pair.second, pair.first});
@@ -300,6 +335,48 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
                                                    job.hosts[static_cast<std::size_t>(pair.second)],
                                                    round_trip_excess / 1e3});
   }
+}
+
+// The job's messages per directed host pair on the corrected clocks, judged against their size
+// classes' baselines; the matrix, the stalled messages and the directions that read slow by a
+// clock error only go to `evidence`. Empty where no message was measured in flight.
+//
+// Per directed host pair. A link is slow when, in the recent window, at least kMinSlow messages
+// took longer than the threshold (link_factor times the baseline and min_link_delay more), in
+// each half of the time its recent messages span slow messages were at least as many as the
+// messages shown to be faster (measured faster, or arrived before a receive posted sooner than
+// the threshold): a slowness that lasts, not a burst; and the evidence holds (evidence.hpp): one
+// message per kIndependentNs, slow far more often than the other pairs' messages are. Counting
+// the censored messages matters: behind a slow host the receivers are late and find most
+// messages already there, so a median over the measured ones alone would be mostly from before
+// the fault. The matrix shows the medians over the whole --since range.
+PairCells judge_pairs(const Job& job, const HealthOptions& options,
+                      const std::vector<JoinedMessage>& messages,
+                      const std::vector<double>& correction, MessageEvidence& evidence) {
+  // The recent window, on rank 0's clock: where a link is judged slow or not (reaching further
+  // back for a pair with few messages in it).
+  const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  const std::int64_t recent_aligned =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
+  MessageSamples samples = sample_messages(job, options, messages, correction);
+  if (samples.cells.empty()) return {};
+  const Baselines baselines = size_class_baselines(samples.cells);
+  record_stalls(job, samples.stall_candidates, baselines, evidence);
+  PairCells pairs;
+  for (auto& [key, reservoir] : samples.cells) {
+    PairCell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
+    const double base = std::max(1000.0, baselines.of_class.at(std::get<2>(key)));
+    const double weight = static_cast<double>(reservoir.seen);
+    cell.ratio += weight * baselines.cell_median.at(key) / base;
+    cell.median += weight * baselines.cell_median.at(key);
+    cell.base += weight * base;
+    cell.messages += reservoir.seen;
+  }
+  const Thresholds thresholds(job, options, baselines);
+  const Decided decided = recent_decisions(recent_aligned, thresholds, samples.observed, pairs);
+  test_pairs(thin_decisions(decided, pairs), pairs);
+  judge_cells(job, options, pairs, evidence);
+  drop_clock_only(job, pairs, evidence);
   for (auto& [pair, cell] : pairs)
     evidence.links.push_back({job.hosts[static_cast<std::size_t>(pair.first)],
                               job.hosts[static_cast<std::size_t>(pair.second)], cell.median / 1e3,

@@ -42,17 +42,13 @@ std::int64_t stall_span_ns(const HealthOptions& options) {
   return static_cast<std::int64_t>(6 * std::max(0.001, options.window_s) * 1e9);
 }
 
-bool detect_stalled_links(const Job& job, const HealthOptions& options,
-                          const std::vector<MessageStall>& message_stalls,
-                          std::vector<Finding>& findings, std::string& error) {
-  std::vector<Stall> stalls;
-  for (const MessageStall& m : message_stalls)
-    stalls.push_back({m.from, m.to, m.at_ns, m.ns, m.baseline_ns});
-  // Probes: each measure's baseline is the lower quartile of all its values in the range.
+namespace {
+
+// The probes that stalled in the stall span: each measure's baseline is the lower quartile of all
+// its values in the range.
+bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_t stall_since,
+                       std::vector<Stall>& stalls, std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
-  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
-  const std::int64_t stall_span = stall_span_ns(options);
-  const std::int64_t stall_since = now - stall_span, recent_since = now - stall_span / 2;
   std::vector<Stall> probed;
   std::vector<double> latency_ns, transfer_ns;
   if (!each_probe(
@@ -85,52 +81,64 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
     p.baseline_ns = p.round_trip ? latency_base : transfer_base;
     if (p.ns >= kStallFactor * std::max(1000.0, p.baseline_ns)) stalls.push_back(p);
   }
-  if (stalls.empty()) return true;
+  return true;
+}
 
-  const NamedNetworkSubjects named = named_network_subjects(findings);
-  auto describe = [&](const std::vector<const Stall*>& mine) {
-    std::vector<std::int64_t> times;
-    std::int64_t newest = INT64_MIN;
-    double longest = 0;
-    std::vector<double> baselines;
-    int probes = 0;
-    for (const Stall* s : mine) {
-      times.push_back(s->at);
-      newest = std::max(newest, s->at);
-      longest = std::max(longest, s->ns);
-      baselines.push_back(s->baseline_ns);
-      probes += s->probe;
-    }
-    // Separate moments, the latest of them among the recent ones (else 0).
-    const int moments = newest >= recent_since ? separate_moments(times, kSeparateNs) : 0;
-    return std::tuple{moments, longest, median_of(baselines), probes};
-  };
-  const std::string span = ms_text(static_cast<double>(stall_span));
-  auto add_finding = [&](const std::string& kind, const std::string& subject,
-                         const std::vector<const Stall*>& mine, std::size_t elsewhere,
-                         json evidence, avoid_list::AvoidList avoid, const std::string& where) {
-    const auto [moments, longest, baseline, probes] = describe(mine);
+// What a set of stalls amounts to.
+struct StallSummary {
+  int moments = 0;  // separate moments, the latest of them among the recent ones (else 0)
+  double longest = 0, baseline = 0;
+  int probes = 0;
+};
+
+StallSummary summarize(const std::vector<const Stall*>& mine, std::int64_t recent_since) {
+  std::vector<std::int64_t> times;
+  std::int64_t newest = INT64_MIN;
+  StallSummary out;
+  std::vector<double> baselines;
+  for (const Stall* s : mine) {
+    times.push_back(s->at);
+    newest = std::max(newest, s->at);
+    out.longest = std::max(out.longest, s->ns);
+    baselines.push_back(s->baseline_ns);
+    out.probes += s->probe;
+  }
+  out.moments = newest >= recent_since ? separate_moments(times, kSeparateNs) : 0;
+  out.baseline = median_of(baselines);
+  return out;
+}
+
+struct StallFindings {
+  const Job& job;
+  std::int64_t recent_since;
+  std::string span;
+  std::vector<Finding>& findings;
+
+  void add(const std::string& kind, const std::string& subject,
+           const std::vector<const Stall*>& mine, std::size_t elsewhere, json evidence,
+           avoid_list::AvoidList avoid, const std::string& where) {
+    const StallSummary sum = summarize(mine, recent_since);
     Finding f;
     f.kind = kind;
     f.subject = subject;
     f.severity = Severity::error;
-    f.strength = longest / std::max(1000.0, baseline);
+    f.strength = sum.longest / std::max(1000.0, sum.baseline);
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
     f.summary = subject + ": " + std::to_string(mine.size()) + " transfers " + where +
-                " stalled (up to " + ms_text(longest) + ", against a baseline of " +
-                ms_text(baseline) + ") at " + std::to_string(moments) +
+                " stalled (up to " + ms_text(sum.longest) + ", against a baseline of " +
+                ms_text(sum.baseline) + ") at " + std::to_string(sum.moments) +
                 " separate moments of the last " + span + " (" +
-                std::to_string(mine.size() - static_cast<std::size_t>(probes)) + " messages of " +
-                ms_text(kStallNs) + " or more, " + std::to_string(probes) + " probes of " +
-                ms_text(kProbeStallNs) + " or more), " + std::to_string(elsewhere) +
+                std::to_string(mine.size() - static_cast<std::size_t>(sum.probes)) +
+                " messages of " + ms_text(kStallNs) + " or more, " + std::to_string(sum.probes) +
+                " probes of " + ms_text(kProbeStallNs) + " or more), " + std::to_string(elsewhere) +
                 " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
                 "switch port)";
     evidence["source"] = f.source = "stalls";
     evidence["stalls"] = mine.size();
-    evidence["moments"] = moments;
-    evidence["longest_ns"] = longest;
-    evidence["baseline_ns"] = baseline;
+    evidence["moments"] = sum.moments;
+    evidence["longest_ns"] = sum.longest;
+    evidence["baseline_ns"] = sum.baseline;
     evidence["stalls_elsewhere"] = elsewhere;
     f.host = evidence.value("host", "");
     f.from = evidence.value("from", "");
@@ -138,16 +146,18 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
     f.evidence = std::move(evidence);
     f.avoid = std::move(avoid);
     findings.push_back(std::move(f));
-  };
+  }
+};
 
-  // A host: stalls on its pairs with two other hosts at least, into it and out of it (a
-  // receiver that posts early and completes late after computing inflates only what it
-  // receives), at separate moments, and few elsewhere. Of several, the one with the most
-  // moments: a stall on one pair can hold up the next pair its hosts meet.
+// A host: stalls on its pairs with two other hosts at least, into it and out of it (a receiver
+// that posts early and completes late after computing inflates only what it receives), at
+// separate moments, and few elsewhere. Of several, the one with the most moments: a stall on
+// one pair can hold up the next pair its hosts meet. "" where none.
+std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_since,
+                       std::vector<const Stall*>& lossy_stalls) {
   std::set<std::string> hosts;
   for (const Stall& s : stalls) hosts.insert({s.from, s.to});
-  std::string lossy_host;
-  std::vector<const Stall*> lossy_stalls;
+  std::string lossy;
   std::pair<int, std::size_t> lossy_rank{0, 0};  // moments, stalls
   for (const std::string& h : hosts) {
     std::vector<const Stall*> mine;
@@ -161,28 +171,27 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
       out_of |= s.from == h || s.both_ways;
     }
     const std::size_t elsewhere = stalls.size() - mine.size();
-    const int moments = std::get<0>(describe(mine));
+    const int moments = summarize(mine, recent_since).moments;
     if (peers.size() < 2 || !into || !out_of || 4 * elsewhere > mine.size() ||
         moments < kMinMoments || std::pair{moments, mine.size()} <= lossy_rank)
       continue;
-    lossy_host = h;
+    lossy = h;
     lossy_stalls = std::move(mine);
     lossy_rank = {moments, lossy_stalls.size()};
   }
-  if (!lossy_host.empty()) {
-    if (!named.hosts.count(lossy_host))
-      add_finding(finding_kind::slow_host_network, "host " + lossy_host, lossy_stalls,
-                  stalls.size() - lossy_stalls.size(), {{"host", lossy_host}},
-                  avoid_host(lossy_host), "to and from it");
-    return true;
-  }
-  // A link: stalls on one host pair, at separate moments, and few elsewhere, in the direction
-  // its messages and probe legs stalled in.
+  return lossy;
+}
+
+// A link: stalls on one host pair, at separate moments, and few elsewhere, in the direction its
+// messages and probe legs stalled in.
+void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubjects& named,
+                       StallFindings& out) {
   std::map<std::pair<std::string, std::string>, std::vector<const Stall*>> by_pair;
   for (const Stall& s : stalls) by_pair[std::minmax(s.from, s.to)].push_back(&s);
   for (const auto& [pair, mine] : by_pair) {
     const std::size_t elsewhere = stalls.size() - mine.size();
-    if (4 * elsewhere > mine.size() || std::get<0>(describe(mine)) < kMinMoments) continue;
+    if (4 * elsewhere > mine.size() || summarize(mine, out.recent_since).moments < kMinMoments)
+      continue;
     int forth = 0, back = 0, messages_forth = 0, messages_back = 0;
     for (const Stall* s : mine) {
       if (s->both_ways) continue;
@@ -200,10 +209,35 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
     std::string from = pair.first, to = pair.second;
     if (forth == 0 && back > 0) std::swap(from, to);
     if (named.names_link(from, to)) continue;
-    add_finding(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
-                elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}},
-                avoid_link(from, to, both, 0), "on it");
+    out.add(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
+            elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}},
+            avoid_link(from, to, both, 0), "on it");
   }
+}
+
+}  // namespace
+
+bool detect_stalled_links(const Job& job, const HealthOptions& options,
+                          const std::vector<MessageStall>& message_stalls,
+                          std::vector<Finding>& findings, std::string& error) {
+  std::vector<Stall> stalls;
+  for (const MessageStall& m : message_stalls)
+    stalls.push_back({m.from, m.to, m.at_ns, m.ns, m.baseline_ns});
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
+  const std::int64_t stall_span = stall_span_ns(options);
+  if (!read_probe_stalls(job, options, now - stall_span, stalls, error)) return false;
+  if (stalls.empty()) return true;
+  const NamedNetworkSubjects named = named_network_subjects(findings);
+  StallFindings out{job, now - stall_span / 2, ms_text(static_cast<double>(stall_span)), findings};
+  std::vector<const Stall*> host_stalls;
+  if (const std::string host = lossy_host(stalls, out.recent_since, host_stalls); !host.empty()) {
+    if (!named.hosts.count(host))
+      out.add(finding_kind::slow_host_network, "host " + host, host_stalls,
+              stalls.size() - host_stalls.size(), {{"host", host}}, avoid_host(host),
+              "to and from it");
+    return true;
+  }
+  add_link_findings(stalls, named, out);
   return true;
 }
 

@@ -18,6 +18,10 @@ namespace {
 // MiB per thread at most.
 constexpr std::size_t kChunkRows = 16384;
 constexpr std::size_t kChunksAhead = 4;
+// Rows a fresh chunk has room for before it grows.
+constexpr std::size_t kFirstRows = 64;
+// Files per reading thread whose observations may wait for the merge.
+constexpr std::size_t kFilesAhead = 4;
 
 }  // namespace
 
@@ -25,7 +29,10 @@ void RowChunk::add(sqlite3_stmt* stmt) {
   const auto columns = static_cast<std::size_t>(sqlite3_column_count(stmt));
   if (cells_.empty()) {
     columns_ = columns;
-    cells_.reserve(kChunkRows * columns);
+    // Room for a few rows at first: most passes hand over a few rows per file (the newest
+    // heartbeat, a setting), and a whole chunk's room for each would be megabytes per file
+    // and thread. A recycled chunk keeps what it grew to.
+    cells_.reserve(kFirstRows * columns);
   }
   if (columns != columns_) return;  // one chunk holds one statement's rows
   for (std::size_t i = 0; i < columns; ++i) {
@@ -48,6 +55,10 @@ std::string ResultRow::text(int column) const {
   if (c.type == SQLITE_NULL) return "";
   if (c.text < 0) return std::to_string(c.value);
   return chunk_->texts_[static_cast<std::size_t>(c.text)];
+}
+
+bool without_memory_statistics() {
+  return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
 }
 
 int reading_threads(int threads) {
@@ -263,6 +274,174 @@ bool read_files_in_order(const std::vector<std::string>& files, int threads, con
   for (std::size_t i = 0; i < workers; ++i)
     pool.emplace_back([&reads, deadline] { reads.run_worker(deadline); });
   return reads.consume_all(row, error, rows_read);
+}
+
+namespace {
+
+// Hands each row of one file to its observation, on the reading thread.
+class ObservingSink : public RowSink {
+ public:
+  ObservingSink(std::size_t file, FileObservation& observation)
+      : file_(file), observation_(observation) {}
+  void begin_query(int query) override { query_ = query; }
+  void add(sqlite3_stmt* stmt) override {
+    observation_.row(ResultRow(stmt, query_, file_));
+    ++observation_.rows;
+  }
+
+ private:
+  std::size_t file_;
+  int query_ = 0;
+  FileObservation& observation_;
+};
+
+// The files being observed ahead of the merge, and who waits for whom. The merging thread
+// observes files too while the one it merges next is not done: `threads` threads in all.
+class OrderedObservations {
+ public:
+  OrderedObservations(const std::vector<std::string>& files, const FileWork& work,
+                      const std::function<std::unique_ptr<FileObservation>(std::size_t)>& start,
+                      std::size_t ahead)
+      : files_(files), work_(work), start_(start), ahead_(ahead), slots_(files.size()) {}
+
+  void run_worker(Deadline::At deadline) {
+    const Deadline inherited(deadline);
+    for (;;) {
+      std::size_t file;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        workers_wake_.wait(
+            lock, [&] { return cancelled_ || next_ >= files_.size() || next_ < merged_ + ahead_; });
+        if (!claim(file)) return;
+      }
+      observe(file);
+    }
+  }
+
+  // Merges every file's observation in order; false with the first failing file's error.
+  bool merge_all(const std::function<void(std::size_t, FileObservation&)>& merge,
+                 std::string& error, std::uint64_t* rows_read) {
+    for (std::size_t file = 0; file < files_.size(); ++file) {
+      std::unique_ptr<FileObservation> observation;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        Slot& slot = slots_[file];
+        while (!slot.done) {
+          std::size_t next;
+          if (claim(next)) {
+            lock.unlock();
+            observe(next);
+            lock.lock();
+          } else {
+            merge_wakes_.wait(lock);
+          }
+        }
+        if (slot.thrown) std::rethrow_exception(slot.thrown);
+        if (slot.failed) {
+          error = slot.error;
+          return false;
+        }
+        observation = std::move(slot.observation);
+      }
+      merge(file, *observation);
+      if (rows_read) *rows_read += observation->rows;
+      observation.reset();
+      std::lock_guard<std::mutex> lock(mutex_);
+      merged_ = file + 1;
+      workers_wake_.notify_all();
+    }
+    return true;
+  }
+
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+    workers_wake_.notify_all();
+  }
+
+ private:
+  struct Slot {
+    std::unique_ptr<FileObservation> observation;
+    bool done = false, failed = false;
+    std::string error;
+    std::exception_ptr thrown;
+  };
+
+  // With the lock held: the next file to observe, if any is within reach of the merge.
+  bool claim(std::size_t& file) {
+    if (cancelled_ || next_ >= files_.size() || next_ >= merged_ + ahead_) return false;
+    file = next_++;
+    return true;
+  }
+
+  void observe(std::size_t file) {
+    std::unique_ptr<FileObservation> observation;
+    std::string error;
+    bool ok = false;
+    std::exception_ptr thrown;
+    try {
+      observation = start_(file);
+      ObservingSink sink(file, *observation);
+      ok = read_one(files_[file], work_, sink, error);
+    } catch (...) {
+      // Thrown again on the merging thread, at this file's turn: as a serial read throws.
+      thrown = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    Slot& slot = slots_[file];
+    slot.observation = std::move(observation);
+    slot.done = true;
+    slot.failed = !ok;
+    slot.error = std::move(error);
+    slot.thrown = thrown;
+    if (file == merged_) merge_wakes_.notify_one();
+  }
+
+  const std::vector<std::string>& files_;
+  const FileWork& work_;
+  const std::function<std::unique_ptr<FileObservation>(std::size_t)>& start_;
+  const std::size_t ahead_;
+  std::mutex mutex_;
+  std::condition_variable merge_wakes_, workers_wake_;
+  std::vector<Slot> slots_;
+  std::size_t next_ = 0, merged_ = 0;
+  bool cancelled_ = false;
+};
+
+}  // namespace
+
+bool observe_files_in_order(
+    const std::vector<std::string>& files, int threads, const FileWork& work,
+    const std::function<std::unique_ptr<FileObservation>(std::size_t file)>& start,
+    const std::function<void(std::size_t file, FileObservation& observed)>& merge,
+    std::string& error, std::uint64_t* rows_read) {
+  const auto observers = static_cast<std::size_t>(
+      std::min<std::size_t>(static_cast<std::size_t>(reading_threads(threads)), files.size()));
+  if (observers <= 1) {
+    for (std::size_t file = 0; file < files.size(); ++file) {
+      std::unique_ptr<FileObservation> observation = start(file);
+      ObservingSink sink(file, *observation);
+      if (!read_one(files[file], work, sink, error)) return false;
+      merge(file, *observation);
+      if (rows_read) *rows_read += observation->rows;
+    }
+    return true;
+  }
+  OrderedObservations observations(files, work, start, kFilesAhead * observers);
+  std::vector<std::thread> pool;
+  struct Joiner {
+    OrderedObservations& observations;
+    std::vector<std::thread>& pool;
+    ~Joiner() {
+      observations.cancel();
+      for (std::thread& t : pool) t.join();
+    }
+  } joiner{observations, pool};
+  const Deadline::At deadline = Deadline::current();
+  // The calling thread is one of the observers.
+  for (std::size_t i = 1; i < observers; ++i)
+    pool.emplace_back([&observations, deadline] { observations.run_worker(deadline); });
+  return observations.merge_all(merge, error, rows_read);
 }
 
 }  // namespace commtap::analyzer

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,13 @@ class RowSink {
 // consumer reaches the file).
 using FileWork = std::function<bool(TraceReader& reader, RowSink& sink, std::string& error)>;
 
+// SQLite counts the memory it uses under one process-wide mutex, which reading threads then take
+// at every allocation: on 2 cores that contention cost more CPU than a second thread saved
+// (docs/benchmarks.md). This turns the count off for the process; call it before SQLite is
+// first used (false where it was: nothing changes). Not in a process that sets a heap limit
+// (`commtap query`'s memory limit needs the count).
+bool without_memory_statistics();
+
 // The threads a read uses: `threads`, or all cores where it is 0.
 int reading_threads(int threads);
 
@@ -106,5 +114,46 @@ int reading_threads(int threads);
 bool read_files_in_order(const std::vector<std::string>& files, int threads, const FileWork& work,
                          const std::function<void(const ResultRow&)>& row, std::string& error,
                          std::uint64_t* rows_read = nullptr);
+
+// What one file's rows made, on the thread that read them: a detector's per-file partial result
+// (observe_files_in_order).
+class FileObservation {
+ public:
+  virtual ~FileObservation() = default;
+  virtual void row(const ResultRow& row) = 0;
+  std::uint64_t rows = 0;  // rows observed
+};
+
+// Opens each of `files` on up to reading_threads(threads) threads and runs `work` on it, each row
+// going to that file's observation (made by `start`) on the thread that read it; then calls
+// `merge` on the calling thread with every file's observation in file order. So the work per
+// row is spread over the threads, and whatever `merge` makes of the partials is the same at any
+// thread count. Stops at the first file (in file order) that fails, with its error. Reading
+// threads run at most a few files ahead of the merge (the partials' memory stays bounded).
+bool observe_files_in_order(
+    const std::vector<std::string>& files, int threads, const FileWork& work,
+    const std::function<std::unique_ptr<FileObservation>(std::size_t file)>& start,
+    const std::function<void(std::size_t file, FileObservation& observed)>& merge,
+    std::string& error, std::uint64_t* rows_read = nullptr);
+
+// The same with a partial of type Partial: `observe(partial, row)` on the reading thread,
+// `merge(std::move(partial))` on the calling thread in file order.
+template <class Partial, class Observe, class Merge>
+bool observe_files_in_order(const std::vector<std::string>& files, int threads,
+                            const FileWork& work, const Observe& observe, const Merge& merge,
+                            std::string& error, std::uint64_t* rows_read = nullptr) {
+  struct Holder : FileObservation {
+    explicit Holder(const Observe& o) : observe(o) {}
+    void row(const ResultRow& r) override { observe(partial, r); }
+    const Observe& observe;
+    Partial partial;
+  };
+  return observe_files_in_order(
+      files, threads, work, [&](std::size_t) { return std::make_unique<Holder>(observe); },
+      [&](std::size_t, FileObservation& observed) {
+        merge(std::move(static_cast<Holder&>(observed).partial));
+      },
+      error, rows_read);
+}
 
 }  // namespace commtap::analyzer

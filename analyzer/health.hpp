@@ -50,9 +50,8 @@ struct HealthOptions {
   // Set by a run over many jobs with a deadline (`analyze --deadline`): this job's share of the
   // run's time left, when shorter than job_timeout_s's limit (0: none).
   double run_share_s = 0;
-  // Threads that read a job's files (0: one per core). The findings are the same whatever it is;
-  // one by default, since the rows' handover costs more than a second reader gains on 2 cores.
-  int threads = 1;
+  // Threads that read a job's files (0: one per core). The findings are the same whatever it is.
+  int threads = 0;
   // With since_s, read every row anyway (and filter), rather than only the recent ones: the
   // findings are the same (recent_rows.hpp); for comparisons and benchmarks.
   bool read_all = false;

@@ -70,9 +70,20 @@ bool add_checked(sqlite3_stmt* s, const std::vector<int>& time_columns, RowSink&
 bool each_collective_row(const Job& job, const std::string& columns, const std::string& condition,
                          const std::vector<int>& time_columns,
                          const std::function<void(const ResultRow&)>& row, std::string& error) {
-  if (job.read_from_wall == INT64_MIN)
-    return each_row(job, ("SELECT " + columns + " FROM collectives WHERE " + condition).c_str(),
-                    row, error);
+  return read_files_in_order(job.files, job.threads,
+                             collective_rows_work(job, columns, condition, time_columns), row,
+                             error, &job.rows_read);
+}
+
+FileWork collective_rows_work(const Job& job, const std::string& columns,
+                              const std::string& condition, const std::vector<int>& time_columns) {
+  if (job.read_from_wall == INT64_MIN) {
+    const std::string statement = "SELECT " + columns + " FROM collectives WHERE " + condition;
+    return [statement](TraceReader& reader, RowSink& sink, std::string& e) {
+      return reader.each(
+          statement, {}, [&](sqlite3_stmt* s) { sink.add(s); }, e);
+    };
+  }
   const std::string first_sql =
       "SELECT seq FROM collectives WHERE rank = ?1 AND comm_id = ?2 ORDER BY seq LIMIT 1";
   const std::string last_sql =
@@ -84,53 +95,51 @@ bool each_collective_row(const Job& job, const std::string& columns, const std::
                                " FROM collectives WHERE rank = ?1 AND comm_id = ?2 AND seq >= ?3 "
                                "AND (" +
                                condition + ")";
-  return read_files_in_order(
-      job.files, job.threads,
-      [&](TraceReader& reader, RowSink& sink, std::string& e) {
-        return each_key(
-            reader, "collectives", "rank", std::nullopt,
-            [&](std::int64_t rank) {
-              auto r = job.ranks.find(static_cast<int>(rank));
-              if (r == job.ranks.end()) return true;  // no facts: its rows are never used
-              const std::int64_t from = read_from_local(job, r->second);
-              return each_key(
-                  reader, "collectives", "comm_id", rank,
-                  [&](std::int64_t comm) {
-                    std::int64_t low = 0, high = 0;
-                    if (!reader.each(
-                            first_sql, {rank, comm},
-                            [&](sqlite3_stmt* s) { low = column_i64(s, 0); }, e) ||
-                        !reader.each(
-                            last_sql, {rank, comm},
-                            [&](sqlite3_stmt* s) { high = column_i64(s, 0); }, e))
-                      return false;
-                    // The first sequence number entered at or after `from`: past the last
-                    // (nothing) where none is.
-                    high = high == INT64_MAX ? high : high + 1;
-                    while (low < high) {
-                      const std::int64_t middle = low + (high - low) / 2;
-                      bool after = true;
-                      if (!reader.each(
-                              enter_sql, {rank, comm, middle},
-                              [&](sqlite3_stmt* s) { after = column_i64(s, 0) >= from; }, e))
-                        return false;
-                      (after ? high : low) = after ? middle : middle + 1;
-                    }
-                    bool ok = true;
-                    return reader.each(
-                               rows_sql, {rank, comm, low},
-                               [&](sqlite3_stmt* s) {
-                                 ok = ok &&
-                                      add_checked(s, time_columns, sink, reader, "collectives", e);
-                               },
-                               e) &&
-                           ok;
-                  },
-                  e);
-            },
-            e);
-      },
-      row, error, &job.rows_read);
+  return [&job, first_sql, last_sql, enter_sql, rows_sql, time_columns](
+             TraceReader& reader, RowSink& sink, std::string& e) {
+    return each_key(
+        reader, "collectives", "rank", std::nullopt,
+        [&](std::int64_t rank) {
+          auto r = job.ranks.find(static_cast<int>(rank));
+          if (r == job.ranks.end()) return true;  // no facts: its rows are never used
+          const std::int64_t from = read_from_local(job, r->second);
+          return each_key(
+              reader, "collectives", "comm_id", rank,
+              [&](std::int64_t comm) {
+                std::int64_t low = 0, high = 0;
+                if (!reader.each(
+                        first_sql, {rank, comm}, [&](sqlite3_stmt* s) { low = column_i64(s, 0); },
+                        e) ||
+                    !reader.each(
+                        last_sql, {rank, comm}, [&](sqlite3_stmt* s) { high = column_i64(s, 0); },
+                        e))
+                  return false;
+                // The first sequence number entered at or after `from`: past the last
+                // (nothing) where none is.
+                high = high == INT64_MAX ? high : high + 1;
+                while (low < high) {
+                  const std::int64_t middle = low + (high - low) / 2;
+                  bool after = true;
+                  if (!reader.each(
+                          enter_sql, {rank, comm, middle},
+                          [&](sqlite3_stmt* s) { after = column_i64(s, 0) >= from; }, e))
+                    return false;
+                  (after ? high : low) = after ? middle : middle + 1;
+                }
+                bool ok = true;
+                return reader.each(
+                           rows_sql, {rank, comm, low},
+                           [&](sqlite3_stmt* s) {
+                             ok =
+                                 ok && add_checked(s, time_columns, sink, reader, "collectives", e);
+                           },
+                           e) &&
+                       ok;
+              },
+              e);
+        },
+        e);
+  };
 }
 
 bool each_recent_row(const Job& job, const std::string& table, const std::string& whole_sql,

@@ -35,6 +35,19 @@ std::int64_t read_from_local(const Job& job, const Rank& rank);
 bool each_collective_row(const Job& job, const std::string& columns, const std::string& condition,
                          const std::vector<int>& time_columns,
                          const std::function<void(const ResultRow&)>& row, std::string& error);
+// What each_collective_row runs on one file (on its reading thread).
+FileWork collective_rows_work(const Job& job, const std::string& columns,
+                              const std::string& condition, const std::vector<int>& time_columns);
+// The same rows observed on the reading threads, one Partial per file, merged in file order
+// (observe_files_in_order): `observe(Partial&, const ResultRow&)`, `merge(Partial&&)`.
+template <class Partial, class Observe, class Merge>
+bool observe_collective_rows(const Job& job, const std::string& columns,
+                             const std::string& condition, const std::vector<int>& time_columns,
+                             const Observe& observe, const Merge& merge, std::string& error) {
+  return observe_files_in_order<Partial>(
+      job.files, job.threads, collective_rows_work(job, columns, condition, time_columns), observe,
+      merge, error, &job.rows_read);
+}
 
 // `sql` on every file. In cron mode `sql` must restrict `rank = ?1 AND <wall column> >= ?2` of a
 // table keyed (rank, wall time, ...) (heartbeats, aggregates): it runs once per rank of each file

@@ -29,6 +29,11 @@ struct LogHistogram {
     ++counts[static_cast<std::size_t>(bucket_of(ns))];
     ++total;
   }
+  void merge(const LogHistogram& other) {
+    for (int b = 0; b < kBuckets; ++b)
+      counts[static_cast<std::size_t>(b)] += other.counts[static_cast<std::size_t>(b)];
+    total += other.total;
+  }
   double quantile(double q) const {
     if (total == 0) return 0;
     const double target = q * total;

@@ -8,8 +8,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "analyzer/job_model.hpp"
+#include "analyzer/recent_rows.hpp"
 
 namespace commtap::analyzer {
 
@@ -44,5 +46,86 @@ bool each_send(const Job& job, const std::function<void(const TransferRow&)>& ro
                std::string& error);
 bool each_receive(const Job& job, const std::function<void(const TransferRow&)>& row,
                   std::string& error);
+
+// A completed collective instance record (the collectives table, exit_ns not null), as the
+// slow-node passes read it.
+struct CollectiveRow {
+  int rank = 0;
+  std::int64_t comm_id = 0;
+  std::uint64_t seq = 0;
+  std::int64_t enter_ns = 0, exit_ns = 0;  // the rank's clock
+  std::int64_t site = -1;                  // -1: none recorded
+};
+// The columns and condition of those rows, and one row of them.
+extern const std::string kCollectiveColumns, kCompletedCollectives;
+extern const std::vector<int> kCollectiveTimeColumns;
+CollectiveRow collective_row(const ResultRow& s);
+// Only its rank, instance and entry (exit_ns and site left unread: 0 and -1).
+CollectiveRow collective_arrival(const ResultRow& s);
+// Every file's completed collectives (in cron mode the recent ones: recent_rows.hpp), observed
+// per file on the reading threads and merged in file order (observe_files_in_order):
+// `observe(Partial&, const CollectiveRow&)`, `merge(Partial&&)`.
+// `arrivals_only`: the rows as collective_arrival reads them (fewer columns read per row).
+template <class Partial, class Observe, class Merge>
+bool observe_completed_collectives(const Job& job, const Observe& observe, const Merge& merge,
+                                   std::string& error, bool arrivals_only = false) {
+  return observe_collective_rows<Partial>(
+      job, kCollectiveColumns, kCompletedCollectives, kCollectiveTimeColumns,
+      [&](Partial& partial, const ResultRow& s) {
+        observe(partial, arrivals_only ? collective_arrival(s) : collective_row(s));
+      },
+      merge, error);
+}
+
+// A heartbeat's stall counter (heartbeats.stalled_ns where recorded): each rank's rows in time
+// order (in cron mode from the horizon on).
+struct StallRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0, stalled_ns = 0;
+};
+bool each_stall_row(const Job& job, const std::function<void(const StallRow&)>& row,
+                    std::string& error);
+
+// A write of a rank's window: its time inside MPI (aggregates, summed per write by the caller),
+// or a heartbeat (every write has one) with no time.
+struct WindowWriteRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0;
+  std::int64_t mpi_ns = 0;
+};
+bool each_aggregate_total(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+                          std::string& error);
+bool each_heartbeat_write(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+                          std::string& error);
+
+// A window's aggregate of one call site (function, its symbol, size class).
+struct AggregateRow {
+  std::int64_t wall_ns = 0;
+  std::string function, symbol;  // symbol: '?' where unknown
+  std::int64_t size_class = 0, calls = 0, total_ns = 0;
+};
+bool each_aggregate(const Job& job, const std::function<void(const AggregateRow&)>& row,
+                    std::string& error);
+
+// The TCP counters (the tcp_links table): each rank's own addresses, and every row ordered by
+// connection (rank, local address, peer address) and time.
+struct TcpAddressRow {
+  int rank = 0;
+  std::string local_address;
+};
+bool each_tcp_address(const Job& job, const std::function<void(const TcpAddressRow&)>& row,
+                      std::string& error);
+struct TcpLinkRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0;
+  std::string local_address, peer_address;
+  std::uint64_t data_segs_out = 0, retrans_segs = 0, dsack_dups = 0, bytes_acked = 0;
+};
+bool each_tcp_link(const Job& job, const std::function<void(const TcpLinkRow&)>& row,
+                   std::string& error);
+
+// A setting as the job's files recorded it (the settings table), each file's value in turn.
+bool each_setting_value(const Job& job, const std::string& name,
+                        const std::function<void(const std::string&)>& value, std::string& error);
 
 }  // namespace commtap::analyzer

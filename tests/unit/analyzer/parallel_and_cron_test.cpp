@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "analyzer/file_rows.hpp"
 #include "analyzer/health.hpp"
+#include "analyzer/trace_files.hpp"
 #include "render/text_json.hpp"
 #include "tests/fixtures/synthetic_job.hpp"
 #include "tests/unit/analyzer/health_checks.hpp"
@@ -82,6 +86,63 @@ TEST(ParallelRead, SameFindingsWhateverTheThreadCount) {
         EXPECT_EQ(parallel.rows_read, serial.rows_read);
       }
     }
+  }
+}
+
+// The per-file observations: each file's rows observed on a reading thread, the partials merged
+// in file order on the calling thread at any thread count, and what an observation throws thrown
+// on the calling thread at that file's turn, after the files before it were merged.
+TEST(ParallelRead, ObservationsAreMergedInFileOrder) {
+  TempDir dir;
+  SyntheticJob job;
+  job.ranks = 12;
+  job.hosts = 4;
+  job.seconds = 3;
+  ASSERT_EQ(job.write(dir.path()), "");
+  std::vector<std::string> files;
+  std::string error;
+  ASSERT_TRUE(commtap::analyzer::job_files(dir.path().string(), true, files, error)) << error;
+  ASSERT_EQ(files.size(), 12u);
+  using commtap::analyzer::ResultRow;
+  using commtap::analyzer::RowSink;
+  using commtap::analyzer::TraceReader;
+  const commtap::analyzer::FileWork work = [](TraceReader& reader, RowSink& sink, std::string& e) {
+    return reader.each(
+        "SELECT rank, seq FROM collectives ORDER BY seq", {}, [&](sqlite3_stmt* s) { sink.add(s); },
+        e);
+  };
+  struct Partial {
+    std::vector<std::int64_t> rows;  // rank * 1e6 + seq
+  };
+  auto observe_all = [&](int threads, int throw_at, std::vector<std::int64_t>& merged) {
+    std::string e;
+    std::uint64_t rows = 0;
+    const bool ok = commtap::analyzer::observe_files_in_order<Partial>(
+        files, threads, work,
+        [&](Partial& p, const ResultRow& r) {
+          if (r.i64(0) == throw_at)
+            throw std::runtime_error("observed rank " + std::to_string(throw_at));
+          p.rows.push_back(r.i64(0) * 1'000'000 + r.i64(1));
+        },
+        [&](Partial&& p) { merged.insert(merged.end(), p.rows.begin(), p.rows.end()); }, e, &rows);
+    EXPECT_TRUE(ok) << e;
+    EXPECT_EQ(rows, merged.size());
+  };
+  std::vector<std::int64_t> serial;
+  observe_all(1, -1, serial);
+  ASSERT_FALSE(serial.empty());
+  for (const int threads : {2, 3, 8}) {
+    std::vector<std::int64_t> parallel;
+    observe_all(threads, -1, parallel);
+    EXPECT_EQ(parallel, serial) << threads << " threads";
+  }
+  for (const int threads : {1, 3}) {
+    std::vector<std::int64_t> merged;
+    EXPECT_THROW(observe_all(threads, 5, merged), std::runtime_error) << threads << " threads";
+    // Every file before rank 5's, in order, and nothing of it or after it.
+    const auto first_of_5 = std::find_if(serial.begin(), serial.end(),
+                                         [](std::int64_t row) { return row / 1'000'000 == 5; });
+    EXPECT_EQ(merged, std::vector<std::int64_t>(serial.begin(), first_of_5)) << threads;
   }
 }
 
