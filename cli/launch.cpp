@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,10 +133,10 @@ std::optional<std::string> captured_output(const std::vector<std::string>& argv,
   close(out[1]);
   std::string text;
   bool finished = false;
-  for (int waited = 0; waited < timeout_ms;) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
     pollfd readable{out[0], POLLIN, 0};
     const int ready = poll(&readable, 1, 100);
-    waited += 100;
     if (ready <= 0) continue;
     char buffer[4096];
     const ssize_t got = read(out[0], buffer, sizeof buffer);

@@ -64,7 +64,9 @@ if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2>/dev/null; then
 fi
 hide=""
 for name in libmpich.so.12 libunwind.so.8 libdw.so.1; do
-  path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ { print $NF; exit }')
+  # awk reads the whole listing: leaving early would end ldconfig with SIGPIPE, which pipefail
+  # and set -e turn into a silent exit of this script.
+  path=$(ldconfig -p | awk -v n="$name" '!found && $1 == n && /x86-64/ { print $NF; found = 1 }')
   [ -n "$path" ] && hide+="mount --bind /dev/null $(readlink -f "$path"); "
 done
 unshare -m bash -c "$hide
