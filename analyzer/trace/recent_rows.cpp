@@ -9,15 +9,6 @@
 
 namespace commtap::analyzer {
 
-bool each_row(const JobFiles& job, const char* sql, const std::function<void(sqlite3_stmt*)>& row,
-              std::string& error) {
-  for (const std::string& file : job.files) {
-    auto reader = TraceReader::open(file, error);
-    if (!reader || !reader->each(sql, {}, row, error)) return false;
-  }
-  return true;
-}
-
 bool each_row(const JobFiles& job, const char* sql,
               const std::function<void(const ResultRow&)>& row, std::string& error) {
   const std::string statement = sql;

@@ -44,11 +44,8 @@ bool observe_collective_rows(const JobFiles& job, const std::string& columns,
       merge, error, &job.rows_read);
 }
 
-// Runs `sql` on every file of the job (one at a time: memory does not grow with the files).
-bool each_row(const JobFiles& job, const char* sql, const std::function<void(sqlite3_stmt*)>& row,
-              std::string& error);
-// The same, the files read on job.threads threads (file_rows.hpp): `row` is called on this
-// thread, in the same order as by a serial read.
+// Runs `sql` on every file of the job, the files read on job.threads threads (file_rows.hpp):
+// `row` is called on this thread, in the order of a serial read.
 bool each_row(const JobFiles& job, const char* sql,
               const std::function<void(const ResultRow&)>& row, std::string& error);
 
