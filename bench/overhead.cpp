@@ -4,6 +4,7 @@
 //   p2p_self8 <ns per MPI_Irecv+MPI_Send+MPI_Wait>   (1 rank, to itself: no second process; the
 //             receive is posted first because a blocking send to self may wait forever)
 //   pingpong8 <ns per MPI_Send+MPI_Recv pair, i.e. half a round trip>   (2 ranks)
+//   exchange8 <ns per 2 MPI_Irecv + 2 MPI_Isend + MPI_Waitall(4), 8 B each>   (2 ranks)
 // Each figure is the median of several timed batches, after a warm-up batch, 1.5 s after MPI_Init
 // (the second argument, in ms: 0 measures a short job, from MPI_Init on).
 #include <mpi.h>
@@ -84,6 +85,20 @@ int main(int argc, char** argv) {
     // One iteration is a round trip: two messages, each a Send on one side and a Recv on the
     // other. Report per one-way message.
     if (rank == 0) std::printf("pingpong8 %.2f\n", ns / 2);
+    // A halo exchange: two receives and two sends each way, completed by one MPI_Waitall (the
+    // call whose receives commtap stamps one by one where one of them is recorded).
+    double in[2] = {0, 0}, out[2] = {1, 2};
+    const double exchange_ns = median_ns_per_call(batches, calls / 4, [&](long n) {
+      for (long i = 0; i < n; ++i) {
+        MPI_Request requests[4];
+        MPI_Irecv(&in[0], 1, MPI_DOUBLE, peer, 1, MPI_COMM_WORLD, &requests[0]);
+        MPI_Irecv(&in[1], 1, MPI_DOUBLE, peer, 2, MPI_COMM_WORLD, &requests[1]);
+        MPI_Isend(&out[0], 1, MPI_DOUBLE, peer, 1, MPI_COMM_WORLD, &requests[2]);
+        MPI_Isend(&out[1], 1, MPI_DOUBLE, peer, 2, MPI_COMM_WORLD, &requests[3]);
+        MPI_Waitall(4, requests, MPI_STATUSES_IGNORE);
+      }
+    });
+    if (rank == 0) std::printf("exchange8 %.2f\n", exchange_ns);
   }
   MPI_Finalize();
   return 0;

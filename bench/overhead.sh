@@ -47,12 +47,13 @@ stat() { tr ' ' '\n' | grep . | sort -g | awk -v which="$1" '{a[NR]=$1}
 
 echo "| call | statistic | native ns | disabled ns | added | enabled ns | added | enabled/native |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|"
-for name in allreduce8 allreduce8_short p2p_self8 pingpong8; do
+for name in allreduce8 allreduce8_short p2p_self8 pingpong8 exchange8; do
   case $name in
     allreduce8) label="MPI_Allreduce 8 B, 1 rank" ;;
     allreduce8_short) label="MPI_Allreduce 8 B, 1 rank, a job shorter than 1 s" ;;
     p2p_self8) label="MPI_Irecv+MPI_Send+MPI_Wait 8 B to self, 1 rank" ;;
     pingpong8) label="MPI_Send/MPI_Recv ping-pong 8 B, 2 ranks, per message" ;;
+    exchange8) label="2 MPI_Irecv + 2 MPI_Isend + MPI_Waitall 8 B, 2 ranks, per exchange" ;;
   esac
   for which in min median; do
     a=$(echo "${values[$name,native]}" | stat $which)

@@ -17,6 +17,7 @@
 #include "interpose/function_table.hpp"
 #include "interpose/hooks_recording.hpp"
 #include "interpose/runtime.hpp"
+#include "interpose/yield.hpp"
 #include "monitor/call_counters.hpp"
 #include "monitor/clock.hpp"
 #include "monitor/thread_state.hpp"
@@ -35,12 +36,14 @@ void snapshot_requests(RequestSnapshot& snapshot, A... a) {
 }
 
 // After it: attribute each operation the call completed to the function that started it.
+// `arrived_ns`: where not null, when each request of an MPI_Waitall was seen done (0: at `now`).
 template <Fn id, typename... A>
-void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
-                     monitor::ThreadState& self, monitor::CallStats* stats, A... a) {
+void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t call_end,
+                     const std::uint64_t* arrived_ns, monitor::ThreadState& self,
+                     monitor::CallStats* stats, A... a) {
   if (rc != MPI_SUCCESS) return;
   // `status`: the completed operation's status, or nullptr if the application ignored it.
-  auto complete = [&](MPI_Request request, const MPI_Status* status) {
+  auto complete = [&](MPI_Request request, const MPI_Status* status, std::uint64_t now) {
     if (auto done = runtime().requests.complete(request, snapshot.epoch())) {
       monitor::CallStats& origin = stats[index_of(done->fn)];
       monitor::bump(origin.completions, 1);
@@ -73,25 +76,28 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t now,
                                                                             : &statuses[i];
   };
   if constexpr (id == Fn::Wait) {
-    complete(snapshot[0], status_at(arg<1>(a...), 0));
+    complete(snapshot[0], status_at(arg<1>(a...), 0), call_end);
   } else if constexpr (id == Fn::Test) {
-    if (*arg<1>(a...)) complete(snapshot[0], status_at(arg<2>(a...), 0));
+    if (*arg<1>(a...)) complete(snapshot[0], status_at(arg<2>(a...), 0), call_end);
   } else if constexpr (id == Fn::Waitall) {
-    for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i], status_at(arg<2>(a...), i));
+    for (int i = 0; i < snapshot.size(); ++i)
+      complete(snapshot[i], status_at(arg<2>(a...), i),
+               arrived_ns != nullptr && arrived_ns[i] != 0 ? arrived_ns[i] : call_end);
   } else if constexpr (id == Fn::Testall) {
     if (*arg<2>(a...))
-      for (int i = 0; i < snapshot.size(); ++i) complete(snapshot[i], status_at(arg<3>(a...), i));
+      for (int i = 0; i < snapshot.size(); ++i)
+        complete(snapshot[i], status_at(arg<3>(a...), i), call_end);
   } else if constexpr (id == Fn::Waitany) {
     if (*arg<2>(a...) != MPI_UNDEFINED)
-      complete(snapshot[*arg<2>(a...)], status_at(arg<3>(a...), 0));
+      complete(snapshot[*arg<2>(a...)], status_at(arg<3>(a...), 0), call_end);
   } else if constexpr (id == Fn::Testany) {
     if (*arg<3>(a...) && *arg<2>(a...) != MPI_UNDEFINED)
-      complete(snapshot[*arg<2>(a...)], status_at(arg<4>(a...), 0));
+      complete(snapshot[*arg<2>(a...)], status_at(arg<4>(a...), 0), call_end);
   } else if constexpr (id == Fn::Waitsome || id == Fn::Testsome) {
     const int completed = *arg<2>(a...);
     const int* indices = arg<3>(a...);
     for (int i = 0; completed != MPI_UNDEFINED && i < completed; ++i)
-      complete(snapshot[indices[i]], status_at(arg<4>(a...), i));
+      complete(snapshot[indices[i]], status_at(arg<4>(a...), i), call_end);
   } else if constexpr (id == Fn::Request_free) {
     runtime().requests.forget(snapshot[0], snapshot.epoch());
   }
@@ -131,6 +137,16 @@ struct RequestHooks {
   [[no_unique_address]] std::conditional_t<kConsumes && id != Fn::Request_free,
                                            std::array<MPI_Status, kOwnStatuses>, Nothing>
       own_statuses;
+  // MPI_Waitall completes its requests at once, so a receive that arrived early would read as
+  // late as the set's latest (a stencil's halo from a healthy neighbour completing with the one
+  // from a slow link). Where the set holds a recorded receive, commtap polls it first and
+  // stamps each request when it is seen done; the blocking call then completes them all.
+  static constexpr bool kStampsArrivals = id == Fn::Waitall;
+  static constexpr int kMaxStamped = 16;
+  [[no_unique_address]] std::conditional_t<kStampsArrivals, std::array<std::uint64_t, kMaxStamped>,
+                                           Nothing>
+      arrived_ns;
+  bool stamped = false;
 
   template <typename... A>
   [[gnu::always_inline]] void before(A&... a) {
@@ -144,11 +160,32 @@ struct RequestHooks {
         statuses = own_statuses.data();
     }
   }
+  // After the call's clock started, before the library's call (MPI_Waitall only).
+  template <typename... A>
+  [[gnu::always_inline]] void stamp_arrivals(A... a) {
+    if constexpr (kStampsArrivals) {
+      const int count = arg<0>(a...);
+      MPI_Request* requests = arg<1>(a...);
+      // Under MPI_THREAD_MULTIPLE the error handler cannot be set aside while polling (yield.cpp):
+      // the call is left as it is.
+      if (count < 2 || count > kMaxStamped || snapshot.size() != count || runtime().thread_multiple)
+        return;
+      if (!runtime().requests.holds_recorded_receive(requests, count, snapshot.epoch(),
+                                                     runtime().world_rank, runtime().sample))
+        return;
+      poll_arrivals(count, requests, arrived_ns.data(), runtime().yield);
+      stamped = true;
+    }
+  }
   template <typename... A>
   [[gnu::always_inline]] void after(int rc, const CallScope& scope, A... a) {
     if constexpr (kConsumes) {
+      const std::uint64_t* arrivals = nullptr;
+      if constexpr (kStampsArrivals)
+        if (stamped) arrivals = arrived_ns.data();
       if (snapshot.size() > 0)
-        settle_requests<id>(rc, snapshot, scope.t1(), scope.thread(), scope.stats(), a...);
+        settle_requests<id>(rc, snapshot, scope.t1(), arrivals, scope.thread(), scope.stats(),
+                            a...);
     } else if constexpr (family_of(id) == Family::start) {
       if (rc == MPI_SUCCESS) start_requests<id>(scope.t0(), a...);
     }

@@ -101,6 +101,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     datatypes.before(a...);
 
     scope.enter(static_cast<std::int64_t>(info.comm), collective.seq);
+    requests.stamp_arrivals(a...);
     auto library = [&] {
       if constexpr (yield != Yield::none)
         if (runtime().yield) return call_yielding<yield>(twin, a...);

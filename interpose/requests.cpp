@@ -141,6 +141,24 @@ std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request reques
   return done;
 }
 
+bool RequestTable::holds_recorded_receive(const MPI_Request* requests, int count,
+                                          std::uint64_t epoch, int receiver, std::uint64_t sample) {
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    Shard& s = shard(requests[i]);
+    ShardLock lock(s);
+    const Found found = find_newest_before(s, requests[i], epoch);
+    if (found.entry == nullptr || !found.entry->active) continue;
+    const Instance& instance = found.entry->instance;
+    if (instance.kind != monitor::RecordKind::recv || instance.comm == nullptr) continue;
+    if (instance.seq == 0 || instance.root < 0 ||
+        monitor::is_message_sampled(instance.comm->id, instance.root, receiver, instance.tag,
+                                    instance.seq, sample))
+      return true;
+  }
+  return false;
+}
+
 void RequestTable::forget(MPI_Request request, std::uint64_t epoch) {
   if (request == MPI_REQUEST_NULL) return;
   Shard& s = shard(request);

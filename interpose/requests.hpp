@@ -59,6 +59,11 @@ class RequestTable {
   std::optional<Completed> complete(MPI_Request request, std::uint64_t epoch);
   // MPI_Request_free, begun at `epoch`.
   void forget(MPI_Request request, std::uint64_t epoch);
+  // Whether any of `count` handles, as a completion call begun at `epoch` sees them, is an
+  // active receive whose message is recorded (sampled for `receiver`, this world rank, at
+  // `sample`), or a wildcard receive, numbered only when it completes.
+  bool holds_recorded_receive(const MPI_Request* requests, int count, std::uint64_t epoch,
+                              int receiver, std::uint64_t sample);
   // Fast check for the completion wrappers: nothing tracked means nothing to snapshot.
   bool empty() const { return size_.load(std::memory_order_relaxed) == 0; }
   void clear();

@@ -1,6 +1,7 @@
 #include "interpose/yield.hpp"
 
 #include "interpose/runtime.hpp"
+#include "monitor/clock.hpp"
 
 #include <sched.h>
 
@@ -69,6 +70,27 @@ void poll_yielding(int count, MPI_Request requests[], Until until) {
 }
 
 }  // namespace
+
+void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
+                   bool yield_between) {
+  const QuietWorldWhilePolling quiet;
+  int pending = 0;
+  for (int i = 0; i < count; ++i) {
+    arrived_ns[i] = 0;
+    pending += requests[i] != MPI_REQUEST_NULL ? 1 : 0;
+  }
+  while (pending > 0) {
+    for (int i = 0; i < count; ++i) {
+      if (requests[i] == MPI_REQUEST_NULL || arrived_ns[i] != 0) continue;
+      int done = 0;
+      if (PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
+      if (!done) continue;
+      arrived_ns[i] = monitor::now_ns();
+      --pending;
+    }
+    if (pending > 0 && yield_between) sched_yield();
+  }
+}
 
 int wait_yielding(MPI_Request* request, MPI_Status* status) {
   poll_yielding(1, request, Until::all);

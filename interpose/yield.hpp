@@ -3,9 +3,19 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+
 namespace commtap::interpose {
 
 int wait_yielding(MPI_Request* request, MPI_Status* status);
+
+// Before an MPI_Waitall: polls the requests without consuming them (MPI_Request_get_status)
+// until every one is done, inactive or null, and stamps arrived_ns[i] with the clock
+// (monitor::now_ns) when request i was first seen done (0 for a null one); sched_yield between
+// rounds where `yield_between`. The blocking call that follows completes them all at once, with
+// the library's own statuses and errors.
+void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
+                   bool yield_between);
 
 // Same parameters as the Wait family; used as their "poll" twins in mpi_functions.def.
 int yield_wait(MPI_Request* request, MPI_Status* status);

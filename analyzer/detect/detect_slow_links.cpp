@@ -31,12 +31,16 @@ struct Reservoir {
   }
 };
 
-// One message of the recent window, as evidence about its link: either its one-way time
-// (it was in flight when the receive was posted) or only an upper bound on it (it had arrived
-// before the receive was posted: it took at most that long).
+// One message of the recent window, as evidence about its link: bounds on its one-way time.
+// Received by a rank that was waiting before the send: exactly its one-way time. Posted after
+// the send and completed well after the post: at most receive done minus send start, at least
+// done minus post (its transit once both sides were ready: a large message cannot move before
+// its receive is posted, so a receiver that posts late, as a pipeline stage that computes first
+// does, would otherwise read as a slow link). Already there when posted: only the upper bound.
 struct LinkObservation {
   std::int64_t start = 0;  // its send, on rank 0's clock
-  double ns = 0;  // negative where the two clocks' alignment is off by more than the latency
+  double ns = 0;  // the upper bound; negative where the clocks' alignment is off by more than it
+  double transit_ns = 0;  // the lower bound: done minus the later of send start and post
   bool upper_bound = false;
   int size_class = 0;
   bool operator<(const LinkObservation& other) const { return start < other.start; }
@@ -115,16 +119,18 @@ MessageSamples sample_messages(const Job& job, const HealthOptions& options,
     const std::int64_t start = m.start + sender, posted = m.posted + receiver,
                        done = m.done + receiver;
     // In flight (the receive was posted before the send, or the data came in well after the
-    // post): completion minus send is the one-way time. Otherwise the data was there when the
+    // post): its one-way time lies between its transit (completion minus the later of send and
+    // post) and completion minus send (LinkObservation). Otherwise the data was there when the
     // receive was posted: the one-way time was at most that, and a receiver that posts late
-    // says nothing more about the link.
+    // says nothing more about the link. The baselines are of transits.
     constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
     const bool in_flight = posted <= start || done - posted >= kCopyNs;
     const CellKey key{m.from_host, m.to_host, size_class(m.bytes)};
     const auto one_way = static_cast<double>(done - start);
-    if (in_flight) out.cells[key].add(std::max(0.0, one_way), random);
+    const auto transit = static_cast<double>(done - std::max(start, posted));
+    if (in_flight) out.cells[key].add(std::max(0.0, transit), random);
     out.observed[{m.from_host, m.to_host}].push_back(
-        {start, one_way, !in_flight, std::get<2>(key)});
+        {start, one_way, transit, !in_flight, std::get<2>(key)});
     // Stalled: counted from the moment both sides were ready (a message that waited for a late
     // receive did not stall).
     const std::int64_t stalled = done - std::max(start, posted);
@@ -208,7 +214,7 @@ Decided recent_decisions(std::int64_t recent_aligned, const Thresholds& threshol
     std::sort(observations.begin(), observations.end());
     auto is_decided = [&](const LinkObservation& o) {
       auto t = thresholds.of(o.size_class);
-      return t && (o.ns < t->second || !o.upper_bound);
+      return t && (o.ns < t->second || (!o.upper_bound && o.transit_ns >= t->second));
     };
     std::size_t from = observations.size(), independent = 0;
     std::int64_t counted = INT64_MAX;  // the send time of the latest one counted
@@ -227,12 +233,12 @@ Decided recent_decisions(std::int64_t recent_aligned, const Thresholds& threshol
       if (!t) continue;
       const auto [base, threshold] = *t;
       cell.recent_excess.push_back(o.ns - base);
-      if (!o.upper_bound) cell.recent_ns.push_back(o.ns);
+      if (!o.upper_bound) cell.recent_ns.push_back(o.transit_ns);
       cell.slow_excess.push_back(threshold - base);
       if (o.ns < threshold) {
         ++cell.recent_fast;
         decided[pair].emplace_back(o.start, false);
-      } else if (!o.upper_bound) {
+      } else if (!o.upper_bound && o.transit_ns >= threshold) {
         ++cell.recent_slow;
         decided[pair].emplace_back(o.start, true);
       }

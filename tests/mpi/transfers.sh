@@ -30,6 +30,18 @@ mismatched=$(db_query trace3 "SELECT count(*) FROM transfers s JOIN transfers r
 expect_equal 0 "$mismatched" "joined messages whose sizes differ"
 pass "$joined messages joined sender to receiver, sizes equal"
 
+# 2b. MPI_Waitall's receives are stamped when each is seen done (interpose/hooks_requests.hpp),
+# not all at the call's end: of step 4's two receives from one sender in one MPI_Waitall, the
+# first (delivered first: MPI's order) completes before the second. Without the stamps both
+# read the Waitall's end.
+read -r pairs ordered < <(db_query trace3 "SELECT count(*), sum(a.end_ns < b.end_ns)
+  FROM transfers a JOIN transfers b ON a.rank = b.rank AND a.comm_id = b.comm_id
+  AND a.peer = b.peer AND a.tag = b.tag AND b.msg = a.msg + 1
+  WHERE a.direction = 'recv' AND b.direction = 'recv' AND a.tag = 5 AND a.msg % 2 = 1" | tr '|' ' ')
+[ "${pairs:-0}" -gt 0 ] || fail "no pair of receives completed by one MPI_Waitall"
+expect_equal "$pairs" "$ordered" "MPI_Waitall receive pairs whose first completes before the second"
+pass "$pairs MPI_Waitall receive pairs stamped apart"
+
 # 3. Sampling picks the same messages on both sides (by a hash of the message's name, so about
 # one in four here).
 COMMTAP_DIR=trace-sampled COMMTAP_SAMPLE=4 \
