@@ -305,6 +305,16 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
       continue;
     changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, c));
   }
+  // When one rank slows, the others wait and fall against it, but not all alike: one that
+  // waits less than the rest (a worker the root serves first) rises against their median too, by
+  // less. A rise under half the largest one is taken for that echo (two faults of very different
+  // strength at once are named one at a time).
+  double largest = 0;
+  for (const auto& [rank, hc] : changed)
+    largest = std::max(largest, hc.second.after - hc.second.before);
+  std::erase_if(changed, [&](const auto& entry) {
+    return entry.second.second.after - entry.second.second.before < largest / 2;
+  });
   // A host whose ranks all changed is a slow host, named by its rank that changed most.
   std::map<int, std::vector<int>> changed_by_host, ranks_by_host;
   for (const auto& [number, r] : job.ranks) ranks_by_host[r.host].push_back(number);
