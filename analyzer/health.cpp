@@ -6,39 +6,16 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "analyzer/detectors.hpp"
-#include "analyzer/recent_rows.hpp"
-#include "analyzer/report_inputs.hpp"
-#include "analyzer/trace_files.hpp"
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/detect/detectors.hpp"
+#include "analyzer/trace/recent_rows.hpp"
+#include "analyzer/trace/report_inputs.hpp"
+#include "analyzer/trace/trace_files.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 
 namespace commtap::analyzer {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-const char* severity_name(Severity severity) {
-  switch (severity) {
-    case Severity::info:
-      return "info";
-    case Severity::warning:
-      return "warning";
-    case Severity::error:
-      return "error";
-    case Severity::critical:
-      return "critical";
-  }
-  return "?";
-}
-
-bool parse_severity(const std::string& text, Severity& severity) {
-  for (Severity s : {Severity::info, Severity::warning, Severity::error, Severity::critical})
-    if (text == severity_name(s)) {
-      severity = s;
-      return true;
-    }
-  return false;
-}
 
 namespace {
 

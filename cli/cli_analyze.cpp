@@ -17,9 +17,10 @@
 #include <set>
 #include <thread>
 
-#include "analyzer/output_files.hpp"
-#include "analyzer/trace_files.hpp"
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/store/findings_store.hpp"
+#include "analyzer/store/output_files.hpp"
+#include "analyzer/trace/trace_files.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 #include "cli/cli.hpp"
 #include "render/prometheus.hpp"
 #include "render/text_json.hpp"

@@ -1,7 +1,7 @@
 // What every subcommand that reads job directories shares: input options and error lines.
 #include <cstdio>
 
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 #include "cli/cli.hpp"
 
 namespace commtap::cli {

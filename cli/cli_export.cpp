@@ -2,10 +2,10 @@
 #include <cstdio>
 #include <memory>
 
-#include "analyzer/output_files.hpp"
-#include "analyzer/statistics.hpp"
-#include "analyzer/trace_files.hpp"
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/findings/statistics.hpp"
+#include "analyzer/store/output_files.hpp"
+#include "analyzer/trace/trace_files.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 #include "cli/cli.hpp"
 #include "render/export_perfetto.hpp"
 

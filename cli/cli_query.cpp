@@ -3,8 +3,8 @@
 #include <iostream>
 #include <memory>
 
-#include "analyzer/analyzer.hpp"
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/query/job_database.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 #include "cli/cli.hpp"
 
 namespace commtap::cli {

@@ -3,11 +3,11 @@
 #include <memory>
 #include <string>
 
-#include "analyzer/analyzer.hpp"
-#include "analyzer/output_files.hpp"
-#include "analyzer/report_inputs.hpp"
-#include "analyzer/statistics.hpp"
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/findings/statistics.hpp"
+#include "analyzer/query/job_database.hpp"
+#include "analyzer/store/output_files.hpp"
+#include "analyzer/trace/report_inputs.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 #include "cli/cli.hpp"
 #include "render/report_html.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/file_rows.hpp"
+#include "analyzer/trace/file_rows.hpp"
 #include "cli/cli.hpp"
 #include "cli/launch.hpp"
 
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   for (const cli::Subcommand& c : commands)
     if (*c.command) {
       // Reading threads do better without SQLite's memory statistics; `query` keeps them, for
-      // its memory limit (analyzer/file_rows.hpp).
+      // its memory limit (analyzer/trace/file_rows.hpp).
       if (c.command->get_name() != "query" && c.command->get_name() != "merge")
         commtap::analyzer::without_memory_statistics();
       return c.run();

@@ -497,7 +497,7 @@ void start_without_mpi(const FirstNcclCommunicator& first) {
   runtime().world_rank = facts.rank;
   learn_local_facts(settings, facts);
   // No estimate of the offset to rank 0's clock: the analyzer aligns the ranks' clocks by their
-  // collectives' completion times (analyzer/clock_alignment.cpp).
+  // collectives' completion times (analyzer/model/clock_alignment.cpp).
   facts.clock = {};
   if (facts.rank == 0)
     for (const std::string& problem : parsed.problems)

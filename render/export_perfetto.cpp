@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analyzer/job_model.hpp"
-#include "analyzer/symbols.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/model/job_model.hpp"
+#include "analyzer/trace/symbols.hpp"
+#include "analyzer/trace/trace_files.hpp"
 
 namespace commtap::render {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <map>
 
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 
 namespace commtap::render {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/statistics.hpp"
+#include "analyzer/findings/statistics.hpp"
 #include "render/html_kit.hpp"
 
 namespace commtap::render {

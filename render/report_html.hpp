@@ -5,7 +5,7 @@
 #include <string>
 
 #include "analyzer/health.hpp"
-#include "analyzer/report_inputs.hpp"
+#include "analyzer/trace/report_inputs.hpp"
 
 namespace commtap::render {
 

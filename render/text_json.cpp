@@ -3,7 +3,7 @@
 
 #include <cctype>
 
-#include "analyzer/statistics.hpp"
+#include "analyzer/findings/statistics.hpp"
 
 namespace commtap::render {
 

@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analyzer.hpp"
 #include "analyzer/health.hpp"
+#include "analyzer/query/job_database.hpp"
+#include "analyzer/store/findings_store.hpp"
 #include "avoid_list/avoid_list.hpp"
 #include "tests/fixtures/synthetic_job.hpp"
 #include "tests/unit/analyzer/health_checks.hpp"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "analyzer/health.hpp"
-#include "analyzer/job_model.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/model/job_model.hpp"
+#include "analyzer/trace/trace_files.hpp"
 #include "monitor/monitor.hpp"
 #include "render/export_perfetto.hpp"
 #include "render/text_json.hpp"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/file_rows.hpp"
 #include "analyzer/health.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/trace/file_rows.hpp"
+#include "analyzer/trace/trace_files.hpp"
 #include "render/text_json.hpp"
 #include "tests/fixtures/synthetic_job.hpp"
 #include "tests/unit/analyzer/health_checks.hpp"

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "analyzer/analyzer.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/query/job_database.hpp"
+#include "analyzer/trace/trace_files.hpp"
 #include "monitor/monitor.hpp"
 #include "tests/fixtures/synthetic_job.hpp"
 #include "tests/unit/temp_dir.hpp"

@@ -12,9 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "analyzer/output_files.hpp"
-#include "analyzer/trace_files.hpp"
-#include "analyzer/untrusted_input.hpp"
+#include "analyzer/store/output_files.hpp"
+#include "analyzer/trace/trace_files.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 #include "monitor/trace_schema.hpp"
 #include "tests/unit/temp_dir.hpp"
 

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analyzer/analyzer.hpp"
-#include "analyzer/trace_files.hpp"
+#include "analyzer/query/job_database.hpp"
+#include "analyzer/trace/trace_files.hpp"
 #include "monitor/monitor.hpp"
 #include "monitor/shared_fs.hpp"
 #include "tests/unit/temp_dir.hpp"

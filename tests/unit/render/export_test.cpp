@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analyzer.hpp"
-#include "analyzer/output_files.hpp"
-#include "analyzer/symbols.hpp"
+#include "analyzer/query/job_database.hpp"
+#include "analyzer/store/output_files.hpp"
+#include "analyzer/trace/symbols.hpp"
 #include "render/export_perfetto.hpp"
 #include "render/prometheus.hpp"
 #include "tests/fixtures/synthetic_job.hpp"

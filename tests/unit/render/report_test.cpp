@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/report_inputs.hpp"
+#include "analyzer/trace/report_inputs.hpp"
 #include "monitor/monitor.hpp"
 #include "render/report_html.hpp"
 #include "tests/unit/temp_dir.hpp"

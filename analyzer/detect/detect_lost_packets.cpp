@@ -1,0 +1,293 @@
+// slow_host_network and slow_link from the kernel's TCP counters (the tcp_links table,
+// docs/analyzer.md): a link that drops packets makes TCP send them again, and the connections that
+// send over it count those resends whether or not a sampled message or a probe happened to stall.
+// Resends the receiver reports as duplicates (D-SACK) were not losses: on a busy machine the
+// tail-loss probe fires before a delayed acknowledgement arrives, on every link alike (seen
+// on 2 loaded cores: up to 1 segment in 400, all of them reported back).
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "analyzer/detect/detectors.hpp"
+#include "analyzer/findings/statistics.hpp"
+#include "analyzer/trace/trace_rows.hpp"
+
+namespace commtap::analyzer {
+namespace {
+
+using json = nlohmann::json;
+
+// A link loses packets when, over the stall span, TCP lost at least this many of its segments, at
+// least this share of them, and (with 4 measured links or more) this many times the lower quartile
+// of the links' shares. A healthy network loses far less than 1 in 1,000; a flaky cable or port
+// 1 in 1,000 to 1 in 10.
+constexpr std::uint64_t kMinLost = 5;
+constexpr double kMinShare = 0.001, kShareFactor = 10;
+// A link's share counts toward the baseline when it sent this many segments in the span.
+constexpr std::uint64_t kMeasuredSegments = 100;
+// Losses at this many separate moments at least: one burst is a moment, not a link.
+constexpr int kMinMoments = 2;
+
+bool loopback(const std::string& ip) {
+  return ip.rfind("127.", 0) == 0 || ip == "::1";
+}
+
+struct LinkLoss {
+  std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
+  std::vector<std::int64_t> lost_at;  // wall_ns of the rows that lost some
+  std::uint64_t lost() const { return resent > duplicates ? resent - duplicates : 0; }
+  double share() const { return segments == 0 ? 0 : static_cast<double>(lost()) / segments; }
+};
+
+// Loss shares are small: two decimals below 10% ("0.35%").
+std::string share_text(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, share >= 0.1 ? "%.0f%%" : "%.2f%%", 100 * share);
+  return text;
+}
+
+// Which host each address is: the ranks' own ends of their connections. An address two hosts
+// claim (a private bridge's, loopback) names none (-1). And COMMTAP_TCP_INTERVAL.
+struct TcpAddresses {
+  std::map<std::string, int> hosts;
+  double interval_s = 5;
+};
+
+bool read_addresses(const Job& job, TcpAddresses& out, std::string& error) {
+  return each_tcp_address(
+             job,
+             [&](const TcpAddressRow& s) {
+               auto rank = job.ranks.find(s.rank);
+               if (rank == job.ranks.end()) return;
+               auto [found, added] = out.hosts.try_emplace(s.local_address, rank->second.host);
+               if (!added && found->second != rank->second.host) found->second = -1;
+             },
+             error) &&
+         each_setting_value(
+             job, "COMMTAP_TCP_INTERVAL",
+             [&](const std::string& value) {
+               if (const double v = std::atof(value.c_str()); v > 0) out.interval_s = v;
+             },
+             error);
+}
+
+// Per directed host pair, what its connections sent and lost over the span counted.
+using LinkLosses = std::map<std::pair<int, int>, LinkLoss>;  // (from host, to host)
+
+// Each row's counters are totals since the rank's first read: a row's resends and duplicates are
+// its difference to the one before. Counted from `counted_since`, up to --at. `first_counted`:
+// the earliest row counted.
+bool read_link_losses(const Job& job, const TcpAddresses& addresses, std::int64_t counted_since,
+                      LinkLosses& links, std::int64_t& first_counted, std::string& error) {
+  struct Counters {
+    std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
+  };
+  std::map<std::tuple<int, std::string, std::string>, Counters> previous;
+  return each_tcp_link(
+      job,
+      [&](const TcpLinkRow& s) {
+        const int rank_number = s.rank;
+        auto rank = job.ranks.find(rank_number);
+        const std::int64_t wall = s.wall_ns;
+        if (rank == job.ranks.end() || wall > job.until_wall) return;
+        const std::string& peer = s.peer_address;
+        auto peer_host = addresses.hosts.find(peer);
+        if (peer_host == addresses.hosts.end() || peer_host->second < 0 ||
+            peer_host->second == rank->second.host || loopback(peer))
+          return;
+        const Counters total{s.data_segs_out, s.retrans_segs, s.dsack_dups, s.bytes_acked};
+        Counters& last = previous[{rank_number, s.local_address, peer}];
+        // Totals only grow; one that fell is a file written by something else: start over.
+        if (total.segments < last.segments || total.resent < last.resent ||
+            total.duplicates < last.duplicates || total.bytes < last.bytes)
+          last = Counters{};
+        const Counters delta{total.segments - last.segments, total.resent - last.resent,
+                             total.duplicates - last.duplicates, total.bytes - last.bytes};
+        last = total;
+        if (wall < counted_since) return;
+        first_counted = std::min(first_counted, wall);
+        LinkLoss& link = links[{rank->second.host, peer_host->second}];
+        link.segments += delta.segments;
+        link.resent += delta.resent;
+        link.duplicates += delta.duplicates;
+        link.bytes += delta.bytes;
+        if (delta.resent > delta.duplicates) link.lost_at.push_back(wall);
+      },
+      error);
+}
+
+// The measured links' shares (the baseline's sample) and the links that lose: against the lower
+// quartile of the measured links' shares (a host that loses both ways has a lossy link to and
+// from every peer: half the links of 4 hosts, two thirds of 3). With fewer than 4 measured links
+// (2 hosts) the absolute floors decide alone.
+struct LossyLinks {
+  std::vector<double> shares;
+  double baseline = 0;
+  std::vector<std::pair<int, int>> lossy;
+};
+
+LossyLinks lossy_links(const LinkLosses& links, double interval_s, std::int64_t recent_since) {
+  LossyLinks out;
+  for (const auto& [pair, link] : links)
+    if (link.segments >= kMeasuredSegments) out.shares.push_back(link.share());
+  out.baseline = out.shares.size() >= 4 ? lower_quartile_of(out.shares) : 0.0;
+  // Rows of one moment: every rank reads its counters on its own schedule, at most a writer
+  // window apart from the others, and one rank's reads are a COMMTAP_TCP_INTERVAL apart.
+  const std::int64_t gap =
+      std::max<std::int64_t>(1'500'000'000, static_cast<std::int64_t>(interval_s * 0.5e9));
+  for (const auto& [pair, link] : links)
+    if (link.lost() >= kMinLost && link.share() >= kMinShare &&
+        link.share() >= kShareFactor * out.baseline &&
+        separate_moments(link.lost_at, gap) >= kMinMoments &&
+        *std::max_element(link.lost_at.begin(), link.lost_at.end()) >= recent_since)
+      out.lossy.push_back(pair);
+  return out;
+}
+
+// A host: lossy links into it from two hosts at least, or out of it to two, and at most a
+// quarter as many lossy links that do not touch it. Of several, the one that lost most (-1:
+// none); `links`: its lossy links.
+int lossy_host(const LinkLosses& links, const std::vector<std::pair<int, int>>& lossy,
+               std::vector<std::pair<int, int>>& host_links) {
+  int host = -1;
+  std::uint64_t host_lost = 0;
+  std::set<int> candidates;
+  for (const auto& [from, to] : lossy) candidates.insert({from, to});
+  for (int h : candidates) {
+    std::set<int> senders, receivers;
+    std::vector<std::pair<int, int>> mine;
+    std::uint64_t lost = 0;
+    for (const auto& [from, to] : lossy) {
+      if (from != h && to != h) continue;
+      mine.push_back({from, to});
+      lost += links.at({from, to}).lost();
+      if (to == h)
+        senders.insert(from);
+      else
+        receivers.insert(to);
+    }
+    const std::size_t elsewhere = lossy.size() - mine.size();
+    if ((senders.size() < 2 && receivers.size() < 2) || 4 * elsewhere > mine.size() ||
+        lost <= host_lost)
+      continue;
+    host = h;
+    host_lost = lost;
+    host_links = std::move(mine);
+  }
+  return host;
+}
+
+// What a loss finding says, the same for a host and a link.
+struct LossFindings {
+  const Job& job;
+  const LinkLosses& links;
+  const LossyLinks& lossy;
+  std::string span_text, compared;
+  std::vector<Finding>& findings;
+  std::vector<std::string>& delayed;
+
+  void add(const std::string& kind, const std::string& subject,
+           const std::vector<std::pair<int, int>>& mine, json evidence, avoid_list::AvoidList avoid,
+           const std::string& where, const std::string& cause) {
+    LinkLoss total;
+    for (const auto& pair : mine) {
+      const LinkLoss& link = links.at(pair);
+      total.segments += link.segments;
+      total.resent += link.resent;
+      total.duplicates += link.duplicates;
+      const std::string receiver = job.hosts[static_cast<std::size_t>(pair.second)];
+      if (std::find(delayed.begin(), delayed.end(), receiver) == delayed.end())
+        delayed.push_back(receiver);
+    }
+    Finding f;
+    f.kind = kind;
+    f.subject = subject;
+    f.severity = Severity::error;
+    f.strength = total.share() / kMinShare;
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = subject + ": TCP lost " + share_text(total.share()) + " of the segments sent " +
+                where + " (" + with_commas(total.lost()) + " of " + with_commas(total.segments) +
+                " in the last " + span_text + ": " + with_commas(total.resent) + " resent, less " +
+                with_commas(total.resent - total.lost()) + " the receiver already had), " +
+                compared + ": " + cause;
+    evidence["source"] = f.source = "tcp";
+    evidence["segments"] = total.segments;
+    evidence["lost"] = total.lost();
+    evidence["resent"] = total.resent;
+    evidence["share"] = total.share();
+    evidence["baseline_share"] = lossy.baseline;
+    f.host = evidence.value("host", "");
+    f.from = evidence.value("from", "");
+    f.to = evidence.value("to", "");
+    f.evidence = std::move(evidence);
+    f.avoid = std::move(avoid);
+    findings.push_back(std::move(f));
+  }
+};
+
+}  // namespace
+
+bool detect_lost_packets(const Job& job, const HealthOptions& options,
+                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<std::string>& delayed, std::string& error) {
+  TcpAddresses addresses;
+  if (!read_addresses(job, addresses, error)) return false;
+  if (addresses.hosts.empty()) return true;
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
+  const std::int64_t span = stall_span_ns(options);
+  LinkLosses links;
+  std::int64_t first_counted = INT64_MAX;
+  if (!read_link_losses(job, addresses, std::max(now - span, since_wall_ns(job, options)), links,
+                        first_counted, error))
+    return false;
+  if (links.empty()) return true;
+  const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
+  for (const auto& [pair, link] : links)
+    tcp_links.push_back({host_name(pair.first), host_name(pair.second), link.segments, link.resent,
+                         link.lost(), link.bytes});
+  const LossyLinks lossy = lossy_links(links, addresses.interval_s, now - span / 2);
+  if (lossy.lossy.empty()) return true;
+
+  // A host or link that another rule names already: the same finding is merged with it (so that a
+  // host held off the CPU does not explain it away, below in health.cpp); a link whose host is
+  // named, or named the other way round, is not named again.
+  const NamedNetworkSubjects named = named_network_subjects(findings);
+  std::set<std::string> subjects;
+  for (const Finding& f : findings) subjects.insert(f.subject);
+  // Each row's difference covers the interval before it.
+  LossFindings out{job, links, lossy, "", "", findings, delayed};
+  out.span_text = ms_text(static_cast<double>(now - first_counted) + addresses.interval_s * 1e9);
+  out.compared =
+      lossy.shares.size() >= 4
+          ? "against " + share_text(lossy.baseline) + " on most links (lower quartile of " +
+                std::to_string(lossy.shares.size()) + ")"
+          : "with too few links to compare (" + std::to_string(lossy.shares.size()) + ")";
+  std::vector<std::pair<int, int>> host_links;
+  if (const int h = lossy_host(links, lossy.lossy, host_links); h >= 0) {
+    const std::string host = host_name(h);
+    bool into = false, out_of = false;
+    for (const auto& [from, to] : host_links) (to == h ? into : out_of) = true;
+    out.add(finding_kind::slow_host_network, "host " + host, host_links, {{"host", host}},
+            avoid_host(host), into && out_of ? "to and from it" : (into ? "to it" : "from it"),
+            "packets dropped at its NIC, cable or switch port, or on a congested link");
+    return true;
+  }
+  for (const auto& [from, to] : lossy.lossy) {
+    const bool both =
+        std::find(lossy.lossy.begin(), lossy.lossy.end(), std::pair{to, from}) != lossy.lossy.end();
+    if (both && from > to) continue;  // named once, as a <-> b
+    const std::string a = host_name(from), b = host_name(to);
+    const std::string subject = "link " + a + (both ? " <-> " : " -> ") + b;
+    if (named.names_link(a, b) && !subjects.count(subject)) continue;
+    std::vector<std::pair<int, int>> mine = {{from, to}};
+    if (both) mine.push_back({to, from});
+    out.add(finding_kind::slow_link, subject, mine,
+            {{"from", a}, {"to", b}, {"both_directions", both}}, avoid_link(a, b, both, 0),
+            "over it", "packets dropped on the way (cable, NIC or switch port, or congestion)");
+  }
+  return true;
+}
+
+}  // namespace commtap::analyzer

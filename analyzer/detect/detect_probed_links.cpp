@@ -1,0 +1,606 @@
+// slow_host_network and slow_link from link probes (the probes table): every directed host pair's
+// latency and throughput, measured by commtap itself, so that a slow NIC or a rate-limited link
+// is found in any job, also one whose own messages commtap does not see (collectives only).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "analyzer/detect/detectors.hpp"
+#include "analyzer/findings/statistics.hpp"
+#include "analyzer/trace/trace_rows.hpp"
+
+namespace commtap::analyzer {
+namespace {
+
+using json = nlohmann::json;
+
+// The probe rounds each pair's verdict is made from: the newest ones, so that a link that was
+// slow and got better is no longer flagged.
+constexpr std::size_t kRecentRounds = 5;
+// Probe rounds a verdict needs, of the same measure (latency or throughput) slow in most recent
+// rounds. A probe takes one measurement per pair and round; on a busy node a descheduled leader
+// slows one pair's latency in one round and another's throughput in the next (seen in clean
+// runs on 2 oversubscribed cores): a fault slows the same measure round after round.
+constexpr int kHostRounds = 2;  // a host is judged on several pairs at once
+constexpr int kLinkRounds = 3;  // a link on one pair (two directions)
+// Fast messages in the recent window for the job's messages to show a directed pair fine (as
+// detect_slow_links counts them).
+constexpr int kMessagesKnownFine = 3;
+
+struct PairProbes {
+  std::string from, to;
+  std::vector<std::pair<std::int64_t, double>> latency_ns;  // (aligned time, value), in time order
+  std::vector<std::pair<std::int64_t, double>> mb_per_s;
+};
+
+struct PairVerdict {
+  double latency_ns = 0, mb_per_s = 0;  // medians over the recent rounds
+  int rounds = 0, slow_rounds = 0;      // slow rounds: of the measure slow most often
+  bool slow_for_host = false;           // slow in most of the newest rounds, kHostRounds at least
+  bool slow = false;                    // the same, kLinkRounds at least, and the evidence holds
+  // The rounds of the measure and newest run that make the strongest case against chance.
+  EvidenceTest test;
+};
+
+std::vector<double> recent_values(const std::vector<std::pair<std::int64_t, double>>& series) {
+  std::vector<double> out;
+  const std::size_t first = series.size() > kRecentRounds ? series.size() - kRecentRounds : 0;
+  for (std::size_t i = first; i < series.size(); ++i) out.push_back(series[i].second);
+  return out;
+}
+
+// The value a healthy pair shows: the upper quartile of the pairs' throughputs, the lower of
+// their latencies, so that a slow host whose pairs are most of a small cluster's (4 of 6 on
+// three hosts) does not become the baseline.
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto index =
+      static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size() - 1)));
+  return values[std::min(index, values.size() - 1)];
+}
+
+std::string mb_text(double mb_per_s) {
+  char text[32];
+  std::snprintf(text, sizeof text, mb_per_s >= 100 ? "%.0f MB/s" : "%.1f MB/s", mb_per_s);
+  return text;
+}
+
+// The job's own messages are timed by the ranks that send and receive them, so a rank that runs
+// late (a busy CPU: seen on clean runs of 4 ranks on 2 loaded cores, 400 us on one ring link for
+// a whole job) makes them look as slow as a slow network does. Probes of the same pair in the
+// same recent window tell the two apart: a network fault slows their round trips both ways, or
+// their throughput, round after round; a busy CPU does not. A message-based slow_link or
+// slow_host_network whose pairs the probes measured in at least two rounds of the last window
+// and found fine in most of them is dropped (and its host no longer explains late arrivals).
+void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& options,
+                                       const std::map<std::pair<int, int>, PairProbes>& pairs,
+                                       double latency_limit, double throughput_limit,
+                                       std::vector<Finding>& findings, ProbeEvidence& evidence,
+                                       std::vector<std::string>& delayed) {
+  // The last window before the newest data (as the message-based rule counts it): the end is
+  // the job's now, not until_aligned(), which is open-ended unless --at is given.
+  const std::int64_t since = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned -
+                             static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  auto recent = [&](const std::vector<std::pair<std::int64_t, double>>& series, auto slow) {
+    int rounds = 0, slow_rounds = 0;
+    for (const auto& [at, value] : series)
+      if (at >= since) {
+        ++rounds;
+        slow_rounds += slow(value) ? 1 : 0;
+      }
+    return std::pair{rounds, slow_rounds};
+  };
+  std::map<std::string, int> node_of;
+  for (const auto& [key, p] : pairs) {
+    node_of[p.from] = key.first;
+    node_of[p.to] = key.second;
+  }
+  // Whether the probes say the directed pair is fine lately: nullopt when they have too few
+  // rounds in the window to say anything.
+  auto probed_fine = [&](int from, int to) -> std::optional<bool> {
+    auto there = pairs.find({from, to}), back = pairs.find({to, from});
+    if (there == pairs.end()) return std::nullopt;
+    auto late = [&](double ns) { return ns > latency_limit; };
+    const auto [rounds, slow_there] = recent(there->second.latency_ns, late);
+    if (rounds < 2) return std::nullopt;
+    const int slow_back =
+        back == pairs.end() ? slow_there : recent(back->second.latency_ns, late).second;
+    const int slow_throughput =
+        recent(there->second.mb_per_s, [&](double mb) { return mb < throughput_limit; }).second;
+    return 2 * std::max(std::min(slow_there, slow_back), slow_throughput) < rounds;
+  };
+  std::erase_if(findings, [&](const Finding& f) {
+    if (f.source == "probes") return false;
+    bool contradicted = false;
+    if (f.kind == finding_kind::slow_link) {
+      auto from = node_of.find(f.from), to = node_of.find(f.to);
+      if (from == node_of.end() || to == node_of.end()) return false;
+      contradicted = probed_fine(from->second, to->second).value_or(false);
+    } else if (f.kind == finding_kind::slow_host_network) {
+      const std::string& host = f.host;
+      auto node = node_of.find(host);
+      if (node == node_of.end()) return false;
+      int fine = 0, known = 0;
+      for (const auto& [key, p] : pairs) {
+        if (key.first != node->second && key.second != node->second) continue;
+        const auto verdict = probed_fine(key.first, key.second);
+        known += verdict.has_value();
+        fine += verdict.value_or(false);
+      }
+      // The probes find most of its pairs fine (more than a host finding leaves): it is not
+      // the host's network (the messages may have seen only its pairs with a slow peer).
+      contradicted = known >= 2 && fine > (1 - options.host_cell_fraction) * known;
+      if (contradicted)
+        delayed.erase(std::remove(delayed.begin(), delayed.end(), host), delayed.end());
+    }
+    if (contradicted) evidence.not_confirmed.push_back(f.subject);
+    return contradicted;
+  });
+}
+
+// Every directed host pair's probes in the --since range, by (from node, to node). Nodes that
+// share a host name (COMMTAP_TEST_NODES pretends several nodes on one host) are told apart by
+// their node number.
+using ProbePairs = std::map<std::pair<int, int>, PairProbes>;
+
+bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& pairs,
+                      std::string& error) {
+  const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
+  return each_probe(
+      job,
+      [&](const ProbeRow& row) {
+        auto rank = job.ranks.find(row.rank);
+        if (rank == job.ranks.end()) return;
+        const std::int64_t at = rank->second.aligned(row.at_ns);
+        if (at < since || at > until) return;
+        PairProbes& p = pairs[{row.from_node, row.to_node}];
+        p.from = row.from_host;
+        p.to = row.to_host;
+        const double bytes = static_cast<double>(row.bytes);
+        const double ns = std::max(1.0, static_cast<double>(row.ns));
+        if (bytes <= 1)
+          p.latency_ns.emplace_back(at, ns);
+        else
+          p.mb_per_s.emplace_back(at, bytes / ns * 1e3);
+      },
+      error);
+}
+
+// Each node's name (a host, or host/node where nodes share a host name).
+std::map<int, std::string> name_nodes(ProbePairs& pairs) {
+  std::map<int, std::string> name_of;
+  for (const auto& [key, p] : pairs) {
+    name_of[key.first] = p.from;
+    name_of[key.second] = p.to;
+  }
+  std::map<std::string, int> nodes_named;
+  for (const auto& [node, name] : name_of) ++nodes_named[name];
+  for (auto& [key, p] : pairs) {
+    if (nodes_named[p.from] > 1) p.from += "/" + std::to_string(key.first);
+    if (nodes_named[p.to] > 1) p.to += "/" + std::to_string(key.second);
+  }
+  return name_of;
+}
+
+// What a healthy pair measures, and where slow begins.
+struct ProbeBaseline {
+  double latency = 0, throughput = 0;  // ns, MB/s
+  double latency_limit = 0, throughput_limit = 0;
+};
+
+ProbeBaseline probe_baseline(const ProbePairs& pairs, const HealthOptions& options) {
+  std::vector<double> latencies, throughputs;
+  for (const auto& [key, p] : pairs) {
+    if (!p.latency_ns.empty()) latencies.push_back(median_of(recent_values(p.latency_ns)));
+    if (!p.mb_per_s.empty()) throughputs.push_back(median_of(recent_values(p.mb_per_s)));
+  }
+  ProbeBaseline b;
+  b.latency = quantile(latencies, 0.25);
+  b.throughput = quantile(throughputs, 0.75);
+  b.latency_limit = b.latency * options.link_factor + options.min_link_delay_us * 1e3;
+  b.throughput_limit = b.throughput / options.probe_throughput_factor;
+  return b;
+}
+
+// Per pair, its slow rounds (oldest first) by latency (after the both-directions rule), by
+// throughput, and by both at once: the evidence.
+constexpr std::size_t kMeasures = 3;
+using SlowRounds = std::map<std::pair<int, int>, std::array<std::vector<bool>, kMeasures>>;
+using PairVerdicts = std::map<std::pair<int, int>, PairVerdict>;
+
+// Per round (oldest first), whether each measure was slow. Rounds line up from the newest:
+// every leader records every round, so the i-th newest of two pairs is the same round.
+template <class Slow>
+std::vector<bool> round_flags(const std::vector<double>& values, Slow slow) {
+  std::vector<bool> out;
+  for (double value : values) out.push_back(slow(value));
+  return out;
+}
+
+// Judged on the newest rounds: slow in most of some run of rounds that ends with the newest, at
+// least `needed` of them, so that rounds from before a fault began do not outvote the ones
+// since (nor one slow round at the end the clean ones before it).
+bool persistent(const std::vector<bool>& slow, int needed) {
+  int count = 0;
+  for (std::size_t length = 1; length <= slow.size(); ++length) {
+    count += slow[slow.size() - length] ? 1 : 0;
+    if (count >= needed && 2 * count > static_cast<int>(length)) return true;
+  }
+  return false;
+}
+
+PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& base,
+                               SlowRounds& slow_rounds) {
+  PairVerdicts verdicts;
+  for (const auto& [key, p] : pairs) {
+    PairVerdict& v = verdicts[key];
+    const std::vector<double> lat = recent_values(p.latency_ns), tput = recent_values(p.mb_per_s);
+    v.latency_ns = median_of(lat);
+    v.mb_per_s = median_of(tput);
+    v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
+    auto late = [&](double ns) { return ns > base.latency_limit; };
+    std::vector<bool> slow_latency = round_flags(lat, late);
+    // A probe's latency is half a round trip, which crosses the link both ways, whichever host
+    // starts it: a slow network slows the pings of both hosts alike. A round trip that is slow
+    // only when one of the two starts it is that host's or its peer's CPU (a descheduled process
+    // answers late), not the link: latency counts in rounds where both directions are slow.
+    if (auto back = pairs.find({key.second, key.first}); back != pairs.end()) {
+      const std::vector<bool> slow_back = round_flags(recent_values(back->second.latency_ns), late);
+      for (std::size_t i = 1; i <= slow_latency.size(); ++i)
+        if (i > slow_back.size() || !slow_back[slow_back.size() - i])
+          slow_latency[slow_latency.size() - i] = false;
+    }
+    const std::vector<bool> slow_throughput =
+        round_flags(tput, [&](double mb) { return mb < base.throughput_limit; });
+    auto count = [](const std::vector<bool>& slow) {
+      return static_cast<int>(std::count(slow.begin(), slow.end(), true));
+    };
+    v.slow_rounds = std::max(count(slow_latency), count(slow_throughput));
+    v.slow_for_host =
+        persistent(slow_latency, kHostRounds) || persistent(slow_throughput, kHostRounds);
+    v.slow = persistent(slow_latency, kLinkRounds) || persistent(slow_throughput, kLinkRounds);
+    std::vector<bool> slow_both;
+    for (std::size_t i = std::min(slow_latency.size(), slow_throughput.size()); i >= 1; --i)
+      slow_both.push_back(slow_latency[slow_latency.size() - i] &&
+                          slow_throughput[slow_throughput.size() - i]);
+    slow_rounds[key] = {slow_latency, slow_throughput, slow_both};
+  }
+  return verdicts;
+}
+
+// The evidence (evidence.hpp): rounds are seconds apart, each an independent observation. Of
+// each measure's runs of newest rounds, the one least likely by chance; the multiplicity counts
+// every pair and three measures: latency, throughput, and both at once. A busy node slows one
+// measure of a round now and then (seen: a pair's throughput 15x below the others' in 3 of 5
+// rounds of a clean run at load 6); a delay slows both. At the floors of 5% for one measure and
+// 1% for both, a link needs 4 slow rounds of 4, or 3 slow in both. The chance that a healthy
+// pair's round reads slow, per measure: the lower quartile of the pairs' shares, never under the
+// measure's floor.
+void test_probe_pairs(const HealthOptions& options, SlowRounds& slow_rounds,
+                      PairVerdicts& verdicts) {
+  constexpr std::array<double, kMeasures> kFloors = {0.05, 0.05, 0.01};
+  std::array<double, kMeasures> chance{};
+  for (std::size_t m = 0; m < kMeasures; ++m) {
+    std::vector<double> shares;
+    for (const auto& [key, series] : slow_rounds)
+      if (!series[m].empty())
+        shares.push_back(static_cast<double>(std::count(series[m].begin(), series[m].end(), true)) /
+                         static_cast<double>(series[m].size()));
+    chance[m] = std::max(kFloors[m], lower_quartile_of(shares));
+  }
+  for (auto& [key, v] : verdicts) {
+    v.test.observed_what = "slow probe rounds";
+    v.test.spacing_s = 0;  // a round every COMMTAP_PROBE_INTERVAL or more
+    v.test.comparisons = static_cast<double>(verdicts.size() * kMeasures);
+    for (std::size_t m = 0; m < kMeasures; ++m)
+      strongest_newest_run(slow_rounds[key][m], chance[m], v.test);
+    v.slow = v.slow && v.test.false_alarm() <= options.false_alarm_rate;
+  }
+}
+
+bool involves(const std::pair<int, int>& pair, int node) {
+  return pair.first == node || pair.second == node;
+}
+
+// A host whose pairs are slow (all it sends, all it receives, or most of both) while a pair
+// elsewhere is fine: its NIC or its link to the switch.
+std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>& nodes,
+                               const PairVerdicts& verdicts) {
+  std::set<int> slow_hosts;
+  for (int node : nodes) {
+    int out = 0, out_slow = 0, in = 0, in_slow = 0;
+    bool fine_elsewhere = false;
+    for (const auto& [key, v] : verdicts) {
+      if (!involves(key, node)) {
+        fine_elsewhere |= !v.slow_for_host;
+        continue;
+      }
+      (key.first == node ? out : in) += 1;
+      (key.first == node ? out_slow : in_slow) += v.slow_for_host;
+    }
+    const int slow = out_slow + in_slow;
+    const bool host_wide = (out_slow >= 2 && out_slow == out) || (in_slow >= 2 && in_slow == in) ||
+                           (slow >= 2 && slow >= options.host_cell_fraction * (out + in));
+    if (host_wide && fine_elsewhere) slow_hosts.insert(node);
+  }
+  return slow_hosts;
+}
+
+// What the job's own messages say about each directed pair (detect_slow_links' matrix): a
+// message's one-way time has a direction, which a probe's half round trip has not, and there are
+// hundreds of them in a window against a few probe rounds.
+struct MessageVerdict {
+  bool slow = false, fine = false;  // neither: too few messages, or some slow
+};
+using MessageVerdicts = std::map<std::pair<std::string, std::string>, MessageVerdict>;
+
+// Fine: at least kMessagesKnownFine fast recent messages and hardly a slow one (at most one in
+// twenty): behind a host rate-limited both ways, its pair that carries less traffic has most of
+// its small messages through in time, and a sixth of them slow (seen: 11 of 71).
+MessageVerdicts message_verdicts(const MessageEvidence& messages) {
+  MessageVerdicts by_messages;
+  for (const MessageLink& l : messages.links)
+    by_messages[{l.from, l.to}] = {
+        l.slow, !l.slow && !l.suspect && static_cast<int>(l.recent_fast) >= kMessagesKnownFine &&
+                    20 * l.recent_slow <= l.recent_slow + l.recent_fast};
+  return by_messages;
+}
+
+// A link slow one way slows both directions' probe round trips, and on a busy node one more of
+// its host's pairs crossing the line in two rounds makes the host look slow. Where the messages
+// measured at least two of the host's directed pairs and found exactly one slow and the others
+// fine, the fault is that link, not the host.
+void hosts_that_are_links(const ProbePairs& pairs, const MessageVerdicts& by_messages,
+                          const std::map<int, std::string>& name_of, std::set<int>& slow_hosts,
+                          ProbeEvidence& evidence) {
+  for (auto it = slow_hosts.begin(); it != slow_hosts.end();) {
+    const int node = *it;
+    int slow = 0, fine = 0;
+    std::string link;
+    for (const auto& [key, p] : pairs) {
+      if (!involves(key, node)) continue;
+      auto m = by_messages.find({p.from, p.to});
+      if (m == by_messages.end()) continue;
+      slow += m->second.slow;
+      fine += m->second.fine;
+      if (m->second.slow) link = p.from + " -> " + p.to;
+    }
+    if (slow == 1 && fine >= 1) {
+      evidence.host_is_a_link.push_back({name_of.at(node), link});
+      it = slow_hosts.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// What the findings are made from.
+struct ProbeJudgement {
+  const Job& job;
+  const HealthOptions& options;
+  ProbePairs& pairs;
+  const PairVerdicts& verdicts;
+  const ProbeBaseline& base;
+  const std::set<int>& nodes;
+  const MessageVerdicts& by_messages;
+  // Each direction's one-way time from the probes' round trips on the aligned and corrected
+  // clocks (align_host_clocks). Their baseline is the latencies' (half a healthy round trip),
+  // which no clock error moves.
+  std::map<std::pair<std::string, std::string>, double> one_way;
+
+  // How far from the baseline, to put the clearest of several findings of a kind first.
+  double strength(double latency_ns, double mb_per_s) const {
+    return std::max(latency_ns / std::max(1.0, base.latency),
+                    base.throughput / std::max(1e-9, mb_per_s));
+  }
+  std::string baseline() const {
+    return ms_text(base.latency) + " latency, " + mb_text(base.throughput);
+  }
+  // Several of its pairs, each slow in most of at least two rounds: their rounds together are
+  // its evidence, and a host they do not make a case for is not named (nor are its links kept
+  // from being named).
+  EvidenceTest host_test(int node) const {
+    EvidenceTest test;
+    test.observed_what = "slow probe rounds";
+    test.spacing_s = 0;
+    test.comparisons = static_cast<double>(nodes.size());
+    for (const auto& [key, v] : verdicts)
+      if (involves(key, node) && v.slow_for_host) test.pool(v.test);
+    return test;
+  }
+};
+
+void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& findings,
+                      std::vector<std::string>& delayed) {
+  std::vector<double> lat, tput;
+  int rounds = 0;
+  std::string host;
+  for (const auto& [key, v] : j.verdicts) {
+    if (!involves(key, node) || !v.slow_for_host) continue;
+    lat.push_back(v.latency_ns);
+    tput.push_back(v.mb_per_s);
+    rounds = std::max(rounds, v.rounds);
+    host = key.first == node ? j.pairs[key].from : j.pairs[key].to;
+  }
+  Finding f;
+  f.kind = finding_kind::slow_host_network;
+  f.subject = "host " + host;
+  f.strength = j.strength(median_of(lat), median_of(tput));
+  const EvidenceTest test = j.host_test(node);
+  f.severity = severity_by_evidence(test, j.options);
+  f.confidence = test.confidence();
+  f.first_seen_ns = f.last_seen_ns = j.job.now_wall;
+  f.summary = f.subject + ": link probes to and from it measure " + ms_text(median_of(lat)) +
+              " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
+              j.baseline() + " between other hosts, over " +
+              count_text(static_cast<std::uint64_t>(rounds), "probe round") +
+              " (network side: NIC or link); " + test.text();
+  f.evidence = {{"host", host},
+                {"source", "probes"},
+                {"test", test.to_json()},
+                {"latency_ns", median_of(lat)},
+                {"mb_per_s", median_of(tput)},
+                {"baseline_latency_ns", j.base.latency},
+                {"baseline_mb_per_s", j.base.throughput},
+                {"rounds", rounds}};
+  // The job's messages on its links, named as slow links (a host whose messages go to one peer
+  // only is not judged by them), are this finding's.
+  json links = json::array();
+  std::erase_if(findings, [&](const Finding& m) {
+    const bool absorbed = m.kind == finding_kind::slow_link && m.source != "probes" &&
+                          (m.from == host || m.to == host);
+    if (absorbed) links.push_back(m.subject);
+    return absorbed;
+  });
+  if (!links.empty()) {
+    f.evidence["message_links"] = links;
+    f.summary += "; the job's messages on " + links[0].get<std::string>() +
+                 (links.size() > 1 ? " and " + std::to_string(links.size() - 1) + " more" : "") +
+                 " are slow too";
+  }
+  f.host = host;
+  f.source = "probes";
+  f.avoid = avoid_host(host);
+  findings.push_back(f);
+  if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
+}
+
+// Both ways by the probes, one way by the messages (the other way fine, or not sent): the
+// messages' direction. Else the probes' own one-way times, where one direction has the round
+// trip's excess and the other next to none: a clock error would add to one what it takes from
+// the other, and a slow host network delays both. Turns `p` to the slow direction, clears
+// `both` where one was found, and returns how the probes told it, for the summary.
+std::string slow_direction(const ProbeJudgement& j, PairProbes& p, bool& both) {
+  std::string direction;
+  auto there = j.by_messages.find({p.from, p.to}), back_there = j.by_messages.find({p.to, p.from});
+  const bool forth = there != j.by_messages.end() && there->second.slow;
+  const bool back_slow = back_there != j.by_messages.end() && back_there->second.slow;
+  auto f = j.one_way.find({p.from, p.to}), b = j.one_way.find({p.to, p.from});
+  if (forth != back_slow) {
+    both = false;
+    if (back_slow) std::swap(p.from, p.to);
+  } else if (f != j.one_way.end() && b != j.one_way.end()) {
+    const double excess_forth = f->second - j.base.latency,
+                 excess_back = b->second - j.base.latency;
+    const double needed = j.base.latency_limit - j.base.latency;
+    auto alone = [&](double slow, double other) {
+      return slow >= needed && std::abs(other) <= 0.25 * slow;
+    };
+    if (alone(excess_forth, excess_back) || alone(excess_back, excess_forth)) {
+      both = false;
+      const bool reversed = excess_back > excess_forth;
+      if (reversed) std::swap(p.from, p.to);
+      direction = " (one way " + ms_text(reversed ? b->second : f->second) + ", back " +
+                  ms_text(reversed ? f->second : b->second) + ")";
+    }
+  }
+  return direction;
+}
+
+// A slow pair: added to the message finding of the same link, or a link finding of its own.
+void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, const PairVerdict& v,
+                      bool both, std::vector<Finding>& findings) {
+  PairProbes p = j.pairs[key];
+  // The job's own messages may have named this link already, with its direction (a probe's
+  // latency is half a round trip, so it cannot tell which way is slow): one finding.
+  auto named = std::find_if(findings.begin(), findings.end(), [&](const Finding& m) {
+    if (m.kind != finding_kind::slow_link) return false;
+    const std::string &a = m.from, &b = m.to;
+    return (a == p.from && b == p.to) || (a == p.to && b == p.from);
+  });
+  auto describe = [&](const PairVerdict& pv) {
+    return ms_text(pv.latency_ns) + " latency, " + mb_text(pv.mb_per_s);
+  };
+  if (named != findings.end()) {
+    named->also_source = "probes";
+    named->evidence["also"] = {{"source", "probes"},
+                               {"latency_ns", v.latency_ns},
+                               {"mb_per_s", v.mb_per_s},
+                               {"baseline_latency_ns", j.base.latency},
+                               {"baseline_mb_per_s", j.base.throughput}};
+    named->summary += "; link probes also measure " + describe(v) + " vs " + j.baseline();
+    return;
+  }
+  const std::string direction = both ? slow_direction(j, p, both) : "";
+  Finding f;
+  f.kind = finding_kind::slow_link;
+  f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
+  f.strength = j.strength(v.latency_ns, v.mb_per_s);
+  f.severity = severity_by_evidence(v.test, j.options);
+  f.confidence = v.test.confidence();
+  f.first_seen_ns = f.last_seen_ns = j.job.now_wall;
+  f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + j.baseline() +
+              " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
+              count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
+              (both ? ", both directions" : ", this direction only" + direction) + "; " +
+              v.test.text();
+  f.evidence = {{"from", p.from},
+                {"to", p.to},
+                {"source", "probes"},
+                {"test", v.test.to_json()},
+                {"both_directions", both},
+                {"latency_ns", v.latency_ns},
+                {"mb_per_s", v.mb_per_s},
+                {"baseline_latency_ns", j.base.latency},
+                {"baseline_mb_per_s", j.base.throughput},
+                {"slow_rounds", v.slow_rounds},
+                {"rounds", v.rounds}};
+  // A probe's latency is half a round trip: a link slow both ways costs a message the whole
+  // excess twice over.
+  f.from = p.from;
+  f.to = p.to;
+  f.source = "probes";
+  f.avoid = avoid_link(p.from, p.to, both, (v.latency_ns - j.base.latency) * (both ? 2 : 1),
+                       v.mb_per_s, j.base.throughput);
+  findings.push_back(f);
+}
+
+}  // namespace
+
+bool detect_probed_links(const Job& job, const HealthOptions& options,
+                         const MessageEvidence& messages, const ClockAlignment& clocks,
+                         std::vector<Finding>& findings, ProbeEvidence& evidence,
+                         std::vector<std::string>& delayed, std::string& error) {
+  ProbePairs pairs;
+  if (!read_probe_pairs(job, options, pairs, error)) return false;
+  if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
+  const std::map<int, std::string> name_of = name_nodes(pairs);
+  const ProbeBaseline base = probe_baseline(pairs, options);
+  SlowRounds slow_rounds;
+  PairVerdicts verdicts = judge_probe_pairs(pairs, base, slow_rounds);
+  test_probe_pairs(options, slow_rounds, verdicts);
+  for (const auto& [key, v] : verdicts)  // for the report's matrices
+    evidence.links.push_back({pairs[key].from, pairs[key].to, v.latency_ns / 1e3, v.mb_per_s,
+                              v.rounds, v.slow || v.slow_for_host});
+  std::set<int> nodes;
+  for (const auto& [key, v] : verdicts) nodes.insert({key.first, key.second});
+  std::set<int> slow_hosts = slow_probe_hosts(options, nodes, verdicts);
+  const MessageVerdicts by_messages = message_verdicts(messages);
+  hosts_that_are_links(pairs, by_messages, name_of, slow_hosts, evidence);
+  ProbeJudgement judgement{job, options, pairs, verdicts, base, nodes, by_messages, {}};
+  for (const ProbedOneWay& l : clocks.probed_one_way)
+    judgement.one_way[{l.from, l.to}] = l.one_way_us * 1e3;
+  std::erase_if(slow_hosts, [&](int node) {
+    return judgement.host_test(node).false_alarm() > options.false_alarm_rate;
+  });
+  for (int node : slow_hosts) add_host_finding(judgement, node, findings, delayed);
+  for (const auto& [key, v] : verdicts) {
+    // A single pair slow in a round or two is no finding: one descheduled leader (a busy node)
+    // slows all of its repeats. Hosts are judged on several pairs at once, links need rounds.
+    if (!v.slow || slow_hosts.count(key.first) || slow_hosts.count(key.second)) continue;
+    auto back = verdicts.find({key.second, key.first});
+    const bool both = back != verdicts.end() && back->second.slow;
+    if (both && key.first > key.second) continue;  // reported once, with the other direction
+    add_link_finding(judgement, key, v, both, findings);
+  }
+  drop_unconfirmed_message_findings(job, options, pairs, base.latency_limit, base.throughput_limit,
+                                    findings, evidence, delayed);
+  return true;
+}
+
+}  // namespace commtap::analyzer

@@ -1,0 +1,586 @@
+// slow_link and slow_host_network from the job's messages: one-way times per directed host pair
+// against the size classes' baselines (docs/analyzer.md).
+#include "analyzer/detect/detectors.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "analyzer/findings/statistics.hpp"
+
+namespace commtap::analyzer {
+
+namespace {
+
+// A bounded sample of latencies (reservoir sampling, fixed seed).
+struct Reservoir {
+  static constexpr std::size_t kCapacity = 2048;
+  std::vector<double> values;
+  std::uint64_t seen = 0;
+  void add(double v, std::mt19937_64& random) {
+    ++seen;
+    if (values.size() < kCapacity) {
+      values.push_back(v);
+    } else {
+      const std::uint64_t slot = random() % seen;
+      if (slot < kCapacity) values[slot] = v;
+    }
+  }
+};
+
+// One message of the recent window, as evidence about its link: either its one-way time
+// (it was in flight when the receive was posted) or only an upper bound on it (it had arrived
+// before the receive was posted: it took at most that long).
+struct LinkObservation {
+  std::int64_t start = 0;  // its send, on rank 0's clock
+  double ns = 0;  // negative where the two clocks' alignment is off by more than the latency
+  bool upper_bound = false;
+  int size_class = 0;
+  bool operator<(const LinkObservation& other) const { return start < other.start; }
+};
+
+// One directed host pair's messages, judged.
+struct PairCell {
+  double ratio = 0, median = 0, base = 0;
+  std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
+  std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
+  // Each recent message's time over its size class's baseline, and the excess a slow one
+  // has at least (threshold less baseline), for the round-trip check.
+  std::vector<double> recent_excess, slow_excess;
+  std::vector<double> recent_ns;  // the recent window's measured one-way times
+  bool slow = false;
+  bool clock_only = false;  // read slow, but the round trip is not: a clock error
+  // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
+  bool suspect = false;
+  // How often its recent messages were slow against how often healthy pairs' are, and since
+  // when they count as recent (rank 0's clock).
+  EvidenceTest test;
+  std::int64_t recent_from = INT64_MAX;
+};
+using PairCells = std::map<std::pair<int, int>, PairCell>;
+
+// Recent slow messages a slow link has at least.
+constexpr std::uint64_t kMinSlow = 3;
+
+bool involves(const std::pair<int, int>& pair, int h) {
+  return pair.first == h || pair.second == h;
+}
+
+// A slow direction's echo: a rank whose MPI_Waitall holds its receives and a send stuck on the
+// slow link completes those receives late, so what its host receives (from anyone) reads slow
+// too. `other` is `link` itself, its reverse, or a pair into the link's sender.
+bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, int>& link) {
+  return other == link || other == std::make_pair(link.second, link.first) ||
+         other.second == link.first;
+}
+
+// How far back from now `from` (rank 0's clock) is.
+double recent_ns(const Job& job, std::int64_t from) {
+  return from == INT64_MAX ? 0.0
+                           : static_cast<double>(static_cast<std::int64_t>(job.now_wall) -
+                                                 job.wall_minus_aligned - from);
+}
+
+// Per (sender host, receiver host, size class): one-way times of the messages measured in flight
+// (for the baseline and the matrix); per directed pair, every message as evidence; and the
+// messages of the stall span that stalled (detect_stalled_links), kept with their size class,
+// judged against its baseline later.
+using CellKey = std::tuple<int, int, int>;
+struct StallCandidate {
+  int from, to, size_class;
+  std::int64_t start;
+  double ns;
+};
+struct MessageSamples {
+  std::map<CellKey, Reservoir> cells;
+  std::map<std::pair<int, int>, std::vector<LinkObservation>> observed;
+  std::vector<StallCandidate> stall_candidates;
+};
+
+MessageSamples sample_messages(const Job& job, const HealthOptions& options,
+                               const std::vector<JoinedMessage>& messages,
+                               const std::vector<double>& correction) {
+  MessageSamples out;
+  std::mt19937_64 random(12345);
+  const std::int64_t stall_since =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
+  for (const JoinedMessage& m : messages) {
+    const auto sender =
+        static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
+    const auto receiver =
+        static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.to_host)]);
+    const std::int64_t start = m.start + sender, posted = m.posted + receiver,
+                       done = m.done + receiver;
+    // In flight (the receive was posted before the send, or the data came in well after the
+    // post): completion minus send is the one-way time. Otherwise the data was there when the
+    // receive was posted: the one-way time was at most that, and a receiver that posts late
+    // says nothing more about the link.
+    constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
+    const bool in_flight = posted <= start || done - posted >= kCopyNs;
+    const CellKey key{m.from_host, m.to_host, size_class(m.bytes)};
+    const auto one_way = static_cast<double>(done - start);
+    if (in_flight) out.cells[key].add(std::max(0.0, one_way), random);
+    out.observed[{m.from_host, m.to_host}].push_back(
+        {start, one_way, !in_flight, std::get<2>(key)});
+    // Stalled: counted from the moment both sides were ready (a message that waited for a late
+    // receive did not stall).
+    const std::int64_t stalled = done - std::max(start, posted);
+    if (start >= stall_since && stalled >= kStallNs)
+      out.stall_candidates.push_back(
+          {m.from_host, m.to_host, std::get<2>(key), start, static_cast<double>(stalled)});
+  }
+  return out;
+}
+
+// Baseline per size class: the lower quartile of the cells' medians (robust to a slow host, whose
+// cells can be most of a small cluster's).
+struct Baselines {
+  std::map<CellKey, double> cell_median;
+  std::map<int, double> of_class;
+};
+
+Baselines size_class_baselines(const std::map<CellKey, Reservoir>& cells) {
+  Baselines b;
+  std::map<int, std::vector<double>> class_medians;
+  for (auto& [key, reservoir] : cells) {
+    const double m = median_of(reservoir.values);
+    b.cell_median[key] = m;
+    class_medians[std::get<2>(key)].push_back(m);
+  }
+  for (auto& [c, medians] : class_medians) b.of_class[c] = lower_quartile_of(medians);
+  return b;
+}
+
+void record_stalls(const Job& job, const std::vector<StallCandidate>& candidates,
+                   const Baselines& b, MessageEvidence& evidence) {
+  for (const StallCandidate& s : candidates) {
+    auto c = b.of_class.find(s.size_class);
+    if (c == b.of_class.end() || s.ns < kStallFactor * std::max(1000.0, c->second)) continue;
+    evidence.stalls.push_back({job.hosts[static_cast<std::size_t>(s.from)],
+                               job.hosts[static_cast<std::size_t>(s.to)], s.start, s.ns,
+                               c->second});
+  }
+}
+
+// Per pair, its recent decided messages (slow, or shown fast) by send time: the evidence.
+using Decided = std::map<std::pair<int, int>, std::vector<std::pair<std::int64_t, bool>>>;
+
+// Per size class: (baseline, slow threshold); none where no message of it was measured. Clocks
+// aligned by collective completions (a job without MPI) are good to their error bound only: a
+// one-way time cannot read slow by less than that (an NCCL ring's slow link otherwise shows on
+// the link after it, its completions skewing the estimates).
+class Thresholds {
+ public:
+  Thresholds(const Job& job, const HealthOptions& options, const Baselines& b)
+      : options_(options),
+        b_(b),
+        clock_error_ns_(job.clock_method.collective_ranks + job.clock_method.host_ranks > 0
+                            ? job.clock_method.error_ns
+                            : 0.0) {}
+  std::optional<std::pair<double, double>> of(int size) const {
+    auto c = b_.of_class.find(size);
+    if (c == b_.of_class.end()) return std::nullopt;
+    const double base = std::max(1000.0, c->second);
+    return std::make_pair(
+        base, std::max({base * options_.link_factor, base + options_.min_link_delay_us * 1e3,
+                        base + clock_error_ns_}));
+  }
+
+ private:
+  const HealthOptions& options_;
+  const Baselines& b_;
+  const double clock_error_ns_;
+};
+
+// Recent: sent in the last window, or, where that holds fewer than kMinRecent decided ones
+// kIndependentNs apart (a job that exchanges messages every few seconds), back to the
+// kMinRecent-th newest such. Counts each pair's recent slow and fast messages.
+Decided recent_decisions(std::int64_t recent_aligned, const Thresholds& thresholds,
+                         std::map<std::pair<int, int>, std::vector<LinkObservation>>& observed,
+                         PairCells& pairs) {
+  constexpr std::size_t kMinRecent = 12;
+  Decided decided;
+  for (auto& [pair, observations] : observed) {
+    PairCell& cell = pairs[pair];
+    std::sort(observations.begin(), observations.end());
+    auto is_decided = [&](const LinkObservation& o) {
+      auto t = thresholds.of(o.size_class);
+      return t && (o.ns < t->second || !o.upper_bound);
+    };
+    std::size_t from = observations.size(), independent = 0;
+    std::int64_t counted = INT64_MAX;  // the send time of the latest one counted
+    while (from > 0 &&
+           (observations[from - 1].start >= recent_aligned || independent < kMinRecent)) {
+      --from;
+      if (is_decided(observations[from]) && observations[from].start <= counted - kIndependentNs) {
+        ++independent;
+        counted = observations[from].start;
+      }
+    }
+    if (from < observations.size()) cell.recent_from = observations[from].start;
+    for (std::size_t i = from; i < observations.size(); ++i) {
+      const LinkObservation& o = observations[i];
+      const auto t = thresholds.of(o.size_class);
+      if (!t) continue;
+      const auto [base, threshold] = *t;
+      cell.recent_excess.push_back(o.ns - base);
+      if (!o.upper_bound) cell.recent_ns.push_back(o.ns);
+      cell.slow_excess.push_back(threshold - base);
+      if (o.ns < threshold) {
+        ++cell.recent_fast;
+        decided[pair].emplace_back(o.start, false);
+      } else if (!o.upper_bound) {
+        ++cell.recent_slow;
+        decided[pair].emplace_back(o.start, true);
+      }
+    }
+  }
+  return decided;
+}
+
+// One decided message per pair and kIndependentNs: a burst of traffic or one descheduled
+// receiver is one observation however many messages it touched. Also counts slow against fast
+// in each half of the span each pair's messages cover.
+std::map<std::pair<int, int>, std::vector<bool>> thin_decisions(const Decided& decided,
+                                                                PairCells& pairs) {
+  std::map<std::pair<int, int>, std::vector<bool>> thinned;
+  for (auto& [pair, sent] : decided) {
+    std::int64_t next = INT64_MIN;
+    for (const auto& [start, slow] : sent)
+      if (start >= next) {
+        thinned[pair].push_back(slow);
+        next = start + kIndependentNs;
+      }
+    PairCell& cell = pairs[pair];
+    const std::int64_t middle = sent.front().first + (sent.back().first - sent.front().first) / 2;
+    for (const auto& [start, slow] : sent)
+      ++(slow ? cell.half_slow : cell.half_fast)[start > middle];
+  }
+  return thinned;
+}
+
+// The chance that a healthy pair's message reads slow: the lower quartile of the other pairs'
+// shares of slow observations (a slow host makes most of a small cluster's pairs slow), each
+// share estimated as (slow + 1) / (observations + 2), so that a pair seen a few times does not
+// vouch for a low rate (a job's first second: 2 of 4 slow on one pair, none of 4 on two others,
+// and a third with 4 of 5 read as 1 in 3,000), and never under kHealthySlowShare (a busy node
+// delays some messages of every pair).
+void test_pairs(const std::map<std::pair<int, int>, std::vector<bool>>& thinned, PairCells& pairs) {
+  constexpr double kHealthySlowShare = 0.05;
+  for (auto& [pair, cell] : pairs) {
+    auto own = thinned.find(pair);
+    if (own == thinned.end()) continue;
+    std::vector<double> other_shares;
+    for (const auto& [other, observations] : thinned)
+      if (other != pair && !observations.empty())
+        other_shares.push_back(
+            (static_cast<double>(std::count(observations.begin(), observations.end(), true)) + 1) /
+            (static_cast<double>(observations.size()) + 2));
+    cell.test.observed_what = "slow messages";
+    cell.test.observations = static_cast<double>(own->second.size());
+    cell.test.hits = static_cast<double>(std::count(own->second.begin(), own->second.end(), true));
+    cell.test.chance = std::max(kHealthySlowShare, lower_quartile_of(other_shares));
+    cell.test.samples = cell.recent_slow + cell.recent_fast;
+    cell.test.comparisons = static_cast<double>(std::max<std::size_t>(1, thinned.size()));
+  }
+}
+
+// A link is slow when, in the recent window, at least kMinSlow messages took longer than the
+// threshold, in each half of the time its recent messages span slow messages were at least as
+// many as the messages shown to be faster, and the evidence holds; suspect with some slow
+// messages and no more fast ones.
+void judge_cells(const Job& job, const HealthOptions& options, PairCells& pairs,
+                 MessageEvidence& evidence) {
+  for (auto& [pair, cell] : pairs) {
+    const double n = static_cast<double>(std::max<std::uint64_t>(1, cell.messages));
+    cell.ratio /= n;
+    cell.median /= n;
+    cell.base /= n;
+    auto half_slow = [&](int h) {
+      return cell.half_slow[h] > 0 && cell.half_slow[h] >= cell.half_fast[h];
+    };
+    const bool slow_by_effect = cell.recent_slow >= kMinSlow && half_slow(0) && half_slow(1);
+    cell.slow = slow_by_effect && cell.test.false_alarm() <= options.false_alarm_rate;
+    if (slow_by_effect && !cell.slow)
+      evidence.unproven.push_back({finding_kind::slow_link,
+                                   "link " + job.hosts[static_cast<std::size_t>(pair.first)] +
+                                       " -> " + job.hosts[static_cast<std::size_t>(pair.second)],
+                                   cell.test.false_alarm(), cell.test.text()});
+    cell.suspect = !cell.slow && cell.recent_slow > 0 && cell.recent_slow >= cell.recent_fast;
+  }
+}
+
+// A one-way time is a difference of two hosts' clocks, aligned by estimates that can be off by
+// milliseconds (a round trip slowed by a busy node, or by the asymmetric link itself), and with
+// fewer than four hosts nothing above corrects them. A clock error adds to one direction what it
+// takes from the other; a slow link adds to the round trip. So where the reverse direction was
+// measured too, a slow or suspect direction counts only when its median excess and the
+// reverse's (negative where it reads early) together still reach the threshold's excess: the
+// round trip is slow. Messages that only bound their time from above count as measured in the
+// reverse, which can only keep a finding.
+void drop_clock_only(const Job& job, PairCells& pairs, MessageEvidence& evidence) {
+  for (auto& [pair, cell] : pairs) {
+    if (!cell.slow && !cell.suspect) continue;
+    auto back = pairs.find({pair.second, pair.first});
+    if (back == pairs.end() || back->second.recent_excess.size() < kMinSlow) continue;
+    const double round_trip_excess =
+        median_of(cell.recent_excess) + median_of(back->second.recent_excess);
+    if (round_trip_excess >= median_of(cell.slow_excess)) continue;
+    cell.slow = cell.suspect = false;
+    cell.clock_only = true;
+    evidence.slow_one_way_by_clock_only.push_back({job.hosts[static_cast<std::size_t>(pair.first)],
+                                                   job.hosts[static_cast<std::size_t>(pair.second)],
+                                                   round_trip_excess / 1e3});
+  }
+}
+
+// The job's messages per directed host pair on the corrected clocks, judged against their size
+// classes' baselines; the matrix, the stalled messages and the directions that read slow by a
+// clock error only go to `evidence`. Empty where no message was measured in flight.
+//
+// Per directed host pair. A link is slow when, in the recent window, at least kMinSlow messages
+// took longer than the threshold (link_factor times the baseline and min_link_delay more), in
+// each half of the time its recent messages span slow messages were at least as many as the
+// messages shown to be faster (measured faster, or arrived before a receive posted sooner than
+// the threshold): a slowness that lasts, not a burst; and the evidence holds (evidence.hpp): one
+// message per kIndependentNs, slow far more often than the other pairs' messages are. Counting
+// the censored messages matters: behind a slow host the receivers are late and find most
+// messages already there, so a median over the measured ones alone would be mostly from before
+// the fault. The matrix shows the medians over the whole --since range.
+PairCells judge_pairs(const Job& job, const HealthOptions& options,
+                      const std::vector<JoinedMessage>& messages,
+                      const std::vector<double>& correction, MessageEvidence& evidence) {
+  // The recent window, on rank 0's clock: where a link is judged slow or not (reaching further
+  // back for a pair with few messages in it).
+  const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
+  const std::int64_t recent_aligned =
+      static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
+  MessageSamples samples = sample_messages(job, options, messages, correction);
+  if (samples.cells.empty()) return {};
+  const Baselines baselines = size_class_baselines(samples.cells);
+  record_stalls(job, samples.stall_candidates, baselines, evidence);
+  PairCells pairs;
+  for (auto& [key, reservoir] : samples.cells) {
+    PairCell& cell = pairs[{std::get<0>(key), std::get<1>(key)}];
+    const double base = std::max(1000.0, baselines.of_class.at(std::get<2>(key)));
+    const double weight = static_cast<double>(reservoir.seen);
+    cell.ratio += weight * baselines.cell_median.at(key) / base;
+    cell.median += weight * baselines.cell_median.at(key);
+    cell.base += weight * base;
+    cell.messages += reservoir.seen;
+  }
+  const Thresholds thresholds(job, options, baselines);
+  const Decided decided = recent_decisions(recent_aligned, thresholds, samples.observed, pairs);
+  test_pairs(thin_decisions(decided, pairs), pairs);
+  judge_cells(job, options, pairs, evidence);
+  drop_clock_only(job, pairs, evidence);
+  for (auto& [pair, cell] : pairs)
+    evidence.links.push_back({job.hosts[static_cast<std::size_t>(pair.first)],
+                              job.hosts[static_cast<std::size_t>(pair.second)], cell.median / 1e3,
+                              cell.ratio, cell.messages, cell.recent_slow, cell.recent_fast,
+                              cell.slow, cell.suspect});
+  return pairs;
+}
+
+// Hosts that receive slow (or suspect) messages, and those that send slow ones: a sender that
+// waits for the answer (a pipeline stage for its partner's gradients) arrives at the next
+// collective as late as the receiver. (A host that lost CPU is told apart by its stall
+// counters, see health.cpp.)
+std::vector<std::string> delayed_hosts_of(const Job& job, const PairCells& pairs) {
+  std::vector<std::string> delayed;
+  auto add_delayed = [&](int host) {
+    const std::string& name = job.hosts[static_cast<std::size_t>(host)];
+    if (std::find(delayed.begin(), delayed.end(), name) == delayed.end()) delayed.push_back(name);
+  };
+  for (const auto& [pair, cell] : pairs) {
+    if (cell.slow || cell.suspect) add_delayed(pair.second);
+    if (cell.slow) add_delayed(pair.first);
+  }
+  return delayed;
+}
+
+// A host most of whose links are slow (while links elsewhere are fine) is the host's NIC or
+// network; the remaining slow cells are links. Candidates are taken strongest first (by the
+// fewest slow messages on any of their slow pairs), and a later one counts only the pairs no
+// accepted host explains: behind a slow host, a neighbour that sends to it completes its
+// other messages late too (a receive completed by the same MPI_Waitall as a send stuck
+// towards the slow host reads slow), so the neighbour can look like a second slow host.
+std::set<int> slow_hosts_of(const Job& job, const HealthOptions& options, const PairCells& pairs) {
+  // A host is judged on its pairs with two other hosts at least: when its messages go to one
+  // peer only (a pipeline stage and its partner), slow pairs both ways say as much about the
+  // peer, or the link between them, as about the host; they are named as a link, and the link
+  // probes, which measure every pair, can name the host.
+  std::vector<std::pair<std::uint64_t, int>> candidates;  // strength, host
+  for (int h = 0; h < static_cast<int>(job.hosts.size()); ++h) {
+    int involved = 0, slow = 0, healthy_elsewhere = 0;
+    std::set<int> slow_peers;
+    std::uint64_t weakest = ~0ull;
+    for (const auto& [pair, cell] : pairs) {
+      if (involves(pair, h)) {
+        ++involved;
+        slow += cell.slow;
+        if (cell.slow) {
+          weakest = std::min(weakest, cell.recent_slow);
+          slow_peers.insert(pair.first == h ? pair.second : pair.first);
+        }
+      } else if (!cell.slow) {
+        ++healthy_elsewhere;
+      }
+    }
+    // One slow link and its echo make a host's pairs with two peers slow: a host is named only
+    // where no one of its slow pairs explains the others (a second peer's pair slow on its own).
+    std::vector<std::pair<int, int>> slow_pairs;
+    for (const auto& [pair, cell] : pairs)
+      if (cell.slow && involves(pair, h)) slow_pairs.push_back(pair);
+    const bool one_link = std::any_of(slow_pairs.begin(), slow_pairs.end(), [&](const auto& link) {
+      return std::all_of(slow_pairs.begin(), slow_pairs.end(),
+                         [&](const auto& other) { return explained_by_link(other, link); });
+    });
+    if (involved >= 2 && slow_peers.size() >= 2 && healthy_elsewhere > 0 && !one_link &&
+        slow >= options.host_cell_fraction * involved)
+      candidates.emplace_back(weakest, h);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  std::set<int> slow_hosts;
+  auto explained = [&](const std::pair<int, int>& pair) {
+    return std::any_of(slow_hosts.begin(), slow_hosts.end(),
+                       [&](int h) { return involves(pair, h); });
+  };
+  for (const auto& [strength, h] : candidates) {
+    int involved = 0, slow = 0;
+    for (const auto& [pair, cell] : pairs) {
+      if (!involves(pair, h) || explained(pair)) continue;
+      ++involved;
+      slow += cell.slow;
+    }
+    if (involved >= 2 && slow >= options.host_cell_fraction * involved) slow_hosts.insert(h);
+  }
+  return slow_hosts;
+}
+
+// slow_host_network for each of `slow_hosts` whose recent messages are clearly slower than the
+// others'.
+void name_slow_hosts(const Job& job, const HealthOptions& options, const PairCells& pairs,
+                     const std::set<int>& slow_hosts, std::vector<Finding>& findings) {
+  for (int h : slow_hosts) {
+    // The evidence is the recent window's, where the pairs were judged: the medians over the
+    // --since range can still be mostly from before the fault.
+    std::vector<double> mine, others;
+    std::uint64_t n = 0;
+    std::int64_t since = INT64_MAX;
+    for (const auto& [pair, cell] : pairs) {
+      if (involves(pair, h)) since = std::min(since, cell.recent_from);
+      auto& into = pair.first == h || pair.second == h ? mine : others;
+      into.insert(into.end(), cell.recent_ns.begin(), cell.recent_ns.end());
+      if (&into == &mine) n += cell.recent_ns.size();
+    }
+    // Its slow pairs' messages were slow, yet the host's as a whole must be too: a host whose
+    // recent messages are not clearly slower than the others' is not named by them.
+    if (mine.empty() || others.empty() ||
+        median_of(mine) < median_of(others) + options.min_link_delay_us * 1e3)
+      continue;
+    // The evidence: its slow pairs' observations together (each pair's were tested alone).
+    EvidenceTest test;
+    test.observed_what = "slow messages";
+    for (const auto& [pair, cell] : pairs)
+      if (cell.slow && involves(pair, h)) test.pool(cell.test);
+    test.comparisons = static_cast<double>(job.hosts.size());
+    Finding f;
+    f.kind = finding_kind::slow_host_network;
+    f.subject = "host " + job.hosts[static_cast<std::size_t>(h)];
+    f.strength = median_of(mine) / std::max(1.0, median_of(others));
+    f.severity = severity_by_evidence(test, options);
+    f.confidence = test.confidence();
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = f.subject + ": its links are slow in both directions: median message latency " +
+                ms_text(median_of(mine)) + " over " + with_commas(n) + " messages of the last " +
+                ms_text(recent_ns(job, since)) + " vs " + ms_text(median_of(others)) +
+                " between other hosts (network side: NIC or link); " + test.text();
+    f.evidence = {{"host", job.hosts[static_cast<std::size_t>(h)]},
+                  {"median_latency_ns", median_of(mine)},
+                  {"others_latency_ns", median_of(others)},
+                  {"messages", n},
+                  {"test", test.to_json()}};
+    f.host = job.hosts[static_cast<std::size_t>(h)];
+    f.avoid = avoid_host(f.host);
+    findings.push_back(f);
+  }
+}
+
+// slow_link for each slow pair of no slow host whose neighbourhood is known.
+void name_slow_links(const Job& job, const HealthOptions& options, const PairCells& pairs,
+                     const std::set<int>& slow_hosts, std::vector<Finding>& findings) {
+  // A slow link is named only once its hosts' other links are known to be fine (at least
+  // kMinKnown fast messages in the window, none suspect or slow): until then the slow link may
+  // be the first sign of a slow host (behind a slow host the receivers are late, so evidence
+  // about its outgoing links comes in slowly) or an echo of one next to it. A link shown healthy
+  // by its round trip is known too.
+  constexpr std::uint64_t kMinKnown = 3;
+  auto undecided_around = [&](const std::pair<int, int>& link) {
+    for (const auto& [other, cell] : pairs) {
+      if (explained_by_link(other, link)) continue;
+      if (!involves(other, link.first) && !involves(other, link.second)) continue;
+      if (cell.slow || cell.suspect) return true;
+      if (cell.recent_fast < kMinKnown && !cell.clock_only) return true;
+    }
+    return false;
+  };
+  for (const auto& [pair, cell] : pairs) {
+    if (!cell.slow || slow_hosts.count(pair.first) || slow_hosts.count(pair.second)) continue;
+    if (undecided_around(pair)) continue;
+    const std::string from = job.hosts[static_cast<std::size_t>(pair.first)];
+    const std::string to = job.hosts[static_cast<std::size_t>(pair.second)];
+    auto back = pairs.find({pair.second, pair.first});
+    const bool both = back != pairs.end() && back->second.slow;
+    if (both && pair.first > pair.second) continue;  // reported once, with the other direction
+    Finding f;
+    f.kind = finding_kind::slow_link;
+    f.subject = "link " + from + (both ? " <-> " : " -> ") + to;
+    f.strength = cell.ratio;
+    f.severity = severity_by_evidence(cell.test, options);
+    f.confidence = cell.test.confidence();
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = f.subject + ": " + std::to_string(cell.recent_slow) + " of " +
+                std::to_string(cell.recent_slow + cell.recent_fast) + " messages of the last " +
+                ms_text(recent_ns(job, cell.recent_from)) + " took " +
+                std::to_string(static_cast<int>(std::lround(options.link_factor))) +
+                "x the baseline " + ms_text(cell.base) + " or more (median " +
+                ms_text(cell.median) + " over " + with_commas(cell.messages) + " messages)" +
+                (both ? ", both directions" : ", this direction only") + "; " + cell.test.text();
+    f.evidence = {{"from", from},
+                  {"to", to},
+                  {"both_directions", both},
+                  {"median_latency_ns", cell.median},
+                  {"baseline_ns", cell.base},
+                  {"ratio", cell.ratio},
+                  {"recent_slow", cell.recent_slow},
+                  {"recent_fast", cell.recent_fast},
+                  {"messages", cell.messages},
+                  {"test", cell.test.to_json()}};
+    f.from = from;
+    f.to = to;
+    f.avoid = avoid_link(from, to, both, cell.median - cell.base);
+    findings.push_back(f);
+  }
+}
+
+}  // namespace
+
+void detect_slow_links(const Job& job, const HealthOptions& options,
+                       const std::vector<JoinedMessage>& messages, const ClockAlignment& clocks,
+                       std::vector<Finding>& findings, MessageEvidence& evidence,
+                       std::vector<std::string>& delayed_hosts) {
+  const PairCells pairs = judge_pairs(job, options, messages, clocks.correction_ns, evidence);
+  if (pairs.empty()) return;
+  delayed_hosts = delayed_hosts_of(job, pairs);
+  const std::set<int> slow_hosts = slow_hosts_of(job, options, pairs);
+  name_slow_hosts(job, options, pairs, slow_hosts, findings);
+  name_slow_links(job, options, pairs, slow_hosts, findings);
+}
+
+}  // namespace commtap::analyzer

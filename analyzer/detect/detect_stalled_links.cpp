@@ -1,0 +1,244 @@
+// slow_host_network and slow_link from stalled transfers (docs/analyzer.md): a link that drops
+// packets delivers most messages on time and a few after a retransmission timeout (200 ms and
+// more for TCP on Linux), so every median reads healthy while the job waits at each stall.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "analyzer/detect/detectors.hpp"
+#include "analyzer/findings/statistics.hpp"
+#include "analyzer/trace/trace_rows.hpp"
+
+namespace commtap::analyzer {
+namespace {
+
+using json = nlohmann::json;
+
+// Stalls this far apart count as separate moments: one pause of a receiving process delays
+// every message in flight to it at once, which is one event, not several.
+constexpr std::int64_t kSeparateNs = 1'000'000'000;
+// Separate moments a finding needs, within the stall span.
+constexpr int kMinMoments = 3;
+// A probe stalled at this much: a probe round measures the slowest of 5 round trips and of up
+// to 3 transfers as well as the fastest, and on a busy node one of them now and then waits
+// 10-25 ms for its process to run (seen on 2 loaded cores); a retransmission timeout is 200 ms.
+constexpr double kProbeStallNs = 100e6;
+
+struct Stall {
+  std::string from, to;
+  std::int64_t at = 0;  // aligned
+  double ns = 0, baseline_ns = 0;
+  bool probe = false;       // a link probe's measurement (else a message)
+  bool both_ways = false;   // direction unknown: a probe's transfer, or round trip before v9
+  bool round_trip = false;  // a latency probe (else a transfer)
+};
+
+}  // namespace
+
+// A lossy link stalls a few transfers a minute, a probe round every few seconds at most: the
+// moments are gathered over 6 windows, and a finding needs one in the latest 3, so that a link
+// that recovered is let go as soon as one that stalls often would be.
+std::int64_t stall_span_ns(const HealthOptions& options) {
+  return static_cast<std::int64_t>(6 * std::max(0.001, options.window_s) * 1e9);
+}
+
+namespace {
+
+// The probes that stalled in the stall span: each measure's baseline is the lower quartile of all
+// its values in the range.
+bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_t stall_since,
+                       std::vector<Stall>& stalls, std::string& error) {
+  const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
+  std::vector<Stall> probed;
+  std::vector<double> latency_ns, transfer_ns;
+  if (!each_probe(
+          job,
+          [&](const ProbeRow& p) {
+            auto rank = job.ranks.find(p.rank);
+            if (rank == job.ranks.end()) return;
+            const std::int64_t at = rank->second.aligned(p.at_ns);
+            if (at < since || at > until) return;
+            const bool latency = p.bytes <= 1;
+            const auto fastest = static_cast<double>(p.ns);
+            (latency ? latency_ns : transfer_ns).push_back(fastest);
+            // The longest one-way leg of the round (version 9), else the slowest round trip's
+            // half or transfer (version 8), whose packets crossed both ways, else the fastest.
+            // A transfer's data leg has no direction either: in slow start its sender waits for
+            // the acknowledgements coming back, and a lost one stalls it (seen in sweeps); a
+            // small message is one packet, delivered when it arrives.
+            const bool one_way = p.slowest_oneway_ns.has_value();
+            const double ns = one_way ? static_cast<double>(*p.slowest_oneway_ns)
+                                      : std::max(fastest, static_cast<double>(p.slowest_ns));
+            if (at >= stall_since && ns >= kProbeStallNs)
+              probed.push_back(
+                  {p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency});
+          },
+          error))
+    return false;
+  const double latency_base = lower_quartile_of(latency_ns),
+               transfer_base = lower_quartile_of(transfer_ns);
+  for (Stall& p : probed) {
+    p.baseline_ns = p.round_trip ? latency_base : transfer_base;
+    if (p.ns >= kStallFactor * std::max(1000.0, p.baseline_ns)) stalls.push_back(p);
+  }
+  return true;
+}
+
+// What a set of stalls amounts to.
+struct StallSummary {
+  int moments = 0;  // separate moments, the latest of them among the recent ones (else 0)
+  double longest = 0, baseline = 0;
+  int probes = 0;
+};
+
+StallSummary summarize(const std::vector<const Stall*>& mine, std::int64_t recent_since) {
+  std::vector<std::int64_t> times;
+  std::int64_t newest = INT64_MIN;
+  StallSummary out;
+  std::vector<double> baselines;
+  for (const Stall* s : mine) {
+    times.push_back(s->at);
+    newest = std::max(newest, s->at);
+    out.longest = std::max(out.longest, s->ns);
+    baselines.push_back(s->baseline_ns);
+    out.probes += s->probe;
+  }
+  out.moments = newest >= recent_since ? separate_moments(times, kSeparateNs) : 0;
+  out.baseline = median_of(baselines);
+  return out;
+}
+
+struct StallFindings {
+  const Job& job;
+  std::int64_t recent_since;
+  std::string span;
+  std::vector<Finding>& findings;
+
+  void add(const std::string& kind, const std::string& subject,
+           const std::vector<const Stall*>& mine, std::size_t elsewhere, json evidence,
+           avoid_list::AvoidList avoid, const std::string& where) {
+    const StallSummary sum = summarize(mine, recent_since);
+    Finding f;
+    f.kind = kind;
+    f.subject = subject;
+    f.severity = Severity::error;
+    f.strength = sum.longest / std::max(1000.0, sum.baseline);
+    f.first_seen_ns = job.now_wall;
+    f.last_seen_ns = job.now_wall;
+    f.summary = subject + ": " + std::to_string(mine.size()) + " transfers " + where +
+                " stalled (up to " + ms_text(sum.longest) + ", against a baseline of " +
+                ms_text(sum.baseline) + ") at " + std::to_string(sum.moments) +
+                " separate moments of the last " + span + " (" +
+                std::to_string(mine.size() - static_cast<std::size_t>(sum.probes)) +
+                " messages of " + ms_text(kStallNs) + " or more, " + std::to_string(sum.probes) +
+                " probes of " + ms_text(kProbeStallNs) + " or more), " + std::to_string(elsewhere) +
+                " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
+                "switch port)";
+    evidence["source"] = f.source = "stalls";
+    evidence["stalls"] = mine.size();
+    evidence["moments"] = sum.moments;
+    evidence["longest_ns"] = sum.longest;
+    evidence["baseline_ns"] = sum.baseline;
+    evidence["stalls_elsewhere"] = elsewhere;
+    f.host = evidence.value("host", "");
+    f.from = evidence.value("from", "");
+    f.to = evidence.value("to", "");
+    f.evidence = std::move(evidence);
+    f.avoid = std::move(avoid);
+    findings.push_back(std::move(f));
+  }
+};
+
+// A host: stalls on its pairs with two other hosts at least, into it and out of it (a receiver
+// that posts early and completes late after computing inflates only what it receives), at
+// separate moments, and few elsewhere. Of several, the one with the most moments: a stall on
+// one pair can hold up the next pair its hosts meet. "" where none.
+std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_since,
+                       std::vector<const Stall*>& lossy_stalls) {
+  std::set<std::string> hosts;
+  for (const Stall& s : stalls) hosts.insert({s.from, s.to});
+  std::string lossy;
+  std::pair<int, std::size_t> lossy_rank{0, 0};  // moments, stalls
+  for (const std::string& h : hosts) {
+    std::vector<const Stall*> mine;
+    std::set<std::string> peers;
+    bool into = false, out_of = false;
+    for (const Stall& s : stalls) {
+      if (s.from != h && s.to != h) continue;
+      mine.push_back(&s);
+      peers.insert(s.from == h ? s.to : s.from);
+      into |= s.to == h || s.both_ways;
+      out_of |= s.from == h || s.both_ways;
+    }
+    const std::size_t elsewhere = stalls.size() - mine.size();
+    const int moments = summarize(mine, recent_since).moments;
+    if (peers.size() < 2 || !into || !out_of || 4 * elsewhere > mine.size() ||
+        moments < kMinMoments || std::pair{moments, mine.size()} <= lossy_rank)
+      continue;
+    lossy = h;
+    lossy_stalls = std::move(mine);
+    lossy_rank = {moments, lossy_stalls.size()};
+  }
+  return lossy;
+}
+
+// A link: stalls on one host pair, at separate moments, and few elsewhere, in the direction its
+// messages and probe legs stalled in.
+void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubjects& named,
+                       StallFindings& out) {
+  std::map<std::pair<std::string, std::string>, std::vector<const Stall*>> by_pair;
+  for (const Stall& s : stalls) by_pair[std::minmax(s.from, s.to)].push_back(&s);
+  for (const auto& [pair, mine] : by_pair) {
+    const std::size_t elsewhere = stalls.size() - mine.size();
+    if (4 * elsewhere > mine.size() || summarize(mine, out.recent_since).moments < kMinMoments)
+      continue;
+    int forth = 0, back = 0, messages_forth = 0, messages_back = 0;
+    for (const Stall* s : mine) {
+      if (s->both_ways) continue;
+      const bool there = s->from == pair.first;
+      (there ? forth : back) += 1;
+      if (!s->probe) (there ? messages_forth : messages_back) += 1;
+    }
+    // Messages that stalled both ways on the one pair say as much about either host (a
+    // pipeline stage's messages go to its partner only) as about the link: the host's other
+    // pairs decide, as they show stalls too.
+    if (messages_forth > 0 && messages_back > 0) continue;
+    // Named in the direction that stalled; `a <-> b` where both did, or where only round trips
+    // of older files did (their packets crossed both ways).
+    const bool both = (forth == 0) == (back == 0);
+    std::string from = pair.first, to = pair.second;
+    if (forth == 0 && back > 0) std::swap(from, to);
+    if (named.names_link(from, to)) continue;
+    out.add(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
+            elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}},
+            avoid_link(from, to, both, 0), "on it");
+  }
+}
+
+}  // namespace
+
+bool detect_stalled_links(const Job& job, const HealthOptions& options,
+                          const std::vector<MessageStall>& message_stalls,
+                          std::vector<Finding>& findings, std::string& error) {
+  std::vector<Stall> stalls;
+  for (const MessageStall& m : message_stalls)
+    stalls.push_back({m.from, m.to, m.at_ns, m.ns, m.baseline_ns});
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
+  const std::int64_t stall_span = stall_span_ns(options);
+  if (!read_probe_stalls(job, options, now - stall_span, stalls, error)) return false;
+  if (stalls.empty()) return true;
+  const NamedNetworkSubjects named = named_network_subjects(findings);
+  StallFindings out{job, now - stall_span / 2, ms_text(static_cast<double>(stall_span)), findings};
+  std::vector<const Stall*> host_stalls;
+  if (const std::string host = lossy_host(stalls, out.recent_since, host_stalls); !host.empty()) {
+    if (!named.hosts.count(host))
+      out.add(finding_kind::slow_host_network, "host " + host, host_stalls,
+              stalls.size() - host_stalls.size(), {{"host", host}}, avoid_host(host),
+              "to and from it");
+    return true;
+  }
+  add_link_findings(stalls, named, out);
+  return true;
+}
+
+}  // namespace commtap::analyzer

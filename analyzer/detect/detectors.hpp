@@ -1,0 +1,120 @@
+// analyzer/detect/detectors: one function per kind of finding, each in its own file (detect_*.cpp). Each
+// reads what it needs of the job's files and of the evidence of the detectors before it, and
+// appends its findings and writes its own part of the job's evidence (job_evidence.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analyzer/findings/evidence.hpp"
+#include "analyzer/findings/finding.hpp"
+#include "analyzer/findings/job_evidence.hpp"
+#include "analyzer/model/job_model.hpp"
+#include "analyzer/model/messages.hpp"
+#include "analyzer/options.hpp"
+
+namespace commtap::analyzer {
+
+// Each detector's parameters say what it reads (const) and what it writes; health.cpp runs them
+// in an order that follows from that.
+
+// The severity of a finding its evidence alone decides (network findings, whose cost to the job
+// the trace does not say): an error a thousand times less likely in a healthy job than the
+// finding's own bar (evidence.hpp), else a warning.
+inline Severity severity_by_evidence(const EvidenceTest& test, const HealthOptions& options) {
+  return test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor ? Severity::error
+                                                                               : Severity::warning;
+}
+
+// hang, communication_hang, rank_lost: from the latest heartbeats and communicator progress (on
+// NCCL communicators from the progress alone: enqueued and completed); comm_aborted: a rank
+// called ncclCommAbort and nothing else explains it.
+void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Finding>& out);
+// Each host's share of the latest window its process was held off the CPU
+// (heartbeats.stalled_ns), and those that stand out: a stalled host's messages and probes arrive
+// late, and the stall, not its network, is the cause (health.cpp leaves such findings out).
+bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls& stalls,
+                        std::string& error);
+// slow_rank, slow_host: arrival lateness at aligned collective instances, per window, and how
+// often the subject arrived last against chance (evidence.hpp). `instances`: the aligned
+// instances compared; `lateness`: per rank and window, for the report; `unproven`: late
+// subjects whose evidence fell short of options.false_alarm_rate.
+bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
+                       std::uint64_t& instances, std::optional<LatenessTable>& lateness,
+                       std::vector<UnprovenSubject>& unproven, std::string& error);
+// slow_rank, slow_host by change (part of detect_slow_nodes): a rank whose share of time not
+// waiting for the others rose against theirs at some moment and stayed up while they came to wait
+// for it; hosts in `named_hosts` (named by lateness already) are left out.
+bool detect_rank_changes(const Job& job, const HealthOptions& options,
+                         const std::set<std::string>& named_hosts, std::vector<Finding>& out,
+                         std::string& error);
+
+// slow_link, slow_host_network: one-way times of joined messages per directed host pair, on the
+// corrected clocks. Writes the per-pair matrix and the stalled messages to `evidence`, and the
+// hosts that wait for slow messages to `delayed_hosts`.
+void detect_slow_links(const Job& job, const HealthOptions& options,
+                       const std::vector<JoinedMessage>& messages, const ClockAlignment& clocks,
+                       std::vector<Finding>& findings, MessageEvidence& evidence,
+                       std::vector<std::string>& delayed_hosts);
+// slow_host_network, slow_link: latency and throughput of commtap's link probes per directed
+// host pair (the probes table), against the other pairs'. Reads the messages' matrix (which
+// direction is slow) and the probes' one-way times; drops message findings the probes
+// contradict, absorbs message links into a host finding of its own, and adds to
+// `delayed_hosts`.
+bool detect_probed_links(const Job& job, const HealthOptions& options,
+                         const MessageEvidence& messages, const ClockAlignment& clocks,
+                         std::vector<Finding>& findings, ProbeEvidence& evidence,
+                         std::vector<std::string>& delayed_hosts, std::string& error);
+// slow_host_network, slow_link from the kernel's TCP counters (the tcp_links table): directed host
+// pairs whose connections lost (resent, less the resends the receiver already had) a share of their
+// segments well above most links', at two moments at least, over the stall span; a host where its
+// links to or from two hosts lose. Merges with the same finding of an earlier rule. Adds the
+// receiving hosts to `delayed_hosts` (they wait for the resends); the per-pair counts go to
+// `tcp_links`.
+bool detect_lost_packets(const Job& job, const HealthOptions& options,
+                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<std::string>& delayed_hosts, std::string& error);
+// slow_host_network, slow_link from stalls: transfers between hosts (the job's messages, from
+// detect_slow_links' `message_stalls`, and link probes) that took kStallNs or more and
+// kStallFactor times their baseline, at several separate moments, on one host's pairs or one
+// link and not elsewhere: packets lost and retransmitted after a timeout (a flaky cable, NIC or
+// switch port), which slows a job by its tail while every median reads healthy. Reads the
+// other network detectors' findings: a host or link they name already is not named again.
+bool detect_stalled_links(const Job& job, const HealthOptions& options,
+                          const std::vector<MessageStall>& message_stalls,
+                          std::vector<Finding>& findings, std::string& error);
+// What counts as a stalled transfer, and over what span stalls are counted.
+inline constexpr double kStallNs = 20e6, kStallFactor = 20;
+std::int64_t stall_span_ns(const HealthOptions& options);  // six persistence windows
+
+// The hosts and links that network findings so far name, so that a later rule does not name them
+// again (a link counts as named when either of its hosts is).
+struct NamedNetworkSubjects {
+  std::set<std::string> hosts;
+  std::set<std::pair<std::string, std::string>> links;  // both directions
+  bool names_link(const std::string& from, const std::string& to) const {
+    return links.count({from, to}) || hosts.count(from) || hosts.count(to);
+  }
+};
+inline NamedNetworkSubjects named_network_subjects(const std::vector<Finding>& findings) {
+  NamedNetworkSubjects named;
+  for (const Finding& f : findings) {
+    if (f.kind == finding_kind::slow_host_network) named.hosts.insert(f.host);
+    if (f.kind == finding_kind::slow_link) {
+      const std::string &from = f.from, &to = f.to;
+      named.links.insert({from, to});
+      named.links.insert({to, from});
+    }
+  }
+  return named;
+}
+
+// degradation: a call site's recent aggregate windows against its own earlier ones.
+bool detect_degradation(const Job& job, const HealthOptions& options,
+                        std::vector<Finding>& findings, std::string& error);
+
+}  // namespace commtap::analyzer

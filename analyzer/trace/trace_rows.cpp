@@ -1,0 +1,207 @@
+// analyzer/trace/trace_rows: the readers of trace_rows.hpp.
+#include "analyzer/trace/trace_rows.hpp"
+
+#include "analyzer/trace/trace_files.hpp"
+
+namespace commtap::analyzer {
+
+namespace {
+
+std::optional<std::int64_t> column_optional(const ResultRow& s, int i) {
+  if (column_is_null(s, i)) return std::nullopt;
+  return column_i64(s, i);
+}
+
+bool each_transfer(const Job& job, const char* sql,
+                   const std::function<void(const TransferRow&)>& row, std::string& error) {
+  TransferRow t;
+  return each_row(
+      job, sql,
+      [&](const ResultRow& s) {
+        t.rank = static_cast<int>(column_i64(s, 0));
+        t.peer = static_cast<int>(column_i64(s, 1));
+        t.comm_id = column_i64(s, 2);
+        t.tag = column_i64(s, 3);
+        t.msg = column_i64(s, 4);
+        t.bytes = column_i64(s, 5);
+        t.start_ns = static_cast<std::uint64_t>(column_i64(s, 6));
+        t.end_ns = static_cast<std::uint64_t>(column_i64(s, 7));
+        row(t);
+      },
+      error);
+}
+
+}  // namespace
+
+bool each_probe(const Job& job, const std::function<void(const ProbeRow&)>& row,
+                std::string& error) {
+  ProbeRow p;
+  return each_row(
+      job,
+      "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns, slowest_ns, "
+      "slowest_oneway_ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns FROM probes "
+      "ORDER BY at_ns",
+      [&](const ResultRow& s) {
+        p.rank = static_cast<int>(column_i64(s, 0));
+        p.at_ns = static_cast<std::uint64_t>(column_i64(s, 1));
+        p.from_node = static_cast<int>(column_i64(s, 2));
+        p.to_node = static_cast<int>(column_i64(s, 3));
+        p.from_host = column_text(s, 4);
+        p.to_host = column_text(s, 5);
+        p.bytes = column_i64(s, 6);
+        p.ns = column_i64(s, 7);
+        p.slowest_ns = column_i64(s, 8);
+        p.slowest_oneway_ns = column_optional(s, 9);
+        p.sent_ns = column_optional(s, 10);
+        p.peer_received_ns = column_i64(s, 11);
+        p.peer_replied_ns = column_i64(s, 12);
+        p.received_ns = column_i64(s, 13);
+        row(p);
+      },
+      error);
+}
+
+bool each_send(const Job& job, const std::function<void(const TransferRow&)>& row,
+               std::string& error) {
+  return each_transfer(job,
+                       "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
+                       "transfers WHERE direction = 'send'",
+                       row, error);
+}
+
+bool each_receive(const Job& job, const std::function<void(const TransferRow&)>& row,
+                  std::string& error) {
+  return each_transfer(job,
+                       "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
+                       "transfers WHERE direction = 'recv'",
+                       row, error);
+}
+
+const std::string kCollectiveColumns = "rank, comm_id, seq, enter_ns, exit_ns, site";
+const std::string kCompletedCollectives = "exit_ns IS NOT NULL";
+const std::vector<int> kCollectiveTimeColumns = {3, 4};
+
+CollectiveRow collective_arrival(const ResultRow& s) {
+  CollectiveRow r;
+  r.rank = static_cast<int>(column_i64(s, 0));
+  r.comm_id = column_i64(s, 1);
+  r.seq = static_cast<std::uint64_t>(column_i64(s, 2));
+  r.enter_ns = column_i64(s, 3);
+  return r;
+}
+
+CollectiveRow collective_row(const ResultRow& s) {
+  CollectiveRow r;
+  r.rank = static_cast<int>(column_i64(s, 0));
+  r.comm_id = column_i64(s, 1);
+  r.seq = static_cast<std::uint64_t>(column_i64(s, 2));
+  r.enter_ns = column_i64(s, 3);
+  r.exit_ns = column_i64(s, 4);
+  r.site = column_is_null(s, 5) ? -1 : column_i64(s, 5);
+  return r;
+}
+
+bool each_stall_row(const Job& job, const std::function<void(const StallRow&)>& row,
+                    std::string& error) {
+  // Each rank's rows in time order (a whole read sorts the file's; cron mode reads rank by rank
+  // in the key's order): the same rows per rank either way.
+  return each_recent_row(
+      job, "heartbeats",
+      "SELECT rank, wall_ns, stalled_ns FROM heartbeats WHERE stalled_ns IS NOT NULL "
+      "ORDER BY wall_ns",
+      "SELECT rank, wall_ns, stalled_ns FROM heartbeats WHERE rank = ?1 AND wall_ns >= ?2 "
+      "AND stalled_ns IS NOT NULL ORDER BY wall_ns",
+      {1, 2},
+      [&](const ResultRow& s) {
+        row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2)});
+      },
+      error);
+}
+
+bool each_aggregate_total(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+                          std::string& error) {
+  return each_recent_row(
+      job, "aggregates", "SELECT rank, wall_ns, total_ns FROM aggregates",
+      "SELECT rank, wall_ns, total_ns FROM aggregates WHERE rank = ?1 AND wall_ns >= ?2", {1, 2},
+      [&](const ResultRow& s) {
+        row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2)});
+      },
+      error);
+}
+
+bool each_heartbeat_write(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+                          std::string& error) {
+  return each_recent_row(
+      job, "heartbeats", "SELECT rank, wall_ns FROM heartbeats",
+      "SELECT rank, wall_ns FROM heartbeats WHERE rank = ?1 AND wall_ns >= ?2", {1},
+      [&](const ResultRow& s) {
+        row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), 0});
+      },
+      error);
+}
+
+bool each_aggregate(const Job& job, const std::function<void(const AggregateRow&)>& row,
+                    std::string& error) {
+  AggregateRow a;
+  return each_recent_row(
+      job, "aggregates",
+      "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
+      "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
+      "s.site = a.site AND s.frame = 0",
+      "SELECT a.wall_ns, a.function, coalesce(s.symbol, '?'), a.size_class, a.calls, "
+      "a.total_ns FROM aggregates a LEFT JOIN call_sites s ON s.rank = a.rank AND "
+      "s.site = a.site AND s.frame = 0 WHERE a.rank = ?1 AND a.wall_ns >= ?2",
+      {0, 5},
+      [&](const ResultRow& s) {
+        a.wall_ns = column_i64(s, 0);
+        a.function = column_text(s, 1);
+        a.symbol = column_text(s, 2);
+        a.size_class = column_i64(s, 3);
+        a.calls = column_i64(s, 4);
+        a.total_ns = column_i64(s, 5);
+        row(a);
+      },
+      error);
+}
+
+bool each_tcp_address(const Job& job, const std::function<void(const TcpAddressRow&)>& row,
+                      std::string& error) {
+  return each_row(
+      job, "SELECT DISTINCT rank, local_address FROM tcp_links",
+      [&](const ResultRow& s) {
+        row({static_cast<int>(column_i64(s, 0)), column_text(s, 1)});
+      },
+      error);
+}
+
+bool each_tcp_link(const Job& job, const std::function<void(const TcpLinkRow&)>& row,
+                   std::string& error) {
+  TcpLinkRow t;
+  return each_row(
+      job,
+      "SELECT rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
+      "coalesce(dsack_dups, 0), bytes_acked FROM tcp_links "
+      "ORDER BY rank, local_address, peer_address, wall_ns",
+      [&](const ResultRow& s) {
+        t.rank = static_cast<int>(column_i64(s, 0));
+        t.wall_ns = column_i64(s, 1);
+        t.local_address = column_text(s, 2);
+        t.peer_address = column_text(s, 3);
+        t.data_segs_out = static_cast<std::uint64_t>(column_i64(s, 4));
+        t.retrans_segs = static_cast<std::uint64_t>(column_i64(s, 5));
+        t.dsack_dups = static_cast<std::uint64_t>(column_i64(s, 6));
+        t.bytes_acked = static_cast<std::uint64_t>(column_i64(s, 7));
+        row(t);
+      },
+      error);
+}
+
+bool each_setting_value(const Job& job, const std::string& name,
+                        const std::function<void(const std::string&)>& value, std::string& error) {
+  // The name is one of the library's settings (a constant of the caller), never input.
+  const std::string sql = "SELECT value FROM settings WHERE name = '" + name + "' LIMIT 1";
+  return each_row(
+      job, sql.c_str(), [&](const ResultRow& s) { value(column_text(s, 0)); }, error);
+}
+
+}  // namespace commtap::analyzer

@@ -1,0 +1,131 @@
+// analyzer/trace/trace_rows: rows of the trace tables as the detectors read them, one struct per kind
+// and one reader each, so that a table's columns are named in one place. A reader runs over
+// every file of the job in turn (memory does not grow with the files) and calls `row` for each
+// row; times are the writing rank's monotonic clock unless named wall.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/model/job_model.hpp"
+#include "analyzer/trace/recent_rows.hpp"
+
+namespace commtap::analyzer {
+
+// A link probe measurement (the probes table): a latency round (bytes <= 1) or a transfer.
+struct ProbeRow {
+  int rank = 0;  // the measuring rank
+  std::uint64_t at_ns = 0;
+  int from_node = 0, to_node = 0;
+  std::string from_host, to_host;  // clean_text
+  std::int64_t bytes = 0;
+  std::int64_t ns = 0;                            // the fastest round trip's half, or transfer
+  std::int64_t slowest_ns = 0;                    // the slowest (0 where the file has none)
+  std::optional<std::int64_t> slowest_oneway_ns;  // the longest one-way leg (version 9 and later)
+  // The fastest round trip's four times (sent and received on the measuring rank's clock, the
+  // others on the peer leader's), where recorded.
+  std::optional<std::int64_t> sent_ns;
+  std::int64_t peer_received_ns = 0, peer_replied_ns = 0, received_ns = 0;
+};
+// Each file's probes oldest first.
+bool each_probe(const Job& job, const std::function<void(const ProbeRow&)>& row,
+                std::string& error);
+
+// A point-to-point transfer (the transfers table), sent or received.
+struct TransferRow {
+  int rank = 0, peer = 0;  // world ranks
+  std::int64_t comm_id = 0, tag = 0, msg = 0;
+  std::int64_t bytes = 0;
+  std::uint64_t start_ns = 0;  // the send's start, or the receive's post
+  std::uint64_t end_ns = 0;    // its completion
+};
+bool each_send(const Job& job, const std::function<void(const TransferRow&)>& row,
+               std::string& error);
+bool each_receive(const Job& job, const std::function<void(const TransferRow&)>& row,
+                  std::string& error);
+
+// A completed collective instance record (the collectives table, exit_ns not null), as the
+// slow-node passes read it.
+struct CollectiveRow {
+  int rank = 0;
+  std::int64_t comm_id = 0;
+  std::uint64_t seq = 0;
+  std::int64_t enter_ns = 0, exit_ns = 0;  // the rank's clock
+  std::int64_t site = -1;                  // -1: none recorded
+};
+// The columns and condition of those rows, and one row of them.
+extern const std::string kCollectiveColumns, kCompletedCollectives;
+extern const std::vector<int> kCollectiveTimeColumns;
+CollectiveRow collective_row(const ResultRow& s);
+// Only its rank, instance and entry (exit_ns and site left unread: 0 and -1).
+CollectiveRow collective_arrival(const ResultRow& s);
+// Every file's completed collectives (in cron mode the recent ones: recent_rows.hpp), observed
+// per file on the reading threads and merged in file order (observe_files_in_order):
+// `observe(Partial&, const CollectiveRow&)`, `merge(Partial&&)`.
+// `arrivals_only`: the rows as collective_arrival reads them (fewer columns read per row).
+template <class Partial, class Observe, class Merge>
+bool observe_completed_collectives(const Job& job, const Observe& observe, const Merge& merge,
+                                   std::string& error, bool arrivals_only = false) {
+  return observe_collective_rows<Partial>(
+      job, kCollectiveColumns, kCompletedCollectives, kCollectiveTimeColumns,
+      [&](Partial& partial, const ResultRow& s) {
+        observe(partial, arrivals_only ? collective_arrival(s) : collective_row(s));
+      },
+      merge, error);
+}
+
+// A heartbeat's stall counter (heartbeats.stalled_ns where recorded): each rank's rows in time
+// order (in cron mode from the horizon on).
+struct StallRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0, stalled_ns = 0;
+};
+bool each_stall_row(const Job& job, const std::function<void(const StallRow&)>& row,
+                    std::string& error);
+
+// A write of a rank's window: its time inside MPI (aggregates, summed per write by the caller),
+// or a heartbeat (every write has one) with no time.
+struct WindowWriteRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0;
+  std::int64_t mpi_ns = 0;
+};
+bool each_aggregate_total(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+                          std::string& error);
+bool each_heartbeat_write(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+                          std::string& error);
+
+// A window's aggregate of one call site (function, its symbol, size class).
+struct AggregateRow {
+  std::int64_t wall_ns = 0;
+  std::string function, symbol;  // symbol: '?' where unknown
+  std::int64_t size_class = 0, calls = 0, total_ns = 0;
+};
+bool each_aggregate(const Job& job, const std::function<void(const AggregateRow&)>& row,
+                    std::string& error);
+
+// The TCP counters (the tcp_links table): each rank's own addresses, and every row ordered by
+// connection (rank, local address, peer address) and time.
+struct TcpAddressRow {
+  int rank = 0;
+  std::string local_address;
+};
+bool each_tcp_address(const Job& job, const std::function<void(const TcpAddressRow&)>& row,
+                      std::string& error);
+struct TcpLinkRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0;
+  std::string local_address, peer_address;
+  std::uint64_t data_segs_out = 0, retrans_segs = 0, dsack_dups = 0, bytes_acked = 0;
+};
+bool each_tcp_link(const Job& job, const std::function<void(const TcpLinkRow&)>& row,
+                   std::string& error);
+
+// A setting as the job's files recorded it (the settings table), each file's value in turn.
+bool each_setting_value(const Job& job, const std::string& name,
+                        const std::function<void(const std::string&)>& value, std::string& error);
+
+}  // namespace commtap::analyzer
