@@ -202,7 +202,9 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
   evidence.interval_s = job.interval_s;
   // Last: the report's windows need the job's start, interval and newest heartbeat, and the
   // files have passed the facts pass's content checks.
-  if (report != nullptr) read_report_inputs(job.files, health, *report);
+  if (report != nullptr)
+    read_report_inputs(
+        job.files, {health.evidence.start_ns, health.now_ns, health.evidence.interval_s}, *report);
   return true;
 }
 

@@ -1,10 +1,12 @@
 // The intercepted functions as data: an enumeration, names and families, all expanded from
-// mpi_functions.def and nccl_functions.def.
+// mpi_functions.def and nccl/functions.def (NCCL's after MPI's, in that table's order).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+
+#include "nccl/functions.hpp"
 
 namespace commtap::interpose {
 
@@ -38,7 +40,7 @@ enum class Fn : std::uint16_t {
 #include "interpose/mpi_functions.def"
 #undef COMMTAP_MPI
 #define COMMTAP_NCCL(name, family, params, args, count, datatype) nccl##name,
-#include "interpose/nccl_functions.def"
+#include "nccl/functions.def"
 #undef COMMTAP_NCCL
 };
 
@@ -47,7 +49,7 @@ inline constexpr Family kFamily[] = {
 #include "interpose/mpi_functions.def"
 #undef COMMTAP_MPI
 #define COMMTAP_NCCL(name, family, params, args, count, datatype) Family::family,
-#include "interpose/nccl_functions.def"
+#include "nccl/functions.def"
 #undef COMMTAP_NCCL
 };
 
@@ -56,11 +58,16 @@ inline constexpr const char* kFunctionName[] = {
 #include "interpose/mpi_functions.def"
 #undef COMMTAP_MPI
 #define COMMTAP_NCCL(name, family, params, args, count, datatype) "nccl" #name,
-#include "interpose/nccl_functions.def"
+#include "nccl/functions.def"
 #undef COMMTAP_NCCL
 };
 
 inline constexpr std::size_t kFunctionCount = std::size(kFunctionName);
+
+// The index of NCCL's first function: nccl::Function f is Fn at kNcclFunctionBase + f (the NCCL
+// profiler's records carry that: nccl/profiler_events.hpp, Sink::function_base).
+inline constexpr std::uint32_t kNcclFunctionBase =
+    static_cast<std::uint32_t>(kFunctionCount - nccl::kFunctionCount);
 
 constexpr std::size_t index_of(Fn fn) {
   return static_cast<std::size_t>(fn);

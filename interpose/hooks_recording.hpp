@@ -16,7 +16,8 @@
 #include "interpose/call_scope.hpp"
 #include "interpose/function_table.hpp"
 #include "interpose/runtime.hpp"
-#include "monitor/monitor.hpp"
+#include "monitor/call_counters.hpp"
+#include "monitor/sampling.hpp"
 #include "monitor/thread_state.hpp"
 
 namespace commtap::interpose {

@@ -17,7 +17,8 @@
 #include "interpose/function_table.hpp"
 #include "interpose/hooks_recording.hpp"
 #include "interpose/runtime.hpp"
-#include "monitor/monitor.hpp"
+#include "monitor/call_counters.hpp"
+#include "monitor/clock.hpp"
 #include "monitor/thread_state.hpp"
 
 namespace commtap::interpose {

@@ -1,7 +1,7 @@
 // libcommtap.so as NCCL's profiler plugin (NCCL_PROFILER_PLUGIN=/path/to/libcommtap.so; see
 // docs/nccl.md): the exported tables ncclProfiler_v1 ... ncclProfiler_v6, and their init and
 // finalize, which tie a communicator to the runtime. The events themselves are
-// nccl_profiler_events.cpp.
+// nccl/profiler_events.cpp.
 //
 // At init, the communicator's id comes from
 // - the constructor's wrapper (LD_PRELOAD), when NCCL calls init on the thread running it: the
@@ -20,14 +20,14 @@
 #include "interpose/export.hpp"
 #include "interpose/launcher_identity.hpp"
 #include "interpose/nccl_communicators.hpp"
-#include "interpose/nccl_profiler_events.hpp"
 #include "interpose/runtime.hpp"
+#include "nccl/profiler_events.hpp"
 
 namespace commtap::interpose {
 namespace {
 
-namespace abi = ::commtap::nccl_profiler_abi;
-namespace np = nccl_profiler;
+namespace abi = ::commtap::nccl::profiler_abi;
+namespace np = ::commtap::nccl::profiler;
 
 constexpr char kPluginName[] = "commtap";
 constexpr char kCreatedBy[] = "ncclProfiler";
@@ -107,7 +107,7 @@ void start_lazily(np::Comm* comm, int version, std::uint64_t comm_hash, int rank
 void pin_library() {
   static std::once_flag once;
   std::call_once(once, [] {
-    np::set_sink({clock_now, queue_record, start_lazily});
+    np::set_sink({clock_now, queue_record, start_lazily, kNcclFunctionBase});
     Dl_info info{};
     if (dladdr(reinterpret_cast<const void*>(&pin_library), &info) != 0 &&
         info.dli_fname != nullptr)
@@ -181,29 +181,29 @@ abi::Result finalize(void* context) noexcept {
 }  // namespace commtap::interpose
 
 // The data objects NCCL looks up (newest first: 2.29+ takes v6, 2.28 v5, ... 2.23 v1).
-namespace ct_np = ::commtap::interpose::nccl_profiler;
+namespace ct_np = ::commtap::nccl::profiler;
 namespace ct_i = ::commtap::interpose;
 extern "C" {
-COMMTAP_EXPORT commtap::nccl_profiler_abi::v1::Profiler ncclProfiler_v1 = {
+COMMTAP_EXPORT commtap::nccl::profiler_abi::v1::Profiler ncclProfiler_v1 = {
     ct_i::kPluginName, ct_i::init_v1_v3<1>,          ct_np::start_event<1>,
     ct_np::stop_event, ct_np::record_event_state<1>, ct_i::finalize};
-COMMTAP_EXPORT commtap::nccl_profiler_abi::v2::Profiler ncclProfiler_v2 = {
+COMMTAP_EXPORT commtap::nccl::profiler_abi::v2::Profiler ncclProfiler_v2 = {
     ct_i::kPluginName, ct_i::init_v1_v3<2>,          ct_np::start_event<2>,
     ct_np::stop_event, ct_np::record_event_state<2>, ct_i::finalize};
-COMMTAP_EXPORT commtap::nccl_profiler_abi::v3::Profiler ncclProfiler_v3 = {
+COMMTAP_EXPORT commtap::nccl::profiler_abi::v3::Profiler ncclProfiler_v3 = {
     ct_i::kPluginName, ct_i::init_v1_v3<3>,          ct_np::start_event<3>,
     ct_np::stop_event, ct_np::record_event_state<3>, ct_i::finalize};
-COMMTAP_EXPORT commtap::nccl_profiler_abi::v4::Profiler ncclProfiler_v4 = {
+COMMTAP_EXPORT commtap::nccl::profiler_abi::v4::Profiler ncclProfiler_v4 = {
     ct_i::kPluginName,
     ct_i::init_v4,
     ct_np::start_event<4>,
     ct_np::stop_event,
     ct_np::record_event_state<4>,
     ct_i::finalize};
-COMMTAP_EXPORT commtap::nccl_profiler_abi::v5::Profiler ncclProfiler_v5 = {
+COMMTAP_EXPORT commtap::nccl::profiler_abi::v5::Profiler ncclProfiler_v5 = {
     ct_i::kPluginName, ct_i::init_v5_v6<5>,          ct_np::start_event<5>,
     ct_np::stop_event, ct_np::record_event_state<5>, ct_i::finalize};
-COMMTAP_EXPORT commtap::nccl_profiler_abi::v6::Profiler ncclProfiler_v6 = {
+COMMTAP_EXPORT commtap::nccl::profiler_abi::v6::Profiler ncclProfiler_v6 = {
     ct_i::kPluginName, ct_i::init_v5_v6<6>,          ct_np::start_event<6>,
     ct_np::stop_event, ct_np::record_event_state<6>, ct_i::finalize};
 }

@@ -1,4 +1,4 @@
-// Every exported nccl* wrapper, generated from nccl_functions.def. libcommtap.so does not link
+// Every exported nccl* wrapper, generated from nccl/functions.def. libcommtap.so does not link
 // libnccl: the real entry point is found at first use, preferring NCCL's strong pnccl* alias
 // (2.16.2 and later) and falling back to the next nccl* definition after this library. In a
 // process that never called MPI_Init, the first communicator constructor starts recording.
@@ -23,7 +23,7 @@
 #include "interpose/loaded_symbols.hpp"
 #include "interpose/nccl_communicators.hpp"
 #include "interpose/runtime.hpp"
-#include "nccl_profiler_abi/datatypes.hpp"
+#include "nccl/datatypes.hpp"
 
 namespace commtap::interpose {
 namespace {
@@ -217,7 +217,7 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
   const ncclResult_t result = real(a...);
   scope.leave();
   const std::uint64_t t0 = scope.t0();
-  const std::uint64_t bytes = count * nccl_profiler_abi::datatype_bytes(static_cast<int>(type));
+  const std::uint64_t bytes = count * nccl::datatype_bytes(static_cast<int>(type));
   scope.count(bytes);
   if constexpr (id == Fn::ncclGroupStart) {
     if (result == ncclSuccess) completions.group_start();
@@ -263,5 +263,5 @@ ncclResult_t intercept_nccl(Real real, std::uint64_t count, ncclDataType_t type,
         resolve<Real>(cache, "pnccl" #name, "nccl" #name, __builtin_return_address(0));      \
     return intercept_nccl<Fn::nccl##name>(real, count, datatype COMMTAP_LEADING_COMMA args); \
   }
-#include "interpose/nccl_functions.def"
+#include "nccl/functions.def"
 #undef COMMTAP_NCCL

@@ -3,7 +3,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "monitor/monitor.hpp"
+#include "monitor/call_counters.hpp"
 #include "monitor/thread_state.hpp"
 
 namespace commtap::monitor {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "monitor/monitor.hpp"
+#include "monitor/call_sites.hpp"
 #include "monitor/optional_library.hpp"
 #include "monitor/thread_state.hpp"
 

@@ -12,7 +12,8 @@
 #include <ctime>
 #include <string>
 
-#include "monitor/monitor.hpp"
+#include "monitor/clock.hpp"
+#include "monitor/trace_schema.hpp"
 
 namespace commtap::monitor {
 

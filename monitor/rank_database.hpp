@@ -14,7 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "monitor/monitor.hpp"
+#include "monitor/clock.hpp"
+#include "monitor/trace_schema.hpp"
+#include "monitor/trace_writer.hpp"
 #include "monitor/shared_fs.hpp"
 #include "monitor/sqlite_db.hpp"
 #include "monitor/trace_budget.hpp"

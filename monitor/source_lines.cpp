@@ -5,7 +5,7 @@
 #include <elfutils/libdwfl.h>
 #include <unistd.h>
 
-#include "monitor/monitor.hpp"
+#include "monitor/call_sites.hpp"
 #include "monitor/optional_library.hpp"
 
 namespace commtap::monitor {

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "monitor/monitor.hpp"
+#include "monitor/call_counters.hpp"
+#include "monitor/clock.hpp"
 
 namespace commtap::monitor {
 

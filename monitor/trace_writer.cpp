@@ -13,7 +13,8 @@
 #include <mutex>
 #include <thread>
 
-#include "monitor/monitor.hpp"
+#include "monitor/clock.hpp"
+#include "monitor/trace_writer.hpp"
 #include "monitor/rank_database.hpp"
 #include "monitor/shared_fs.hpp"
 

@@ -14,6 +14,7 @@
 #include "analyzer/model/job_model.hpp"
 #include "analyzer/trace/symbols.hpp"
 #include "analyzer/trace/trace_files.hpp"
+#include "analyzer/trace/trace_rows.hpp"
 
 namespace commtap::render {
 
@@ -161,55 +162,42 @@ bool export_perfetto(const std::string& job_path, const PerfettoOptions& options
   const std::int64_t high =
       options.until_s > 0 ? origin + static_cast<std::int64_t>(options.until_s * 1e9) : INT64_MAX;
   auto in_cut = [&](std::int64_t a, std::int64_t b) { return b >= low && a <= high; };
-  auto rank_of = [&](sqlite3_stmt* s) -> const Rank* {
-    auto found = job.ranks.find(static_cast<int>(column_i64(s, 0)));
+  auto rank_of = [&](int rank) -> const Rank* {
+    auto found = job.ranks.find(rank);
     return found == job.ranks.end() ? nullptr : &found->second;
   };
   auto last_seen = [&](const Rank& r) {
     return r.aligned(monotonic_of_wall(r, static_cast<std::int64_t>(r.last.wall_ns)));
   };
 
-  const char* collectives_sql =
-      "SELECT rank, comm_id, seq, function, bytes, coalesce(root, -1), coalesce(site, -1), "
-      "enter_ns, exit_ns, algorithm FROM collectives";
-  const char* transfers_sql =
-      "SELECT rank, direction, peer, comm_id, tag, msg, function, bytes, coalesce(site, -1), "
-      "start_ns, end_ns FROM transfers";
-  const char* heartbeats_sql =
-      "SELECT rank, wall_ns, coalesce(function, ''), coalesce(comm_id, 0), coalesce(seq, 0), "
-      "coalesce(since_ns, 0), threads_in_calls FROM heartbeats WHERE state = 'in_call'";
-
   // Pass 1: how much falls in the cut, for the sampling stride.
   std::uint64_t collectives = 0, transfers = 0, heartbeats = 0;
-  bool ok = each_row(
-                job, collectives_sql,
-                [&](sqlite3_stmt* s) {
-                  const Rank* r = rank_of(s);
+  bool ok = each_collective_instance(
+                job,
+                [&](const CollectiveRow& row) {
+                  const Rank* r = rank_of(row.rank);
                   if (r == nullptr) return;
-                  const std::int64_t start =
-                      r->aligned(static_cast<std::uint64_t>(column_i64(s, 7)));
+                  const std::int64_t start = r->aligned(static_cast<std::uint64_t>(row.enter_ns));
                   const std::int64_t stop =
-                      sqlite3_column_type(s, 8) == SQLITE_NULL
-                          ? std::max(start, last_seen(*r))
-                          : r->aligned(static_cast<std::uint64_t>(column_i64(s, 8)));
+                      !row.finished ? std::max(start, last_seen(*r))
+                                    : r->aligned(static_cast<std::uint64_t>(row.exit_ns));
                   collectives += in_cut(start, stop);
                 },
                 error) &&
-            each_row(
-                job, transfers_sql,
-                [&](sqlite3_stmt* s) {
-                  const Rank* r = rank_of(s);
+            each_transfer(
+                job,
+                [&](const TransferRow& row) {
+                  const Rank* r = rank_of(row.rank);
                   if (r == nullptr) return;
-                  transfers += in_cut(r->aligned(static_cast<std::uint64_t>(column_i64(s, 9))),
-                                      r->aligned(static_cast<std::uint64_t>(column_i64(s, 10))));
+                  transfers += in_cut(r->aligned(row.start_ns), r->aligned(row.end_ns));
                 },
                 error) &&
-            each_row(
-                job, heartbeats_sql,
-                [&](sqlite3_stmt* s) {
-                  const Rank* r = rank_of(s);
+            each_in_call_heartbeat(
+                job,
+                [&](const InCallHeartbeatRow& row) {
+                  const Rank* r = rank_of(row.rank);
                   if (r == nullptr) return;
-                  const std::int64_t at = r->aligned(monotonic_of_wall(*r, column_i64(s, 1)));
+                  const std::int64_t at = r->aligned(monotonic_of_wall(*r, row.wall_ns));
                   heartbeats += in_cut(at, at);
                 },
                 error);
@@ -227,55 +215,51 @@ bool export_perfetto(const std::string& job_path, const PerfettoOptions& options
   std::vector<Instant> instants;
   using MessageKey = std::tuple<std::int64_t, int, int, std::int64_t, std::uint64_t>;
   std::map<MessageKey, std::pair<std::size_t, std::size_t>> messages;  // -> (send, recv) + 1
-  ok = each_row(
+  ok = each_call_site(
            job,
-           "SELECT rank, site, symbol, file, line FROM call_sites WHERE frame = 0 AND "
-           "symbol IS NOT NULL",
-           [&](sqlite3_stmt* s) {
-             std::string text = demangle(column_text(s, 2));
-             if (sqlite3_column_type(s, 3) != SQLITE_NULL)
-               text += " (" + column_text(s, 3) + ":" + std::to_string(column_i64(s, 4)) + ")";
-             callers[{static_cast<int>(column_i64(s, 0)), static_cast<int>(column_i64(s, 1))}] =
-                 std::move(text);
+           [&](const CallSiteRow& row) {
+             std::string text = demangle(row.symbol);
+             if (row.file) text += " (" + *row.file + ":" + std::to_string(row.line) + ")";
+             callers[{row.rank, row.site}] = std::move(text);
            },
            error) &&
-       each_row(
-           job, collectives_sql,
-           [&](sqlite3_stmt* s) {
-             const Rank* r = rank_of(s);
+       each_collective_instance(
+           job,
+           [&](const CollectiveRow& row) {
+             const Rank* r = rank_of(row.rank);
              if (r == nullptr) return;
              Slice c;
-             c.comm_id = column_i64(s, 1);
-             c.number = static_cast<std::uint64_t>(column_i64(s, 2));
-             c.start = r->aligned(static_cast<std::uint64_t>(column_i64(s, 7)));
-             c.unfinished = sqlite3_column_type(s, 8) == SQLITE_NULL;
+             c.comm_id = row.comm_id;
+             c.number = row.seq;
+             c.start = r->aligned(static_cast<std::uint64_t>(row.enter_ns));
+             c.unfinished = !row.finished;
              c.end = c.unfinished ? std::max(c.start, last_seen(*r))
-                                  : r->aligned(static_cast<std::uint64_t>(column_i64(s, 8)));
+                                  : r->aligned(static_cast<std::uint64_t>(row.exit_ns));
              if (!in_cut(c.start, c.end) ||
                  !sampled(k, {static_cast<std::uint64_t>(c.comm_id), c.number}))
                return;
-             c.function = strings.id(column_text(s, 3));
-             c.bytes = static_cast<std::uint64_t>(column_i64(s, 4));
-             c.peer_or_root = static_cast<std::int32_t>(column_i64(s, 5));
-             c.site = static_cast<std::int32_t>(column_i64(s, 6));
-             c.algorithm = strings.id(column_text(s, 9));
+             c.function = strings.id(row.function);
+             c.bytes = static_cast<std::uint64_t>(row.bytes);
+             c.peer_or_root = static_cast<std::int32_t>(row.root);
+             c.site = static_cast<std::int32_t>(row.site);
+             c.algorithm = strings.id(row.algorithm);
              c.end = std::max(c.end, c.start);
              slices[r->rank].push_back(c);
            },
            error) &&
-       each_row(
-           job, transfers_sql,
-           [&](sqlite3_stmt* s) {
-             const Rank* r = rank_of(s);
+       each_transfer(
+           job,
+           [&](const TransferRow& row) {
+             const Rank* r = rank_of(row.rank);
              if (r == nullptr) return;
              Slice m;
-             m.kind = column_text(s, 1) == "send" ? Kind::send : Kind::recv;
-             m.peer_or_root = static_cast<std::int32_t>(column_i64(s, 2));
-             m.comm_id = column_i64(s, 3);
-             m.tag = column_i64(s, 4);
-             m.number = static_cast<std::uint64_t>(column_i64(s, 5));
-             m.start = r->aligned(static_cast<std::uint64_t>(column_i64(s, 9)));
-             m.end = std::max(m.start, r->aligned(static_cast<std::uint64_t>(column_i64(s, 10))));
+             m.kind = row.send ? Kind::send : Kind::recv;
+             m.peer_or_root = static_cast<std::int32_t>(row.peer);
+             m.comm_id = row.comm_id;
+             m.tag = row.tag;
+             m.number = static_cast<std::uint64_t>(row.msg);
+             m.start = r->aligned(row.start_ns);
+             m.end = std::max(m.start, r->aligned(row.end_ns));
              const int sender = m.kind == Kind::send ? r->rank : m.peer_or_root;
              const int receiver = m.kind == Kind::send ? m.peer_or_root : r->rank;
              if (!in_cut(m.start, m.end) ||
@@ -284,36 +268,36 @@ bool export_perfetto(const std::string& job_path, const PerfettoOptions& options
                          static_cast<std::uint64_t>(receiver), static_cast<std::uint64_t>(m.tag),
                          m.number}))
                return;
-             m.function = strings.id(column_text(s, 6));
-             m.bytes = static_cast<std::uint64_t>(column_i64(s, 7));
-             m.site = static_cast<std::int32_t>(column_i64(s, 8));
+             m.function = strings.id(row.function);
+             m.bytes = static_cast<std::uint64_t>(row.bytes);
+             m.site = static_cast<std::int32_t>(row.site);
              auto& list = slices[r->rank];
              list.push_back(m);
              auto& sides = messages[{m.comm_id, sender, receiver, m.tag, m.number}];
              (m.kind == Kind::send ? sides.first : sides.second) = list.size();
            },
            error) &&
-       each_row(
-           job, heartbeats_sql,
-           [&](sqlite3_stmt* s) {
-             const Rank* r = rank_of(s);
+       each_in_call_heartbeat(
+           job,
+           [&](const InCallHeartbeatRow& row) {
+             const Rank* r = rank_of(row.rank);
              if (r == nullptr) return;
-             const std::int64_t wall = column_i64(s, 1);
+             const std::int64_t wall = row.wall_ns;
              const std::int64_t at = r->aligned(monotonic_of_wall(*r, wall));
              if (!in_cut(at, at) || !sampled(k, {static_cast<std::uint64_t>(r->rank),
                                                  static_cast<std::uint64_t>(wall)}))
                return;
-             const double in_call_s = static_cast<double>(wall - column_i64(s, 5)) / 1e9;
+             const double in_call_s = static_cast<double>(wall - row.since_ns) / 1e9;
              Instant i;
              i.rank = r->rank;
              i.at = at;
-             i.name = "in " + column_text(s, 2);
-             i.args = {{"function", column_text(s, 2)},
+             i.name = "in " + row.function;
+             i.args = {{"function", row.function},
                        {"in_call_s", std::round(in_call_s * 1e3) / 1e3},
-                       {"threads_in_calls", column_i64(s, 6)}};
-             if (column_i64(s, 3) != 0) {
-               i.args["comm_id"] = column_i64(s, 3);
-               if (column_i64(s, 4) != 0) i.args["seq"] = column_i64(s, 4);
+                       {"threads_in_calls", row.threads_in_calls}};
+             if (row.comm_id != 0) {
+               i.args["comm_id"] = row.comm_id;
+               if (row.seq != 0) i.args["seq"] = row.seq;
              }
              instants.push_back(std::move(i));
            },

@@ -25,7 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "monitor/monitor.hpp"
+#include "monitor/trace_schema.hpp"
+#include "monitor/trace_writer.hpp"
 #include "monitor/thread_state.hpp"
 
 namespace commtap::world {

@@ -1,5 +1,5 @@
-// analyzer/model/collective_clocks: the clocks of ranks that never measured their offset to rank 0 (an
-// NCCL job without MPI_Init: no ping-pong ran) put on rank 0's clock by their collectives'
+// analyzer/model/collective_clocks: the clocks of ranks that never measured their offset to rank 0
+// (an NCCL job without MPI_Init: no ping-pong ran) put on rank 0's clock by their collectives'
 // completion times, and their monotonic clocks tied to the wall clock (docs/analyzer.md).
 #include <algorithm>
 #include <cctype>
@@ -11,8 +11,7 @@
 
 #include "analyzer/findings/statistics.hpp"
 #include "analyzer/model/job_model.hpp"
-#include "analyzer/trace/trace_files.hpp"
-#include "analyzer/trace/untrusted_input.hpp"
+#include "analyzer/trace/trace_rows.hpp"
 
 namespace commtap::analyzer {
 
@@ -89,65 +88,35 @@ struct WallRange {
 };
 
 // Cron mode checks the collectives' times as they are read, not by a scan of the whole file
-// (recent_rows.hpp): so are those read here. False (and `implausible` set) for a row that holds
-// a time no commtap writer writes.
-bool checked(const TraceReader& reader, sqlite3_stmt* s, std::initializer_list<int> columns,
-             std::string& implausible) {
-  for (int c : columns)
-    if (!plausible_time(s, c)) {
-      if (implausible.empty())
-        implausible = reader.path() + ": " + implausible_table_problem("collectives");
-      return false;
-    }
-  return implausible.empty();
-}
-
+// (recent_rows.hpp): so are those read here (a row's `plausible`, refused where it is used).
 bool wall_ranges(const Job& job, std::map<int, WallRange>& out, std::string& error) {
-  std::string implausible;
-  for (const std::string& file : job.files) {
-    auto reader = TraceReader::open(file, error);
-    if (!reader) return false;
-    auto clip = [&](int rank, std::int64_t low, std::int64_t high) {
-      auto r = job.ranks.find(rank);
-      if (r == job.ranks.end() || r->second.mpi_clock) return;
-      WallRange& range = out[rank];
-      range.low = std::max(range.low, low);
-      range.high = std::min(range.high, high);
-    };
-    const bool ok =
-        reader->each(
-            "SELECT rank, min(enter_ns), max(enter_ns) FROM collectives GROUP BY rank", {},
-            [&](sqlite3_stmt* s) {
-              auto r = job.ranks.find(static_cast<int>(column_i64(s, 0)));
-              if (r == job.ranks.end() || !checked(*reader, s, {1, 2}, implausible)) return;
-              clip(r->first, static_cast<std::int64_t>(r->second.start_ns) - column_i64(s, 1),
-                   static_cast<std::int64_t>(std::max(r->second.end_ns, r->second.last.wall_ns)) -
-                       column_i64(s, 2));
-            },
-            error) &&
-        reader->each(
-            "SELECT p.rank, p.wall_ns, (SELECT c.enter_ns FROM collectives c WHERE c.rank = "
-            "p.rank AND c.comm_id = p.comm_id AND c.seq <= p.entered ORDER BY c.seq DESC LIMIT "
-            "1), (SELECT c.enter_ns FROM collectives c WHERE c.rank = p.rank AND c.comm_id = "
-            "p.comm_id AND c.seq > p.entered ORDER BY c.seq LIMIT 1) FROM comm_progress p WHERE "
-            "p.wall_ns <= ?1",
-            {job.until_wall},
-            [&](sqlite3_stmt* s) {
-              if (!checked(*reader, s, {1, 2, 3}, implausible)) return;
-              const std::int64_t wall = column_i64(s, 1);
-              const std::int64_t high =
-                  sqlite3_column_type(s, 2) == SQLITE_NULL ? INT64_MAX : wall - column_i64(s, 2);
-              const std::int64_t low =
-                  sqlite3_column_type(s, 3) == SQLITE_NULL ? INT64_MIN : wall - column_i64(s, 3);
-              clip(static_cast<int>(column_i64(s, 0)), low, high);
-            },
-            error);
-    if (!ok || !implausible.empty()) {
-      if (!implausible.empty()) error = implausible;
-      return false;
-    }
-  }
-  return true;
+  auto clip = [&](int rank, std::int64_t low, std::int64_t high) {
+    auto r = job.ranks.find(rank);
+    if (r == job.ranks.end() || r->second.mpi_clock) return;
+    WallRange& range = out[rank];
+    range.low = std::max(range.low, low);
+    range.high = std::min(range.high, high);
+  };
+  return each_clock_bound(
+      job,
+      [&](const CollectiveEntrySpanRow& row) {
+        auto r = job.ranks.find(row.rank);
+        if (r == job.ranks.end()) return true;
+        if (!row.plausible) return false;
+        clip(r->first, static_cast<std::int64_t>(r->second.start_ns) - row.first_enter_ns,
+             static_cast<std::int64_t>(std::max(r->second.end_ns, r->second.last.wall_ns)) -
+                 row.last_enter_ns);
+        return true;
+      },
+      [&](const ProgressEntriesRow& row) {
+        if (!row.plausible) return false;
+        const std::int64_t high = row.entered_at_ns ? row.wall_ns - *row.entered_at_ns : INT64_MAX;
+        const std::int64_t low =
+            row.next_entered_ns ? row.wall_ns - *row.next_entered_ns : INT64_MIN;
+        clip(row.rank, low, high);
+        return true;
+      },
+      error);
 }
 
 }  // namespace
@@ -213,49 +182,29 @@ struct Completions {
 bool read_completions(const Job& job, const std::map<int, WallRange>& walls, Completions& out,
                       std::string& error) {
   std::uint64_t total = 0;
-  for (const std::string& file : job.files) {
-    auto reader = TraceReader::open(file, error);
-    if (!reader ||
-        !reader->each(
-            "SELECT count(*) FROM collectives WHERE exit_ns IS NOT NULL", {},
-            [&](sqlite3_stmt* s) { total += static_cast<std::uint64_t>(column_i64(s, 0)); }, error))
-      return false;
-  }
+  if (!count_completed_collectives(job, total, error)) return false;
   const std::uint64_t keep_one_in = std::max<std::uint64_t>(1, (total + kMostRows - 1) / kMostRows);
   std::unordered_map<std::pair<std::int64_t, std::uint64_t>, std::uint32_t, PairHash> index;
   const PairHash hash;
-  std::string implausible;
-  for (const std::string& file : job.files) {
-    auto reader = TraceReader::open(file, error);
-    if (!reader ||
-        !reader->each(
-            "SELECT rank, comm_id, seq, function, exit_ns FROM collectives WHERE exit_ns IS NOT "
-            "NULL",
-            {},
-            [&](sqlite3_stmt* s) {
-              const int rank = static_cast<int>(column_i64(s, 0));
-              auto r = job.ranks.find(rank);
-              if (r == job.ranks.end() || !releases_everyone(column_text(s, 3)) ||
-                  !checked(*reader, s, {4}, implausible))
-                return;
-              const std::pair<std::int64_t, std::uint64_t> key{
-                  column_i64(s, 1), static_cast<std::uint64_t>(column_i64(s, 2))};
-              if (keep_one_in > 1 && hash(key) % keep_one_in != 0) return;
-              const std::int64_t exit = column_i64(s, 4);
-              if (!r->second.mpi_clock && job.until_wall != INT64_MAX)
-                if (auto w = walls.find(rank); w != walls.end() && w->second.known() &&
-                                               exit + w->second.middle() > job.until_wall)
-                  return;
-              auto [it, added] = index.try_emplace(key, static_cast<std::uint32_t>(index.size()));
-              out.rows[rank].push_back({it->second, exit});
-            },
-            error))
-      return false;
-    if (!implausible.empty()) {
-      error = implausible;
-      return false;
-    }
-  }
+  if (!each_completion(
+          job,
+          [&](const CompletionRow& row) {
+            auto r = job.ranks.find(row.rank);
+            if (r == job.ranks.end() || !releases_everyone(row.function)) return true;
+            if (!row.plausible) return false;
+            const std::pair<std::int64_t, std::uint64_t> key{row.comm_id, row.seq};
+            if (keep_one_in > 1 && hash(key) % keep_one_in != 0) return true;
+            const std::int64_t exit = row.exit_ns;
+            if (!r->second.mpi_clock && job.until_wall != INT64_MAX)
+              if (auto w = walls.find(row.rank); w != walls.end() && w->second.known() &&
+                                                 exit + w->second.middle() > job.until_wall)
+                return true;
+            auto [it, added] = index.try_emplace(key, static_cast<std::uint32_t>(index.size()));
+            out.rows[row.rank].push_back({it->second, exit});
+            return true;
+          },
+          error))
+    return false;
   out.instances = index.size();
   return true;
 }

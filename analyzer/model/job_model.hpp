@@ -16,6 +16,8 @@
 #include "analyzer/findings/job_evidence.hpp"
 #include "analyzer/options.hpp"
 #include "analyzer/trace/file_rows.hpp"
+#include "analyzer/trace/job_files.hpp"
+#include "analyzer/trace/recent_rows.hpp"
 #include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
@@ -92,13 +94,10 @@ struct ClockMethod {
   std::string describe() const;
 };
 
-struct Job {
-  std::string path;
+// The job's files and read bounds (path, files, threads, rows_read, the cron horizon, --at) are
+// its JobFiles part, which the trace layer's readers take.
+struct Job : JobFiles {
   std::string job_id;
-  std::vector<std::string> files;  // each holds one or more ranks
-  int threads = 1;                 // reading threads (HealthOptions::threads)
-  // Rows read from the files so far (every pass counts its rows): what an analysis costs.
-  mutable std::uint64_t rows_read = 0;
   std::vector<std::string> hosts;
   std::string program;  // rank 0's executable, without its directory ("" if unknown)
   std::map<int, Rank> ranks;
@@ -108,11 +107,6 @@ struct Job {
   std::uint64_t now_wall = 0;
   // rank 0's clock (aligned ns) -> wall ns
   std::int64_t wall_minus_aligned = 0;
-  // Cron mode (--since, recent_rows.hpp): the tables of kTablesReadRecent are read from this
-  // wall time on (INT64_MIN: whole).
-  std::int64_t read_from_wall = INT64_MIN;
-  // --at: rows written after this wall time are ignored (INT64_MAX: none are).
-  std::int64_t until_wall = INT64_MAX;
   std::int64_t until_aligned() const {
     return until_wall == INT64_MAX ? INT64_MAX : until_wall - wall_minus_aligned;
   }
@@ -148,13 +142,15 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error);
 // load_facts.
 bool align_clocks_by_collectives(Job& job, std::string& error);
 
-// Runs `sql` on every file of the job (one at a time: memory does not grow with the files).
-bool each_row(const Job& job, const char* sql, const std::function<void(sqlite3_stmt*)>& row,
-              std::string& error);
-// The same, the files read on job.threads threads (file_rows.hpp): `row` is called on this
-// thread, in the same order as by a serial read.
-bool each_row(const Job& job, const char* sql, const std::function<void(const ResultRow&)>& row,
-              std::string& error);
+// Cron mode (--since, trace/recent_rows.hpp): sets job.read_from_wall (after load_facts: it
+// needs the newest heartbeat) to the oldest time any detector looks at (--since, and the latest
+// --window the stall rule reads), less a margin of two writer intervals and a second (a row
+// before the first window, late writers, clock offsets), and job.read_from_local per rank.
+void set_read_horizon(Job& job, const HealthOptions& options);
+
+// The oldest time on the rank's own monotonic clock that is at or after job.read_from_wall on
+// rank 0's clock, whatever its offset estimates (the largest is assumed).
+std::int64_t read_from_local(const Job& job, const Rank& rank);
 
 // The oldest wall-clock time --since keeps (INT64_MIN: everything).
 std::int64_t since_wall_ns(const Job& job, const HealthOptions& options);

@@ -10,14 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/trace/query_result.hpp"
+
 struct sqlite3;
 
 namespace commtap::analyzer {
-
-struct QueryResult {
-  std::vector<std::string> columns;
-  std::vector<std::vector<std::optional<std::string>>> rows;  // nullopt is SQL NULL
-};
 
 class JobDatabase {
  public:

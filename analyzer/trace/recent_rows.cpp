@@ -9,22 +9,16 @@
 
 namespace commtap::analyzer {
 
-void set_read_horizon(Job& job, const HealthOptions& options) {
-  job.read_from_wall = INT64_MIN;
-  if (options.since_s <= 0 || options.read_all) return;
-  const double seconds =
-      std::max(options.since_s, options.window_s) + 2 * std::max(1.0, job.interval_s) + 1;
-  job.read_from_wall =
-      static_cast<std::int64_t>(job.now_wall) - static_cast<std::int64_t>(seconds * 1e9);
-}
-
-std::int64_t read_from_local(const Job& job, const Rank& rank) {
-  if (job.read_from_wall == INT64_MIN) return INT64_MIN;
-  // aligned = local + offset >= horizon for every local >= horizon - the largest offset.
-  std::int64_t largest = rank.clocks.empty() ? rank.init_offset_ns : INT64_MIN;
-  for (const monitor::ClockEstimate& e : rank.clocks)
-    largest = std::max(largest, e.offset.offset_ns);
-  return job.read_from_wall - job.wall_minus_aligned - largest;
+bool each_row(const JobFiles& job, const char* sql,
+              const std::function<void(const ResultRow&)>& row, std::string& error) {
+  const std::string statement = sql;
+  return read_files_in_order(
+      job.files, job.threads,
+      [&](TraceReader& reader, RowSink& sink, std::string& e) {
+        return reader.each(
+            statement, {}, [&](sqlite3_stmt* s) { sink.add(s); }, e);
+      },
+      row, error, &job.rows_read);
 }
 
 namespace {
@@ -67,15 +61,15 @@ bool add_checked(sqlite3_stmt* s, const std::vector<int>& time_columns, RowSink&
 
 }  // namespace
 
-bool each_collective_row(const Job& job, const std::string& columns, const std::string& condition,
-                         const std::vector<int>& time_columns,
+bool each_collective_row(const JobFiles& job, const std::string& columns,
+                         const std::string& condition, const std::vector<int>& time_columns,
                          const std::function<void(const ResultRow&)>& row, std::string& error) {
   return read_files_in_order(job.files, job.threads,
                              collective_rows_work(job, columns, condition, time_columns), row,
                              error, &job.rows_read);
 }
 
-FileWork collective_rows_work(const Job& job, const std::string& columns,
+FileWork collective_rows_work(const JobFiles& job, const std::string& columns,
                               const std::string& condition, const std::vector<int>& time_columns) {
   if (job.read_from_wall == INT64_MIN) {
     const std::string statement = "SELECT " + columns + " FROM collectives WHERE " + condition;
@@ -100,9 +94,9 @@ FileWork collective_rows_work(const Job& job, const std::string& columns,
     return each_key(
         reader, "collectives", "rank", std::nullopt,
         [&](std::int64_t rank) {
-          auto r = job.ranks.find(static_cast<int>(rank));
-          if (r == job.ranks.end()) return true;  // no facts: its rows are never used
-          const std::int64_t from = read_from_local(job, r->second);
+          auto r = job.read_from_local.find(static_cast<int>(rank));
+          if (r == job.read_from_local.end()) return true;  // no facts: its rows are never used
+          const std::int64_t from = r->second;
           return each_key(
               reader, "collectives", "comm_id", rank,
               [&](std::int64_t comm) {
@@ -142,7 +136,7 @@ FileWork collective_rows_work(const Job& job, const std::string& columns,
   };
 }
 
-bool each_recent_row(const Job& job, const std::string& table, const std::string& whole_sql,
+bool each_recent_row(const JobFiles& job, const std::string& table, const std::string& whole_sql,
                      const std::string& sql, const std::vector<int>& time_columns,
                      const std::function<void(const ResultRow&)>& row, std::string& error) {
   if (job.read_from_wall == INT64_MIN) return each_row(job, whole_sql.c_str(), row, error);

@@ -1,47 +1,42 @@
-// analyzer/trace/recent_rows: cron mode. With --since S the analysis uses only the last S seconds of
-// data, so the large tables (collective instances, heartbeats, aggregates) are read from a little
-// before that on, found through their primary keys (rank, then time or sequence number) in
+// analyzer/trace/recent_rows: cron mode. With --since S the analysis uses only the last S seconds
+// of data, so the large tables (collective instances, heartbeats, aggregates) are read from a
+// little before that on, found through their primary keys (rank, then time or sequence number) in
 // O(log n) per rank, instead of scanned whole: a run costs what the last S seconds wrote, not the
 // job's age. The detectors still filter every row by --since as before, so the findings are those
 // of a whole read with the same --since. Those tables' times are checked as their rows are read
 // (plausible_time), not by the whole-file scan (TraceReader::content_problem).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "analyzer/model/job_model.hpp"
+#include "analyzer/trace/file_rows.hpp"
+#include "analyzer/trace/job_files.hpp"
 
 namespace commtap::analyzer {
 
 inline const std::vector<std::string> kTablesReadRecent = {"collectives", "heartbeats",
                                                            "aggregates"};
 
-// Sets job.read_from_wall for --since (after load_facts: it needs the newest heartbeat): the
-// oldest time any detector looks at (--since, and the latest --window the stall rule reads),
-// less a margin of two writer intervals and a second (a row before the first window, late
-// writers, clock offsets).
-void set_read_horizon(Job& job, const HealthOptions& options);
-
-// The oldest time on the rank's own monotonic clock that is at or after job.read_from_wall on
-// rank 0's clock, whatever its offset estimates (the largest is assumed).
-std::int64_t read_from_local(const Job& job, const Rank& rank);
+// The model sets the horizon (set_read_horizon, model/job_model.hpp): job.read_from_wall, and
+// job.read_from_local per rank.
 
 // The collectives rows of `columns` (a select list starting with `rank`) where `condition` holds,
 // each file rank by rank and communicator by communicator in sequence order (the primary key's
 // order, as a scan returns them); in cron mode only those from the horizon on: per (rank,
 // communicator) the first sequence number entered at or after it is found by bisection over
 // the key (sequence numbers are entered in order).
-bool each_collective_row(const Job& job, const std::string& columns, const std::string& condition,
-                         const std::vector<int>& time_columns,
+bool each_collective_row(const JobFiles& job, const std::string& columns,
+                         const std::string& condition, const std::vector<int>& time_columns,
                          const std::function<void(const ResultRow&)>& row, std::string& error);
 // What each_collective_row runs on one file (on its reading thread).
-FileWork collective_rows_work(const Job& job, const std::string& columns,
+FileWork collective_rows_work(const JobFiles& job, const std::string& columns,
                               const std::string& condition, const std::vector<int>& time_columns);
 // The same rows observed on the reading threads, one Partial per file, merged in file order
 // (observe_files_in_order): `observe(Partial&, const ResultRow&)`, `merge(Partial&&)`.
 template <class Partial, class Observe, class Merge>
-bool observe_collective_rows(const Job& job, const std::string& columns,
+bool observe_collective_rows(const JobFiles& job, const std::string& columns,
                              const std::string& condition, const std::vector<int>& time_columns,
                              const Observe& observe, const Merge& merge, std::string& error) {
   return observe_files_in_order<Partial>(
@@ -49,11 +44,16 @@ bool observe_collective_rows(const Job& job, const std::string& columns,
       merge, error, &job.rows_read);
 }
 
+// Runs `sql` on every file of the job, the files read on job.threads threads (file_rows.hpp):
+// `row` is called on this thread, in the order of a serial read.
+bool each_row(const JobFiles& job, const char* sql,
+              const std::function<void(const ResultRow&)>& row, std::string& error);
+
 // `sql` on every file. In cron mode `sql` must restrict `rank = ?1 AND <wall column> >= ?2` of a
 // table keyed (rank, wall time, ...) (heartbeats, aggregates): it runs once per rank of each file
 // with the horizon bound; `whole_sql`, without them, otherwise. `time_columns`: result columns
 // that are times of `table`, checked as they are read in cron mode.
-bool each_recent_row(const Job& job, const std::string& table, const std::string& whole_sql,
+bool each_recent_row(const JobFiles& job, const std::string& table, const std::string& whole_sql,
                      const std::string& sql, const std::vector<int>& time_columns,
                      const std::function<void(const ResultRow&)>& row, std::string& error);
 

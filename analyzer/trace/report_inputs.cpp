@@ -50,11 +50,11 @@ bool add_exact(std::int64_t& into, std::int64_t value, std::string& error) {
 
 class Reader {
  public:
-  explicit Reader(const JobHealth& health) {
+  explicit Reader(const ReportSpan& span) {
     // The windows, as wide as the job's interval, widened to keep at most kMostWindows.
-    start_ns_ = health.evidence.start_ns;
-    const double interval_s = std::max(0.01, health.evidence.interval_s);
-    const double length_s = static_cast<double>(health.now_ns - start_ns_) / 1e9;
+    start_ns_ = span.start_ns;
+    const double interval_s = std::max(0.01, span.interval_s);
+    const double length_s = static_cast<double>(span.now_ns - start_ns_) / 1e9;
     bucket_s_ = interval_s * std::max(1.0, std::ceil(length_s / interval_s / kMostWindows));
     bucket_ns_ = std::llround(bucket_s_ * 1e9);
   }
@@ -262,13 +262,13 @@ class Reader {
 
 }  // namespace
 
-void read_report_inputs(const std::vector<std::string>& files, const JobHealth& health,
+void read_report_inputs(const std::vector<std::string>& files, const ReportSpan& span,
                         ReportInputs& inputs) {
   inputs = ReportInputs{};
   inputs.files = files;
   std::string error;
   try {
-    Reader reader(health);
+    Reader reader(span);
     bool ok = reader.open(error);
     for (std::size_t i = 0; ok && i < files.size(); ++i) {
       auto file = TraceReader::open(files[i], error);

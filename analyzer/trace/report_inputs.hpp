@@ -2,11 +2,11 @@
 // analysis: the slowest call sites, and the call sites' share of the ranks' time per window.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "analyzer/health.hpp"
-#include "analyzer/query/job_database.hpp"
+#include "analyzer/trace/query_result.hpp"
 
 namespace commtap::analyzer {
 
@@ -29,13 +29,20 @@ struct ReportInputs {
   std::string error;
 };
 
-// Reads `inputs` from the job's `files`, one at a time, for the analysis `health` of the same job
-// (its start, COMMTAP_INTERVAL and newest heartbeat set the windows). analyze_job calls it after
-// its detectors, under the job's deadline, for files its facts pass has checked. Each file's
+// The span of the job the charts cover, as its analysis found it.
+struct ReportSpan {
+  std::int64_t start_ns = 0;  // wall clock of the earliest MPI_Init (JobEvidence::start_ns)
+  std::uint64_t now_ns = 0;   // of the newest heartbeat (JobHealth::now_ns)
+  double interval_s = 1.0;    // COMMTAP_INTERVAL (JobEvidence::interval_s)
+};
+
+// Reads `inputs` from the job's `files`, one at a time, for the analysis of the same job whose
+// `span` (its start, COMMTAP_INTERVAL and newest heartbeat) sets the windows. analyze_job calls it
+// after its detectors, under the job's deadline, for files its facts pass has checked. Each file's
 // aggregates are summed per call site (and window) by SQL in that file, and the files' sums added
 // here, so memory grows with the call sites and windows, not with the ranks or their rows. A
 // failure leaves the call sites empty, with `inputs.error` saying why; it never throws.
-void read_report_inputs(const std::vector<std::string>& files, const JobHealth& health,
+void read_report_inputs(const std::vector<std::string>& files, const ReportSpan& span,
                         ReportInputs& inputs);
 
 }  // namespace commtap::analyzer

@@ -2,6 +2,7 @@
 #include "analyzer/trace/trace_rows.hpp"
 
 #include "analyzer/trace/trace_files.hpp"
+#include "analyzer/trace/untrusted_input.hpp"
 
 namespace commtap::analyzer {
 
@@ -12,8 +13,8 @@ std::optional<std::int64_t> column_optional(const ResultRow& s, int i) {
   return column_i64(s, i);
 }
 
-bool each_transfer(const Job& job, const char* sql,
-                   const std::function<void(const TransferRow&)>& row, std::string& error) {
+bool each_transfer_of(const JobFiles& job, const char* sql,
+                      const std::function<void(const TransferRow&)>& row, std::string& error) {
   TransferRow t;
   return each_row(
       job, sql,
@@ -33,7 +34,7 @@ bool each_transfer(const Job& job, const char* sql,
 
 }  // namespace
 
-bool each_probe(const Job& job, const std::function<void(const ProbeRow&)>& row,
+bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>& row,
                 std::string& error) {
   ProbeRow p;
   return each_row(
@@ -61,20 +62,109 @@ bool each_probe(const Job& job, const std::function<void(const ProbeRow&)>& row,
       error);
 }
 
-bool each_send(const Job& job, const std::function<void(const TransferRow&)>& row,
+bool each_send(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
                std::string& error) {
-  return each_transfer(job,
-                       "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
-                       "transfers WHERE direction = 'send'",
-                       row, error);
+  return each_transfer_of(job,
+                          "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
+                          "transfers WHERE direction = 'send'",
+                          row, error);
 }
 
-bool each_receive(const Job& job, const std::function<void(const TransferRow&)>& row,
+bool each_receive(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
                   std::string& error) {
-  return each_transfer(job,
-                       "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
-                       "transfers WHERE direction = 'recv'",
-                       row, error);
+  return each_transfer_of(job,
+                          "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
+                          "transfers WHERE direction = 'recv'",
+                          row, error);
+}
+
+bool each_transfer(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
+                   std::string& error) {
+  TransferRow t;
+  return each_row(
+      job,
+      "SELECT rank, direction, peer, comm_id, tag, msg, function, bytes, coalesce(site, -1), "
+      "start_ns, end_ns FROM transfers",
+      [&](const ResultRow& s) {
+        t.rank = static_cast<int>(column_i64(s, 0));
+        t.send = column_text(s, 1) == "send";
+        t.peer = static_cast<int>(column_i64(s, 2));
+        t.comm_id = column_i64(s, 3);
+        t.tag = column_i64(s, 4);
+        t.msg = column_i64(s, 5);
+        t.function = column_text(s, 6);
+        t.bytes = column_i64(s, 7);
+        t.site = column_i64(s, 8);
+        t.start_ns = static_cast<std::uint64_t>(column_i64(s, 9));
+        t.end_ns = static_cast<std::uint64_t>(column_i64(s, 10));
+        row(t);
+      },
+      error);
+}
+
+bool each_collective_instance(const JobFiles& job,
+                              const std::function<void(const CollectiveRow&)>& row,
+                              std::string& error) {
+  CollectiveRow c;
+  return each_row(
+      job,
+      "SELECT rank, comm_id, seq, function, bytes, coalesce(root, -1), coalesce(site, -1), "
+      "enter_ns, exit_ns, algorithm FROM collectives",
+      [&](const ResultRow& s) {
+        c.rank = static_cast<int>(column_i64(s, 0));
+        c.comm_id = column_i64(s, 1);
+        c.seq = static_cast<std::uint64_t>(column_i64(s, 2));
+        c.function = column_text(s, 3);
+        c.bytes = column_i64(s, 4);
+        c.root = column_i64(s, 5);
+        c.site = column_i64(s, 6);
+        c.enter_ns = column_i64(s, 7);
+        c.finished = !column_is_null(s, 8);
+        c.exit_ns = column_i64(s, 8);
+        c.algorithm = column_text(s, 9);
+        row(c);
+      },
+      error);
+}
+
+bool each_in_call_heartbeat(const JobFiles& job,
+                            const std::function<void(const InCallHeartbeatRow&)>& row,
+                            std::string& error) {
+  InCallHeartbeatRow h;
+  return each_row(
+      job,
+      "SELECT rank, wall_ns, coalesce(function, ''), coalesce(comm_id, 0), coalesce(seq, 0), "
+      "coalesce(since_ns, 0), threads_in_calls FROM heartbeats WHERE state = 'in_call'",
+      [&](const ResultRow& s) {
+        h.rank = static_cast<int>(column_i64(s, 0));
+        h.wall_ns = column_i64(s, 1);
+        h.function = column_text(s, 2);
+        h.comm_id = column_i64(s, 3);
+        h.seq = column_i64(s, 4);
+        h.since_ns = column_i64(s, 5);
+        h.threads_in_calls = column_i64(s, 6);
+        row(h);
+      },
+      error);
+}
+
+bool each_call_site(const JobFiles& job, const std::function<void(const CallSiteRow&)>& row,
+                    std::string& error) {
+  CallSiteRow c;
+  return each_row(
+      job,
+      "SELECT rank, site, symbol, file, line FROM call_sites WHERE frame = 0 AND symbol IS NOT "
+      "NULL",
+      [&](const ResultRow& s) {
+        c.rank = static_cast<int>(column_i64(s, 0));
+        c.site = static_cast<int>(column_i64(s, 1));
+        c.symbol = column_text(s, 2);
+        c.file.reset();
+        if (!column_is_null(s, 3)) c.file = column_text(s, 3);
+        c.line = column_i64(s, 4);
+        row(c);
+      },
+      error);
 }
 
 const std::string kCollectiveColumns = "rank, comm_id, seq, enter_ns, exit_ns, site";
@@ -101,7 +191,7 @@ CollectiveRow collective_row(const ResultRow& s) {
   return r;
 }
 
-bool each_stall_row(const Job& job, const std::function<void(const StallRow&)>& row,
+bool each_stall_row(const JobFiles& job, const std::function<void(const StallRow&)>& row,
                     std::string& error) {
   // Each rank's rows in time order (a whole read sorts the file's; cron mode reads rank by rank
   // in the key's order): the same rows per rank either way.
@@ -118,7 +208,8 @@ bool each_stall_row(const Job& job, const std::function<void(const StallRow&)>& 
       error);
 }
 
-bool each_aggregate_total(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+bool each_aggregate_total(const JobFiles& job,
+                          const std::function<void(const WindowWriteRow&)>& row,
                           std::string& error) {
   return each_recent_row(
       job, "aggregates", "SELECT rank, wall_ns, total_ns FROM aggregates",
@@ -129,7 +220,8 @@ bool each_aggregate_total(const Job& job, const std::function<void(const WindowW
       error);
 }
 
-bool each_heartbeat_write(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+bool each_heartbeat_write(const JobFiles& job,
+                          const std::function<void(const WindowWriteRow&)>& row,
                           std::string& error) {
   return each_recent_row(
       job, "heartbeats", "SELECT rank, wall_ns FROM heartbeats",
@@ -140,7 +232,7 @@ bool each_heartbeat_write(const Job& job, const std::function<void(const WindowW
       error);
 }
 
-bool each_aggregate(const Job& job, const std::function<void(const AggregateRow&)>& row,
+bool each_aggregate(const JobFiles& job, const std::function<void(const AggregateRow&)>& row,
                     std::string& error) {
   AggregateRow a;
   return each_recent_row(
@@ -164,7 +256,7 @@ bool each_aggregate(const Job& job, const std::function<void(const AggregateRow&
       error);
 }
 
-bool each_tcp_address(const Job& job, const std::function<void(const TcpAddressRow&)>& row,
+bool each_tcp_address(const JobFiles& job, const std::function<void(const TcpAddressRow&)>& row,
                       std::string& error) {
   return each_row(
       job, "SELECT DISTINCT rank, local_address FROM tcp_links",
@@ -174,7 +266,7 @@ bool each_tcp_address(const Job& job, const std::function<void(const TcpAddressR
       error);
 }
 
-bool each_tcp_link(const Job& job, const std::function<void(const TcpLinkRow&)>& row,
+bool each_tcp_link(const JobFiles& job, const std::function<void(const TcpLinkRow&)>& row,
                    std::string& error) {
   TcpLinkRow t;
   return each_row(
@@ -196,7 +288,109 @@ bool each_tcp_link(const Job& job, const std::function<void(const TcpLinkRow&)>&
       error);
 }
 
-bool each_setting_value(const Job& job, const std::string& name,
+namespace {
+
+bool plausible_times(sqlite3_stmt* s, std::initializer_list<int> columns) {
+  for (int c : columns)
+    if (!plausible_time(s, c)) return false;
+  return true;
+}
+
+// Runs `sql` on one file; a row `use` refuses ends it with the collectives' implausible error.
+template <class Use>
+bool each_checked(TraceReader& reader, const char* sql, std::initializer_list<std::int64_t> binds,
+                  const Use& use, std::string& error) {
+  bool refused = false;
+  const bool ok = reader.each(
+      sql, binds,
+      [&](sqlite3_stmt* s) {
+        if (!refused) refused = !use(s);
+      },
+      error);
+  if (refused) error = reader.path() + ": " + implausible_table_problem("collectives");
+  return ok && !refused;
+}
+
+}  // namespace
+
+bool each_clock_bound(const JobFiles& job,
+                      const std::function<bool(const CollectiveEntrySpanRow&)>& span,
+                      const std::function<bool(const ProgressEntriesRow&)>& progress,
+                      std::string& error) {
+  for (const std::string& file : job.files) {
+    auto reader = TraceReader::open(file, error);
+    if (!reader) return false;
+    const bool ok =
+        each_checked(
+            *reader, "SELECT rank, min(enter_ns), max(enter_ns) FROM collectives GROUP BY rank", {},
+            [&](sqlite3_stmt* s) {
+              return span({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2),
+                           plausible_times(s, {1, 2})});
+            },
+            error) &&
+        each_checked(
+            *reader,
+            "SELECT p.rank, p.wall_ns, (SELECT c.enter_ns FROM collectives c WHERE c.rank = "
+            "p.rank AND c.comm_id = p.comm_id AND c.seq <= p.entered ORDER BY c.seq DESC LIMIT "
+            "1), (SELECT c.enter_ns FROM collectives c WHERE c.rank = p.rank AND c.comm_id = "
+            "p.comm_id AND c.seq > p.entered ORDER BY c.seq LIMIT 1) FROM comm_progress p WHERE "
+            "p.wall_ns <= ?1",
+            {job.until_wall},
+            [&](sqlite3_stmt* s) {
+              ProgressEntriesRow p;
+              p.rank = static_cast<int>(column_i64(s, 0));
+              p.wall_ns = column_i64(s, 1);
+              if (sqlite3_column_type(s, 2) != SQLITE_NULL) p.entered_at_ns = column_i64(s, 2);
+              if (sqlite3_column_type(s, 3) != SQLITE_NULL) p.next_entered_ns = column_i64(s, 3);
+              p.plausible = plausible_times(s, {1, 2, 3});
+              return progress(p);
+            },
+            error);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool count_completed_collectives(const JobFiles& job, std::uint64_t& count, std::string& error) {
+  count = 0;
+  for (const std::string& file : job.files) {
+    auto reader = TraceReader::open(file, error);
+    if (!reader ||
+        !reader->each(
+            "SELECT count(*) FROM collectives WHERE exit_ns IS NOT NULL", {},
+            [&](sqlite3_stmt* s) { count += static_cast<std::uint64_t>(column_i64(s, 0)); }, error))
+      return false;
+  }
+  return true;
+}
+
+bool each_completion(const JobFiles& job, const std::function<bool(const CompletionRow&)>& row,
+                     std::string& error) {
+  CompletionRow c;
+  for (const std::string& file : job.files) {
+    auto reader = TraceReader::open(file, error);
+    if (!reader ||
+        !each_checked(
+            *reader,
+            "SELECT rank, comm_id, seq, function, exit_ns FROM collectives WHERE exit_ns IS NOT "
+            "NULL",
+            {},
+            [&](sqlite3_stmt* s) {
+              c.rank = static_cast<int>(column_i64(s, 0));
+              c.comm_id = column_i64(s, 1);
+              c.seq = static_cast<std::uint64_t>(column_i64(s, 2));
+              c.function = column_text(s, 3);
+              c.exit_ns = column_i64(s, 4);
+              c.plausible = plausible_times(s, {4});
+              return row(c);
+            },
+            error))
+      return false;
+  }
+  return true;
+}
+
+bool each_setting_value(const JobFiles& job, const std::string& name,
                         const std::function<void(const std::string&)>& value, std::string& error) {
   // The name is one of the library's settings (a constant of the caller), never input.
   const std::string sql = "SELECT value FROM settings WHERE name = '" + name + "' LIMIT 1";

@@ -1,5 +1,5 @@
-// analyzer/trace/trace_rows: rows of the trace tables as the detectors read them, one struct per kind
-// and one reader each, so that a table's columns are named in one place. A reader runs over
+// analyzer/trace/trace_rows: rows of the trace tables as the detectors read them, one struct per
+// kind and one reader each, so that a table's columns are named in one place. A reader runs over
 // every file of the job in turn (memory does not grow with the files) and calls `row` for each
 // row; times are the writing rank's monotonic clock unless named wall.
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/model/job_model.hpp"
+#include "analyzer/trace/job_files.hpp"
 #include "analyzer/trace/recent_rows.hpp"
 
 namespace commtap::analyzer {
@@ -31,7 +31,7 @@ struct ProbeRow {
   std::int64_t peer_received_ns = 0, peer_replied_ns = 0, received_ns = 0;
 };
 // Each file's probes oldest first.
-bool each_probe(const Job& job, const std::function<void(const ProbeRow&)>& row,
+bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>& row,
                 std::string& error);
 
 // A point-to-point transfer (the transfers table), sent or received.
@@ -41,11 +41,18 @@ struct TransferRow {
   std::int64_t bytes = 0;
   std::uint64_t start_ns = 0;  // the send's start, or the receive's post
   std::uint64_t end_ns = 0;    // its completion
+  // Read by each_transfer only:
+  bool send = false;       // direction 'send' (else 'recv')
+  std::string function;    // the call that made it
+  std::int64_t site = -1;  // its call site (-1: none recorded)
 };
-bool each_send(const Job& job, const std::function<void(const TransferRow&)>& row,
+bool each_send(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
                std::string& error);
-bool each_receive(const Job& job, const std::function<void(const TransferRow&)>& row,
+bool each_receive(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
                   std::string& error);
+// Every transfer, sent and received, with its direction, function and call site.
+bool each_transfer(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
+                   std::string& error);
 
 // A completed collective instance record (the collectives table, exit_ns not null), as the
 // slow-node passes read it.
@@ -55,7 +62,16 @@ struct CollectiveRow {
   std::uint64_t seq = 0;
   std::int64_t enter_ns = 0, exit_ns = 0;  // the rank's clock
   std::int64_t site = -1;                  // -1: none recorded
+  // Read by each_collective_instance only:
+  bool finished = true;  // exit_ns recorded (else it is 0)
+  std::string function, algorithm;
+  std::int64_t bytes = 0;
+  std::int64_t root = -1;  // -1: none
 };
+// Every collective instance record, finished or not, whole (the export's timeline).
+bool each_collective_instance(const JobFiles& job,
+                              const std::function<void(const CollectiveRow&)>& row,
+                              std::string& error);
 // The columns and condition of those rows, and one row of them.
 extern const std::string kCollectiveColumns, kCompletedCollectives;
 extern const std::vector<int> kCollectiveTimeColumns;
@@ -67,7 +83,7 @@ CollectiveRow collective_arrival(const ResultRow& s);
 // `observe(Partial&, const CollectiveRow&)`, `merge(Partial&&)`.
 // `arrivals_only`: the rows as collective_arrival reads them (fewer columns read per row).
 template <class Partial, class Observe, class Merge>
-bool observe_completed_collectives(const Job& job, const Observe& observe, const Merge& merge,
+bool observe_completed_collectives(const JobFiles& job, const Observe& observe, const Merge& merge,
                                    std::string& error, bool arrivals_only = false) {
   return observe_collective_rows<Partial>(
       job, kCollectiveColumns, kCompletedCollectives, kCollectiveTimeColumns,
@@ -77,13 +93,71 @@ bool observe_completed_collectives(const Job& job, const Observe& observe, const
       merge, error);
 }
 
+// What bounds a rank's clock against the wall clock (model/collective_clocks.cpp), read file by
+// file: per rank the first and last collective entries, then per comm_progress row (at or
+// before job.until_wall) the entries of the sampled instances just at or below and just above
+// its `entered` count. Each row says whether its times are plausible (plausible_time); the
+// callback returns false to refuse an implausible row it uses, which ends the read with the
+// file's implausible_table_problem("collectives").
+struct CollectiveEntrySpanRow {
+  int rank = 0;
+  std::int64_t first_enter_ns = 0, last_enter_ns = 0;
+  bool plausible = true;
+};
+struct ProgressEntriesRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0;
+  std::optional<std::int64_t> entered_at_ns, next_entered_ns;  // none: no such instance
+  bool plausible = true;
+};
+bool each_clock_bound(const JobFiles& job,
+                      const std::function<bool(const CollectiveEntrySpanRow&)>& span,
+                      const std::function<bool(const ProgressEntriesRow&)>& progress,
+                      std::string& error);
+
+// The completed collective instances (exit_ns not null) of every file: how many, and each with
+// its function and exit, file by file; `row` returns false as each_clock_bound's do.
+bool count_completed_collectives(const JobFiles& job, std::uint64_t& count, std::string& error);
+struct CompletionRow {
+  int rank = 0;
+  std::int64_t comm_id = 0;
+  std::uint64_t seq = 0;
+  std::string function;
+  std::int64_t exit_ns = 0;
+  bool plausible = true;
+};
+bool each_completion(const JobFiles& job, const std::function<bool(const CompletionRow&)>& row,
+                     std::string& error);
+
+// A heartbeat written while a thread was in a call (state 'in_call'), every one of them.
+struct InCallHeartbeatRow {
+  int rank = 0;
+  std::int64_t wall_ns = 0;
+  std::string function;                             // '' where none
+  std::int64_t comm_id = 0, seq = 0, since_ns = 0;  // 0 where none
+  std::int64_t threads_in_calls = 0;
+};
+bool each_in_call_heartbeat(const JobFiles& job,
+                            const std::function<void(const InCallHeartbeatRow&)>& row,
+                            std::string& error);
+
+// The innermost frame of a call site that has a symbol (call_sites, frame 0).
+struct CallSiteRow {
+  int rank = 0, site = 0;
+  std::string symbol;               // mangled, as recorded
+  std::optional<std::string> file;  // its source file, where known
+  std::int64_t line = 0;
+};
+bool each_call_site(const JobFiles& job, const std::function<void(const CallSiteRow&)>& row,
+                    std::string& error);
+
 // A heartbeat's stall counter (heartbeats.stalled_ns where recorded): each rank's rows in time
 // order (in cron mode from the horizon on).
 struct StallRow {
   int rank = 0;
   std::int64_t wall_ns = 0, stalled_ns = 0;
 };
-bool each_stall_row(const Job& job, const std::function<void(const StallRow&)>& row,
+bool each_stall_row(const JobFiles& job, const std::function<void(const StallRow&)>& row,
                     std::string& error);
 
 // A write of a rank's window: its time inside MPI (aggregates, summed per write by the caller),
@@ -93,9 +167,11 @@ struct WindowWriteRow {
   std::int64_t wall_ns = 0;
   std::int64_t mpi_ns = 0;
 };
-bool each_aggregate_total(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+bool each_aggregate_total(const JobFiles& job,
+                          const std::function<void(const WindowWriteRow&)>& row,
                           std::string& error);
-bool each_heartbeat_write(const Job& job, const std::function<void(const WindowWriteRow&)>& row,
+bool each_heartbeat_write(const JobFiles& job,
+                          const std::function<void(const WindowWriteRow&)>& row,
                           std::string& error);
 
 // A window's aggregate of one call site (function, its symbol, size class).
@@ -104,7 +180,7 @@ struct AggregateRow {
   std::string function, symbol;  // symbol: '?' where unknown
   std::int64_t size_class = 0, calls = 0, total_ns = 0;
 };
-bool each_aggregate(const Job& job, const std::function<void(const AggregateRow&)>& row,
+bool each_aggregate(const JobFiles& job, const std::function<void(const AggregateRow&)>& row,
                     std::string& error);
 
 // The TCP counters (the tcp_links table): each rank's own addresses, and every row ordered by
@@ -113,7 +189,7 @@ struct TcpAddressRow {
   int rank = 0;
   std::string local_address;
 };
-bool each_tcp_address(const Job& job, const std::function<void(const TcpAddressRow&)>& row,
+bool each_tcp_address(const JobFiles& job, const std::function<void(const TcpAddressRow&)>& row,
                       std::string& error);
 struct TcpLinkRow {
   int rank = 0;
@@ -121,11 +197,11 @@ struct TcpLinkRow {
   std::string local_address, peer_address;
   std::uint64_t data_segs_out = 0, retrans_segs = 0, dsack_dups = 0, bytes_acked = 0;
 };
-bool each_tcp_link(const Job& job, const std::function<void(const TcpLinkRow&)>& row,
+bool each_tcp_link(const JobFiles& job, const std::function<void(const TcpLinkRow&)>& row,
                    std::string& error);
 
 // A setting as the job's files recorded it (the settings table), each file's value in turn.
-bool each_setting_value(const Job& job, const std::string& name,
+bool each_setting_value(const JobFiles& job, const std::string& name,
                         const std::function<void(const std::string&)>& value, std::string& error);
 
 }  // namespace commtap::analyzer

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "fake_nccl.hpp"
-#include "nccl_profiler_abi/datatypes.hpp"
+#include "nccl/datatypes.hpp"
 #include "profiler_hooks.hpp"
 
 namespace fake_nccl {
@@ -376,7 +376,7 @@ ncclResult_t reduce(Op& op) {
 }  // namespace
 
 std::size_t type_size(ncclDataType_t type) {
-  return commtap::nccl_profiler_abi::datatype_bytes(static_cast<int>(type));
+  return commtap::nccl::datatype_bytes(static_cast<int>(type));
 }
 
 void reduce_into(void* dst, const void* src, std::size_t count, ncclDataType_t type,

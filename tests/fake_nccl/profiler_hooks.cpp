@@ -28,12 +28,12 @@
 #include <optional>
 
 #include "fake_nccl.hpp"
-#include "nccl_profiler_abi/datatypes.hpp"
-#include "nccl_profiler_abi/profiler_abi.hpp"
+#include "nccl/datatypes.hpp"
+#include "nccl/profiler_abi.hpp"
 
 namespace fake_nccl::profiler {
 
-namespace abi = commtap::nccl_profiler_abi;
+namespace abi = commtap::nccl::profiler_abi;
 namespace v5 = abi::v5;
 
 namespace {
@@ -249,8 +249,8 @@ std::optional<abi::v1::Descr> to_v1(const v5::Descr& in) {
                    abi::v1::kFuncSend);
   };
   const auto type_code = [](const char* datatype) -> std::uint8_t {
-    for (int code = 0; code < abi::kDatatypeCount; ++code)
-      if (datatype != nullptr && abi::kDatatypes[code].name == datatype)
+    for (int code = 0; code < commtap::nccl::kDatatypeCount; ++code)
+      if (datatype != nullptr && commtap::nccl::kDatatypes[code].name == datatype)
         return static_cast<std::uint8_t>(code);
     return ncclFloat64;
   };
@@ -380,8 +380,8 @@ constexpr int kWantsProxyStep = abi::kProxyStep | abi::kNetPlugin;
 
 const char* datatype_name(ncclDataType_t type) {
   // NCCL's table has no name for ncclUint8.
-  if (type == ncclUint8 || type < 0 || type >= abi::kDatatypeCount) return "Unknown";
-  return abi::kDatatypes[type].name.data();
+  if (type == ncclUint8 || type < 0 || type >= commtap::nccl::kDatatypeCount) return "Unknown";
+  return commtap::nccl::kDatatypes[type].name.data();
 }
 
 std::uint64_t realtime_ns() {

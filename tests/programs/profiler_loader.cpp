@@ -14,11 +14,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "nccl_profiler_abi/profiler_abi.hpp"
+#include "nccl/profiler_abi.hpp"
 
 namespace {
 
-namespace abi = commtap::nccl_profiler_abi;
+namespace abi = commtap::nccl::profiler_abi;
 
 std::uint64_t realtime_ns() {  // stands in for the GPU's %globaltimer
   timespec ts{};

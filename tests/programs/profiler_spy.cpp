@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "nccl_profiler_abi/profiler_abi.hpp"
+#include "nccl/profiler_abi.hpp"
 
 namespace {
 
-namespace abi = commtap::nccl_profiler_abi;
+namespace abi = commtap::nccl::profiler_abi;
 namespace v5 = abi::v5;
 
 constexpr int kWindow = 8;

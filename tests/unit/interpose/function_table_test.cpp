@@ -27,6 +27,18 @@ TEST(FunctionTable, NamesAreUniqueAndPrefixed) {
   EXPECT_EQ(seen.size(), kFunctionCount);
 }
 
+// The NCCL profiler's records name functions by kNcclFunctionBase + nccl::Function: that must be
+// the same function in this table.
+TEST(FunctionTable, NcclFunctionsFollowNcclsOwnTable) {
+  ASSERT_GT(commtap::nccl::kFunctionCount, 0u);
+  EXPECT_EQ(kNcclFunctionBase + commtap::nccl::kFunctionCount, kFunctionCount);
+  for (std::uint32_t i = 0; i < commtap::nccl::kFunctionCount; ++i)
+    EXPECT_EQ(std::string(kFunctionName[kNcclFunctionBase + i]),
+              std::string("nccl") + commtap::nccl::kFunctionName[i]);
+  EXPECT_EQ(kNcclFunctionBase + commtap::nccl::index_of(commtap::nccl::Function::AllReduce),
+            index_of(Fn::ncclAllReduce));
+}
+
 TEST(FunctionTable, CoversTheFamiliesTheIssueAsksFor) {
   // Every blocking collective of MPI-3/4 with its nonblocking, persistent and large-count forms.
   std::set<std::string> names(std::begin(kFunctionName), std::end(kFunctionName));

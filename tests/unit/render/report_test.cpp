@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/query/job_database.hpp"
 #include "analyzer/trace/report_inputs.hpp"
 #include "monitor/monitor.hpp"
 #include "render/report_html.hpp"

@@ -22,12 +22,12 @@
 #include <cstdint>
 
 #include "monitor/call_counters.hpp"
-#include "nccl_profiler_abi/profiler_abi.hpp"
+#include "nccl/profiler_abi.hpp"
 #include "world/communicators.hpp"
 
-namespace commtap::interpose::nccl_profiler {
+namespace commtap::nccl::profiler {
 
-namespace abi = ::commtap::nccl_profiler_abi;
+namespace abi = ::commtap::nccl::profiler_abi;
 
 // A communicator as the plugin knows it: NCCL's `context` (below).
 struct Comm;
@@ -44,6 +44,9 @@ struct Sink {
   // May be null: such communicators then record nothing.
   void (*start_lazily)(Comm* comm, int version, std::uint64_t comm_hash,
                        int rank) noexcept = nullptr;
+  // The caller's function table's index of NCCL's first function (nccl/functions.def's order):
+  // records carry function_base + nccl::index_of(function).
+  std::uint32_t function_base = 0;
 };
 void set_sink(const Sink& sink) noexcept;
 
@@ -104,10 +107,10 @@ struct Dropped {
 };
 Dropped dropped() noexcept;
 
-// The function table's index of NCCL's func name ("AllReduce" -> ncclAllReduce); the table's
-// size when unknown. Exposed for tests.
+// The caller's function table's index (Sink::function_base) of NCCL's func name ("AllReduce"),
+// one past NCCL's functions when unknown. Exposed for tests.
 std::uint32_t function_of(const char* func) noexcept;
 // Bytes per element of NCCL's datatype name ("ncclFloat32" -> 4; 1 when unknown).
 std::uint32_t datatype_size(const char* datatype) noexcept;
 
-}  // namespace commtap::interpose::nccl_profiler
+}  // namespace commtap::nccl::profiler

@@ -1,6 +1,6 @@
 // The NCCL profiler plugin's events -> records, driven the way NCCL 2.28 calls a v5 plugin (and
 // older versions' shapes), with a fake clock and a sink that keeps the records.
-#include "interpose/nccl_profiler_events.hpp"
+#include "nccl/profiler_events.hpp"
 #include "monitor/sampling.hpp"
 
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 
 namespace {
 
-namespace abi = commtap::nccl_profiler_abi;
-namespace np = commtap::interpose::nccl_profiler;
+namespace abi = commtap::nccl::profiler_abi;
+namespace np = commtap::nccl::profiler;
 using commtap::interpose::Fn;
 using commtap::interpose::index_of;
 using commtap::monitor::InstanceRecord;
@@ -60,7 +60,7 @@ std::uint32_t fn(Fn f) {
 class NcclProfilerEvents : public ::testing::Test {
  protected:
   void SetUp() override {
-    np::set_sink({fake_now, keep, nullptr});
+    np::set_sink({fake_now, keep, nullptr, commtap::interpose::kNcclFunctionBase});
     g_now = 1000;
     std::lock_guard lock(g_mutex);
     g_records.clear();
@@ -532,7 +532,7 @@ void configure_lazily(np::Comm* comm, int version, std::uint64_t hash, int rank)
 }
 
 TEST_F(NcclProfilerEvents, VersionThreeStartsAtTheFirstEventThatNamesTheCommunicator) {
-  np::set_sink({fake_now, keep, configure_lazily});
+  np::set_sink({fake_now, keep, configure_lazily, commtap::interpose::kNcclFunctionBase});
   np::Comm* comm = np::new_comm(3);
   Nccl<3> nccl{comm};
   abi::v3::Descr c{};
@@ -641,7 +641,7 @@ TEST_F(NcclProfilerEvents, NamesAndSizes) {
 // What each event costs on NCCL's hot paths: printed, and bounded loosely (a check that nothing
 // on the path locks or allocates, not a benchmark gate).
 TEST_F(NcclProfilerEvents, CostPerEvent) {
-  np::set_sink({real_now, drop, nullptr});
+  np::set_sink({real_now, drop, nullptr, commtap::interpose::kNcclFunctionBase});
   commtap::world::CommState state;
   np::Comm* comm = np::new_comm(5);
   np::configure(comm, full_setup(60, 0, 2, &state, 16));

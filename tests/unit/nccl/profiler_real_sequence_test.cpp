@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "interpose/function_table.hpp"
-#include "interpose/nccl_profiler_events.hpp"
+#include "nccl/profiler_events.hpp"
 
 namespace {
 
-namespace abi = commtap::nccl_profiler_abi;
-namespace np = commtap::interpose::nccl_profiler;
+namespace abi = commtap::nccl::profiler_abi;
+namespace np = commtap::nccl::profiler;
 using commtap::interpose::Fn;
 using commtap::interpose::index_of;
 using commtap::monitor::InstanceRecord;
@@ -198,7 +198,7 @@ struct Proxy {
 class NcclRealSequence : public ::testing::Test {
  protected:
   void SetUp() override {
-    np::set_sink({now, keep, nullptr});
+    np::set_sink({now, keep, nullptr, commtap::interpose::kNcclFunctionBase});
     g_now = 1000;
     std::lock_guard lock(g_mutex);
     g_rows.clear();

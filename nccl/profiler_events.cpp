@@ -1,5 +1,5 @@
-// NCCL profiler plugin events -> commtap records (interpose/nccl_profiler_events.hpp).
-#include "interpose/nccl_profiler_events.hpp"
+// NCCL profiler plugin events -> commtap records (nccl/profiler_events.hpp).
+#include "nccl/profiler_events.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -9,17 +9,16 @@
 #include <mutex>
 #include <new>
 
-#include "interpose/function_table.hpp"
 #include "monitor/sampling.hpp"
-#include "nccl_profiler_abi/datatypes.hpp"
+#include "nccl/datatypes.hpp"
+#include "nccl/event_pool.hpp"
+#include "nccl/functions.hpp"
 
-namespace commtap::interpose::nccl_profiler {
+namespace commtap::nccl::profiler {
 
 namespace {
 
-constexpr auto kRelaxed = std::memory_order_relaxed;
-constexpr auto kAcquire = std::memory_order_acquire;
-constexpr auto kRelease = std::memory_order_release;
+using namespace event_pool;
 
 std::uint64_t no_clock() noexcept {
   return 0;
@@ -27,113 +26,12 @@ std::uint64_t no_clock() noexcept {
 void no_record(const monitor::InstanceRecord&) noexcept {}
 
 // Set before the first init, then only read.
-Sink g_sink{no_clock, no_record, nullptr};
+Sink g_sink{no_clock, no_record, nullptr, 0};
 
 // Point-to-point transfers are tagged apart from the collectives' (whose tag is the channel):
 // both number their messages from 1 on the same communicator and channel.
 constexpr int kP2pTagBase = 256;
 constexpr std::uint64_t kSecond = 1'000'000'000;
-
-// ---- Handles ------------------------------------------------------------------------------
-// A handle is an integer, never a pointer NCCL could see freed: bits 0-2 its kind, 3-4 flags,
-// 5-20 a pool slot's index, 21-63 the slot's generation when the handle was made. A P2p handle
-// carries its message instead (bits 5-63) and names no slot.
-enum class Kind : std::uint64_t { none = 0, coll = 1, kernel_ch = 2, p2p = 3, op = 4, step = 5 };
-constexpr int kIndexShift = 5;
-constexpr int kGenShift = 21;
-constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - kGenShift)) - 1;
-constexpr std::uint64_t kFlagA = 1u << 3;  // step: first of its op; p2p: a send
-constexpr std::uint64_t kFlagB = 1u << 4;  // step: last of its op; p2p: sampled
-
-void* encode(Kind kind, std::uint32_t index, std::uint64_t gen, std::uint64_t flags = 0) {
-  return reinterpret_cast<void*>(static_cast<std::uint64_t>(kind) | flags |
-                                 std::uint64_t{index} << kIndexShift |
-                                 (gen & kGenMask) << kGenShift);
-}
-struct Decoded {
-  Kind kind = Kind::none;
-  std::uint64_t flags = 0;
-  std::uint32_t index = 0;
-  std::uint64_t gen = 0;
-};
-Decoded decode(const void* handle) {
-  const auto bits = reinterpret_cast<std::uint64_t>(handle);
-  return {static_cast<Kind>(bits & 7), bits & (kFlagA | kFlagB),
-          static_cast<std::uint32_t>(bits >> kIndexShift) & 0xffff, bits >> kGenShift};
-}
-void* encode_p2p(std::uint64_t msg, bool send, bool sampled) {
-  return reinterpret_cast<void*>(static_cast<std::uint64_t>(Kind::p2p) | (send ? kFlagA : 0) |
-                                 (sampled ? kFlagB : 0) | msg << kIndexShift);
-}
-std::uint64_t p2p_msg(const void* handle) {
-  return reinterpret_cast<std::uint64_t>(handle) >> kIndexShift;
-}
-
-// Raises `value` to at least `to` (any thread).
-void raise_to(std::atomic<std::uint64_t>& value, std::uint64_t to) {
-  std::uint64_t seen = value.load(kRelaxed);
-  while (seen < to && !value.compare_exchange_weak(seen, to, kRelaxed)) {
-  }
-}
-
-// ---- Pools --------------------------------------------------------------------------------
-// Every slot starts with `word` = generation << 1 | busy. Fields are relaxed atomics: a slot is
-// filled before its handle is returned to NCCL (whose own queues order that before the
-// children's events on other threads), and the countdown of a collective (acq_rel) orders what
-// its channels wrote before its completion; the atomics only keep a late event on a reused
-// slot from being undefined behavior (it fails the generation check, or at worst miscounts).
-template <typename Slot, std::uint32_t N>
-struct Pool {
-  static_assert((N & (N - 1)) == 0 && N <= 0x10000);
-  Slot slots[N];
-  std::atomic<std::uint32_t> cursor{0};
-  std::atomic<std::uint64_t> dropped{0};
-
-  // Takes a free slot, or a busy one `reusable` says is finished with, trying a bounded number
-  // of them round robin (so a slot is reused as late as possible: a late child of a finished
-  // collective still finds it). One cursor for all threads keeps what is in flight just behind
-  // it, whichever communicator it belongs to, so the slots ahead are the oldest. It is advanced
-  // without a locked instruction: two threads that read the same value both try that slot, and
-  // the exchange below gives it to one of them.
-  template <typename Reusable>
-  bool take(std::uint32_t& index, std::uint64_t& gen, Reusable reusable) {
-    for (int probe = 0; probe < 64; ++probe) {
-      const std::uint32_t at = cursor.load(kRelaxed);
-      cursor.store(at + 1, kRelaxed);
-      const std::uint32_t i = at & (N - 1);
-      Slot& slot = slots[i];
-      std::uint64_t word = slot.word.load(kAcquire);
-      if ((word & 1) != 0 && !reusable(slot)) continue;
-      const std::uint64_t next = (((word >> 1) + 1) << 1) | 1;
-      if (slot.word.compare_exchange_strong(word, next, std::memory_order_acq_rel)) {
-        index = i;
-        gen = (next >> 1) & kGenMask;
-        return true;
-      }
-    }
-    dropped.fetch_add(1, kRelaxed);
-    return false;
-  }
-  // The slot a handle names, if it still holds what the handle was made for.
-  Slot* find(const Decoded& h) {
-    if (h.index >= N) return nullptr;
-    Slot& slot = slots[h.index];
-    const std::uint64_t word = slot.word.load(kAcquire);
-    return (word & 1) != 0 && ((word >> 1) & kGenMask) == h.gen ? &slot : nullptr;
-  }
-  void release(Slot& slot) {
-    slot.word.store(slot.word.load(kRelaxed) & ~std::uint64_t{1}, kRelease);
-  }
-};
-
-template <typename T>
-T get(const std::atomic<T>& a) {
-  return a.load(kRelaxed);
-}
-template <typename T>
-void put(std::atomic<T>& a, T value) {
-  a.store(value, kRelaxed);
-}
 
 // One collective, from its Coll event until the next allocation that reuses the slot.
 struct alignas(64) CollSlot {
@@ -253,40 +151,44 @@ bool ready(Comm* comm, std::uint64_t hash, int rank) {
   return comm->phase.load(kAcquire) == Comm::recording;
 }
 
-std::uint32_t function_index(Fn fn) {
-  return static_cast<std::uint32_t>(index_of(fn));
+// A record's function: the caller's function table's index (Sink::function_base).
+std::uint32_t function_index(Function function) {
+  return g_sink.function_base + index_of(function);
 }
-constexpr std::uint32_t kUnknownFunction = static_cast<std::uint32_t>(kFunctionCount);
+// One past the NCCL functions: "unknown" (the caller's table ends with NCCL's).
+std::uint32_t unknown_function() {
+  return g_sink.function_base + kFunctionCount;
+}
 
 bool is_rooted(std::uint32_t function) {
-  return function == function_index(Fn::ncclBroadcast) ||
-         function == function_index(Fn::ncclReduce);
+  return function == function_index(Function::Broadcast) ||
+         function == function_index(Function::Reduce);
 }
 
 // v1's numeric codes.
 std::uint32_t function_of_code(std::uint8_t code) {
   switch (code) {
     case abi::v1::kFuncBroadcast:
-      return function_index(Fn::ncclBroadcast);
+      return function_index(Function::Broadcast);
     case abi::v1::kFuncReduce:
-      return function_index(Fn::ncclReduce);
+      return function_index(Function::Reduce);
     case abi::v1::kFuncAllGather:
-      return function_index(Fn::ncclAllGather);
+      return function_index(Function::AllGather);
     case abi::v1::kFuncReduceScatter:
-      return function_index(Fn::ncclReduceScatter);
+      return function_index(Function::ReduceScatter);
     case abi::v1::kFuncAllReduce:
-      return function_index(Fn::ncclAllReduce);
+      return function_index(Function::AllReduce);
     case abi::v1::kFuncSend:
-      return function_index(Fn::ncclSend);
+      return function_index(Function::Send);
     case abi::v1::kFuncRecv:
-      return function_index(Fn::ncclRecv);
+      return function_index(Function::Recv);
     default:
-      return kUnknownFunction;
+      return unknown_function();
   }
 }
 // v1-v3 descriptors carry the datatype's code; a code newer than the table counts as 1 byte.
 std::uint32_t datatype_size_of_code(std::uint8_t code) {
-  const std::uint32_t bytes = abi::datatype_bytes(code);
+  const std::uint32_t bytes = datatype_bytes(code);
   return bytes != 0 ? bytes : 1;
 }
 
@@ -327,8 +229,8 @@ P2pFields p2p_fields(const typename abi::Version<V>::Descr& d) {
     function = function_of(p.func);
   std::uint64_t hash = 0;
   if constexpr (V <= 3) hash = p.commHash;
-  const bool send = function == function_index(Fn::ncclSend);
-  return {send, send || function == function_index(Fn::ncclRecv), p.peer, hash};
+  const bool send = function == function_index(Function::Send);
+  return {send, send || function == function_index(Function::Recv), p.peer, hash};
 }
 
 // ---- Collectives --------------------------------------------------------------------------
@@ -463,7 +365,7 @@ void* start_op(Comm* comm, const typename abi::Version<V>::Descr& d) {
   } else if (parent.kind == Kind::p2p) {
     if ((parent.flags & kFlagB) == 0) return nullptr;  // not sampled
     msg = p2p_msg(d.parentObj);
-    function = function_index((parent.flags & kFlagA) != 0 ? Fn::ncclSend : Fn::ncclRecv);
+    function = function_index((parent.flags & kFlagA) != 0 ? Function::Send : Function::Recv);
     tag += kP2pTagBase;
   } else {
     return nullptr;
@@ -546,6 +448,7 @@ void set_sink(const Sink& sink) noexcept {
   g_sink.now = sink.now != nullptr ? sink.now : no_clock;
   g_sink.record = sink.record != nullptr ? sink.record : no_record;
   g_sink.start_lazily = sink.start_lazily;
+  g_sink.function_base = sink.function_base;
 }
 
 Comm* new_comm(int version) noexcept {
@@ -699,45 +602,45 @@ Dropped dropped() noexcept {
 }
 
 std::uint32_t function_of(const char* f) noexcept {
-  if (f == nullptr) return kUnknownFunction;
+  if (f == nullptr) return unknown_function();
   // NCCL's names (static strings): AllGather AllReduce AlltoAll Broadcast Gather Recv Reduce
   // ReduceScatter Scatter SendRecv Send. A switch on the first letters, then one compare.
   struct Name {
     const char* name;
-    Fn fn;
+    Function function;
   };
   auto pick = [f](std::initializer_list<Name> names) {
     for (const Name& n : names)
-      if (std::strcmp(f, n.name) == 0) return function_index(n.fn);
-    return kUnknownFunction;
+      if (std::strcmp(f, n.name) == 0) return function_index(n.function);
+    return unknown_function();
   };
   switch (f[0]) {
     case 'A':
-      return pick({{"AllReduce", Fn::ncclAllReduce},
-                   {"AllGather", Fn::ncclAllGather},
-                   {"AlltoAll", Fn::ncclAlltoAll}});
+      return pick({{"AllReduce", Function::AllReduce},
+                   {"AllGather", Function::AllGather},
+                   {"AlltoAll", Function::AlltoAll}});
     case 'B':
-      return pick({{"Broadcast", Fn::ncclBroadcast}});
+      return pick({{"Broadcast", Function::Broadcast}});
     case 'G':
-      return pick({{"Gather", Fn::ncclGather}});
+      return pick({{"Gather", Function::Gather}});
     case 'R':
-      return pick({{"Reduce", Fn::ncclReduce},
-                   {"ReduceScatter", Fn::ncclReduceScatter},
-                   {"Recv", Fn::ncclRecv}});
+      return pick({{"Reduce", Function::Reduce},
+                   {"ReduceScatter", Function::ReduceScatter},
+                   {"Recv", Function::Recv}});
     case 'S':
       // SendRecv is NCCL's fused p2p task: counted as its send side.
       return pick(
-          {{"Send", Fn::ncclSend}, {"Scatter", Fn::ncclScatter}, {"SendRecv", Fn::ncclSend}});
+          {{"Send", Function::Send}, {"Scatter", Function::Scatter}, {"SendRecv", Function::Send}});
     default:
-      return kUnknownFunction;
+      return unknown_function();
   }
 }
 
 std::uint32_t datatype_size(const char* t) noexcept {
   // NCCL's ncclDatatypeToString names ncclUint8 (and any type it does not know) "Unknown":
   // counted as 1 byte, the payload then being the element count.
-  const std::uint32_t bytes = abi::datatype_bytes(t);
+  const std::uint32_t bytes = datatype_bytes(t);
   return bytes != 0 ? bytes : 1;
 }
 
-}  // namespace commtap::interpose::nccl_profiler
+}  // namespace commtap::nccl::profiler

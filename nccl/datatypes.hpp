@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string_view>
 
-namespace commtap::nccl_profiler_abi {
+namespace commtap::nccl {
 
 struct DatatypeInfo {
   std::string_view name;  // as NCCL's ncclDatatypeToString gives it
@@ -38,4 +38,4 @@ inline std::uint32_t datatype_bytes(const char* name) noexcept {
   return 0;
 }
 
-}  // namespace commtap::nccl_profiler_abi
+}  // namespace commtap::nccl
