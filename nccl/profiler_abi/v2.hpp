@@ -1,8 +1,7 @@
 #pragma once
 // NCCL's profiler plugin interface, Version 2 (NCCL 2.24, 2.25): strings instead of codes.
 
-#include "nccl/profiler_abi/common.hpp"
-#include "nccl/profiler_abi/v1.hpp"
+#include "nccl/profiler_abi/v1.hpp"  // and the versions before it
 
 namespace commtap::nccl::profiler_abi {
 

@@ -1,9 +1,7 @@
 #pragma once
 // NCCL's profiler plugin interface, Version 3 (NCCL 2.26): KernelCh and NetPlugin events.
 
-#include "nccl/profiler_abi/common.hpp"
-#include "nccl/profiler_abi/v1.hpp"
-#include "nccl/profiler_abi/v2.hpp"
+#include "nccl/profiler_abi/v2.hpp"  // and the versions before it
 
 namespace commtap::nccl::profiler_abi {
 

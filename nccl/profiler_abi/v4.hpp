@@ -2,10 +2,7 @@
 // NCCL's profiler plugin interface, Version 4 (NCCL 2.27): init gets the communicator; no name/hash
 // per event.
 
-#include "nccl/profiler_abi/common.hpp"
-#include "nccl/profiler_abi/v1.hpp"
-#include "nccl/profiler_abi/v2.hpp"
-#include "nccl/profiler_abi/v3.hpp"
+#include "nccl/profiler_abi/v3.hpp"  // and the versions before it
 
 namespace commtap::nccl::profiler_abi {
 

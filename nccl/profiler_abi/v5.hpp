@@ -2,11 +2,7 @@
 // NCCL's profiler plugin interface, Version 5 (NCCL 2.28): API events, a 64-bit type, commId second
 // in init.
 
-#include "nccl/profiler_abi/common.hpp"
-#include "nccl/profiler_abi/v1.hpp"
-#include "nccl/profiler_abi/v2.hpp"
-#include "nccl/profiler_abi/v3.hpp"
-#include "nccl/profiler_abi/v4.hpp"
+#include "nccl/profiler_abi/v4.hpp"  // and the versions before it
 
 namespace commtap::nccl::profiler_abi {
 

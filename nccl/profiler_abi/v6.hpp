@@ -1,12 +1,7 @@
 #pragma once
 // NCCL's profiler plugin interface, Version 6 (NCCL 2.29+): copy-engine collectives.
 
-#include "nccl/profiler_abi/common.hpp"
-#include "nccl/profiler_abi/v1.hpp"
-#include "nccl/profiler_abi/v2.hpp"
-#include "nccl/profiler_abi/v3.hpp"
-#include "nccl/profiler_abi/v4.hpp"
-#include "nccl/profiler_abi/v5.hpp"
+#include "nccl/profiler_abi/v5.hpp"  // and the versions before it
 
 namespace commtap::nccl::profiler_abi {
 
