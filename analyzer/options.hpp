@@ -23,7 +23,7 @@ struct HealthOptions {
   // less, and an effect that costs the job at least error_cost_share of its time (slow ranks
   // and hosts); a cron user pages someone on an ERROR.
   double false_alarm_rate = 1e-3;
-  double error_cost_share = 0.02;
+  double error_cost_share = 0.10;
   double link_factor = 3.0;        // slow link: median latency this many times the baseline
   double min_link_delay_us = 200;  // ... and at least this much more
   // Link probes: a pair's throughput this many times below the baseline is slow (higher than

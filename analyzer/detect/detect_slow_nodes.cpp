@@ -1047,9 +1047,11 @@ void judge_subject(const SlowNodeFacts& facts, double stalled_mpi, const Subject
 
 }  // namespace
 
-bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
-                       std::uint64_t& instances_compared, std::optional<LatenessTable>& lateness,
-                       std::vector<UnprovenSubject>& unproven, std::string& error) {
+// By lateness: who arrives last, and how late, at the aligned collective instances.
+static bool slow_nodes_by_lateness(const Job& job, const HealthOptions& options,
+                                   std::vector<Finding>& out, std::uint64_t& instances_compared,
+                                   std::optional<LatenessTable>& lateness,
+                                   std::vector<UnprovenSubject>& unproven, std::string& error) {
   Instances instances;
   if (!read_arrivals(job, options, instances, error)) return false;
   const WindowGrid grid = keep_complete_instances(job, options, instances);
@@ -1095,6 +1097,19 @@ bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector
     }
   }
   return true;
+}
+
+bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
+                       std::uint64_t& instances_compared, std::optional<LatenessTable>& lateness,
+                       std::vector<UnprovenSubject>& unproven, std::string& error) {
+  const std::size_t before = out.size();
+  if (!slow_nodes_by_lateness(job, options, out, instances_compared, lateness, unproven, error))
+    return false;
+  // Then by change (detect_rank_changes.cpp), for the hosts lateness did not name: a rank last by
+  // the program's design is not named by lateness, and one slow by a change need not be last.
+  std::set<std::string> named;
+  for (std::size_t k = before; k < out.size(); ++k) named.insert(out[k].host);
+  return detect_rank_changes(job, options, named, out, error);
 }
 
 }  // namespace commtap::analyzer

@@ -46,6 +46,12 @@ bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls
 bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
                        std::uint64_t& instances, std::optional<LatenessTable>& lateness,
                        std::vector<UnprovenSubject>& unproven, std::string& error);
+// slow_rank, slow_host by change (part of detect_slow_nodes): a rank whose share of time not
+// waiting for the others rose against theirs at some moment and stayed up while they came to wait
+// for it; hosts in `named_hosts` (named by lateness already) are left out.
+bool detect_rank_changes(const Job& job, const HealthOptions& options,
+                         const std::set<std::string>& named_hosts, std::vector<Finding>& out,
+                         std::string& error);
 
 // slow_link, slow_host_network: one-way times of joined messages per directed host pair, on the
 // corrected clocks. Writes the per-pair matrix and the stalled messages to `evidence`, and the

@@ -1,0 +1,342 @@
+// Slow ranks and hosts by change (docs/analyzer.md, slow_rank by change): a rank whose share of
+// time not waiting for the others (computing, or held off the CPU) rose against the other ranks'
+// at some moment of the job and stayed up, while the others came to wait for it.
+//
+// Who arrives last at a collective says who is slow only in a program whose ranks do the same
+// work. A pipeline's first stage is last at every all-reduce whoever is slow, a parameter
+// server's rank 0 computes the update while the workers wait, a solver's rank 0 writes output:
+// each rank's own time between its calls, against the other ranks' at the same moment, is the
+// program's design as long as nothing changes, and a change from it is the finding. The rule
+// reads the writer's windows (aggregates: time inside MPI; heartbeats: time held off the CPU),
+// not the collectives, so it sees ranks whatever communicators and calls the program uses and
+// whatever the sampling recorded of them.
+#include "analyzer/detect/detectors.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "analyzer/findings/statistics.hpp"
+#include "analyzer/trace/trace_rows.hpp"
+
+namespace commtap::analyzer {
+
+namespace {
+
+// The bins after a change point, at least: some persistence. Before it, kMinBaselineBins: a
+// job's first seconds (start-up, the first steps) differ from its steady state, and a change
+// point among them was a clean pipeline's start-up (seed 2 of docs/faults.md sweep 16).
+constexpr int kMinSegmentBins = 3, kMinBaselineBins = 5;
+// A change is a rise of at least this share of the time (Greyhound's change points shift the
+// mean by 10% or more).
+constexpr double kMinShift = 0.10;
+// In a healthy job a bin reads above the half-way mark at least this often whatever its
+// baseline showed (a few baseline bins estimate that chance poorly).
+constexpr double kMinChance = 0.10;
+// The others must have come to wait for it: they lost at least this share of their time not
+// waiting. A rank that computes more while nobody waits for it costs the job nothing.
+constexpr double kMinCost = 0.03;
+// A rank whose own share of time not waiting fell by more than this waits more itself: it is
+// not the one the others came to wait for.
+constexpr double kOwnFall = 0.05;
+
+// One rank's time in one bin of the job's wall clock.
+struct BinTime {
+  double covered = 0, mpi = 0, held_off = 0;  // ns
+  bool known(double bin_ns) const { return covered >= 0.5 * bin_ns; }
+  // Inside MPI (waiting, in a coupled program).
+  double waiting() const { return covered > 0 ? std::min(mpi, covered) / covered : 0; }
+  // Not waiting for the others: computing, or held off the CPU wherever it was (a rank stopped
+  // inside an MPI call counts its stop as time inside MPI).
+  double own() const { return std::min(1.0, 1 - waiting() + held_off / std::max(1.0, covered)); }
+};
+
+struct BinGrid {
+  std::int64_t first = 0, bin_ns = 1'000'000'000;
+  int bins = 0;
+};
+
+// Spreads `amount` over [from, to) in proportion to the bins it overlaps.
+template <class Add>
+void spread(const BinGrid& grid, std::int64_t from, std::int64_t to, double amount, Add add) {
+  if (to <= from) return;
+  const double per_ns = amount / static_cast<double>(to - from);
+  for (std::int64_t at = from; at < to;) {
+    const std::int64_t bin = (at - grid.first) / grid.bin_ns;
+    const std::int64_t bin_end = grid.first + (bin + 1) * grid.bin_ns;
+    const std::int64_t until = std::min(to, bin_end);
+    if (bin >= 0 && bin < grid.bins)
+      add(static_cast<std::size_t>(bin), per_ns * static_cast<double>(until - at),
+          static_cast<double>(until - at));
+    at = until;
+  }
+}
+
+// Per rank and bin, from the writer's rows since `since_wall`.
+bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid,
+                    std::map<int, std::vector<BinTime>>& out, std::string& error) {
+  std::map<int, std::map<std::int64_t, double>> writes;  // rank -> write -> MPI ns
+  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls;
+  if (!each_aggregate_total(
+          job,
+          [&](const WindowWriteRow& s) {
+            if (s.wall_ns <= job.until_wall) writes[s.rank][s.wall_ns] += s.mpi_ns;
+          },
+          error) ||
+      !each_heartbeat_write(
+          job,
+          [&](const WindowWriteRow& s) {
+            if (s.wall_ns <= job.until_wall && job.ranks.count(s.rank))
+              writes[s.rank].try_emplace(s.wall_ns, 0.0);
+          },
+          error) ||
+      !each_stall_row(
+          job,
+          [&](const StallRow& s) {
+            if (s.wall_ns <= job.until_wall) stalls[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
+          },
+          error))
+    return false;
+  std::int64_t last = INT64_MIN;
+  for (const auto& [rank, w] : writes)
+    if (!w.empty()) last = std::max(last, w.rbegin()->first);
+  if (last == INT64_MIN) return true;
+  grid.bin_ns = static_cast<std::int64_t>(std::max(1.0, job.interval_s) * 1e9);
+  grid.first = std::max(since_wall, job.start_wall());
+  if (last <= grid.first) return true;
+  grid.bins = static_cast<int>((last - grid.first) / grid.bin_ns);  // whole bins only
+  for (const auto& [rank, w] : writes) {
+    auto r = job.ranks.find(rank);
+    if (r == job.ranks.end()) continue;
+    std::vector<BinTime>& bins = out[rank];
+    bins.assign(static_cast<std::size_t>(grid.bins), {});
+    // The first write covers the time since the rank's MPI_Init (mpi_time_shares).
+    auto previous = static_cast<std::int64_t>(r->second.start_ns);
+    for (const auto& [wall, ns] : w) {
+      spread(grid, previous, wall, std::min(ns, static_cast<double>(wall - previous)),
+             [&](std::size_t b, double part, double span) {
+               bins[b].mpi += part;
+               bins[b].covered += span;
+             });
+      previous = wall;
+    }
+    auto& rows = stalls[rank];
+    std::sort(rows.begin(), rows.end());
+    for (std::size_t k = 1; k < rows.size(); ++k)
+      spread(grid, rows[k - 1].first, rows[k].first,
+             static_cast<double>(std::max<std::int64_t>(0, rows[k].second - rows[k - 1].second)),
+             [&](std::size_t b, double part, double) { bins[b].held_off += part; });
+  }
+  return true;
+}
+
+// A rank's bins where it and at least two others are known: its own share against the others'
+// median, and the others' median share of waiting.
+struct RankSeries {
+  std::vector<int> bin;
+  std::vector<double> excess, own, others_own;
+};
+
+std::map<int, RankSeries> series_of(const std::map<int, std::vector<BinTime>>& times,
+                                    const BinGrid& grid) {
+  std::map<int, RankSeries> out;
+  const auto bin_ns = static_cast<double>(grid.bin_ns);
+  for (int b = 0; b < grid.bins; ++b) {
+    const auto i = static_cast<std::size_t>(b);
+    for (const auto& [rank, bins] : times) {
+      if (!bins[i].known(bin_ns)) continue;
+      std::vector<double> own;
+      for (const auto& [other, other_bins] : times)
+        if (other != rank && other_bins[i].known(bin_ns)) own.push_back(other_bins[i].own());
+      if (own.size() < 2) continue;
+      RankSeries& s = out[rank];
+      s.bin.push_back(b);
+      s.excess.push_back(bins[i].own() - median_of(own));
+      s.own.push_back(bins[i].own());
+      s.others_own.push_back(median_of(own));
+    }
+  }
+  return out;
+}
+
+double mean_of(const std::vector<double>& v, std::size_t from, std::size_t to) {
+  double sum = 0;
+  for (std::size_t k = from; k < to; ++k) sum += v[k];
+  return to > from ? sum / static_cast<double>(to - from) : 0.0;
+}
+
+// The change point of a rank's series: the split whose rise, weighted by how many bins support
+// it on each side, is largest (a two-sample statistic), and what it shows.
+struct Change {
+  std::size_t split = 0;
+  double before = 0, after = 0, latest = 0;  // mean excess before, after, over the latest bins
+  double own_before = 0, own_after = 0;      // its own share, not against the others'
+  double cost = 0;
+  EvidenceTest test;
+  bool found() const { return split > 0; }
+};
+
+Change change_of(const RankSeries& s, double subjects) {
+  Change best;
+  const std::size_t n = s.excess.size();
+  if (n < kMinBaselineBins + kMinSegmentBins) return best;
+  double best_score = 0;
+  for (std::size_t k = kMinBaselineBins; k + kMinSegmentBins <= n; ++k) {
+    const double rise = mean_of(s.excess, k, n) - mean_of(s.excess, 0, k);
+    const double score =
+        rise * std::sqrt(static_cast<double>(k * (n - k)) / static_cast<double>(n));
+    if (rise >= kMinShift && score > best_score) {
+      best_score = score;
+      best.split = k;
+    }
+  }
+  if (!best.found()) return best;
+  const std::size_t k = best.split;
+  best.before = mean_of(s.excess, 0, k);
+  best.after = mean_of(s.excess, k, n);
+  best.latest = mean_of(s.excess, n - kMinSegmentBins, n);
+  best.own_before = mean_of(s.own, 0, k);
+  best.own_after = mean_of(s.own, k, n);
+  // The cost: the share of the others' time not waiting that they lost since (a job whose steps
+  // take twice as long leaves its ranks that wait half the time they had).
+  const double others_before = mean_of(s.others_own, 0, k);
+  const double others_after = mean_of(s.others_own, k, n);
+  best.cost = std::max(0.0, (others_before - others_after) / std::max(0.05, others_before));
+  // The evidence: each bin after the change, above the half-way mark or not, against how often
+  // the bins before it were.
+  const double mark = best.before + (best.after - best.before) / 2;
+  double above_before = 0;
+  for (std::size_t j = 0; j < k; ++j) above_before += s.excess[j] >= mark ? 1 : 0;
+  EvidenceTest& test = best.test;
+  test.observed_what = "time not waiting for the others above its own baseline";
+  test.chance = std::max(kMinChance, above_before / static_cast<double>(k));
+  for (std::size_t j = k; j < n; ++j) {
+    test.observations += 1;
+    test.hits += s.excess[j] >= mark ? 1 : 0;
+  }
+  test.samples = n;
+  test.spacing_s = 0;  // set by the caller (the bin)
+  // Every rank and host, at every split point.
+  test.comparisons = subjects * static_cast<double>(n - kMinBaselineBins - kMinSegmentBins + 1);
+  return best;
+}
+
+std::string share_text(double share) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, "%+.0f%%", 100 * share);
+  return buffer;
+}
+
+Finding change_finding(const Job& job, const HealthOptions& options, int rank, bool whole_host,
+                       const Change& c, const BinGrid& grid, const RankSeries& s) {
+  const int host = job.ranks.at(rank).host;
+  const std::string host_name = job.hosts[static_cast<std::size_t>(host)];
+  Finding f;
+  f.kind = whole_host ? finding_kind::slow_host : finding_kind::slow_rank;
+  f.subject = whole_host ? "host " + host_name : job.rank_name(rank);
+  const bool error_evidence = severity_by_evidence(c.test, options) == Severity::error;
+  f.severity =
+      error_evidence && c.cost >= options.error_cost_share ? Severity::error : Severity::warning;
+  f.confidence = c.test.confidence();
+  const std::int64_t changed_at = grid.first + s.bin[c.split] * grid.bin_ns;
+  f.first_seen_ns = static_cast<std::uint64_t>(changed_at);
+  f.last_seen_ns = job.now_wall;
+  const double since_start_s = static_cast<double>(changed_at - job.start_wall()) / 1e9;
+  char at[32];
+  std::snprintf(at, sizeof at, "%.0f s", since_start_s);
+  f.summary = f.subject + ": from " + at +
+              " into the job it spends more of its time not waiting for the others (computing, "
+              "or held off the CPU) than before, against the other ranks: " +
+              share_text(c.before) + " of the time vs their median before, " + share_text(c.after) +
+              " since, while the others lost " + percent_text(c.cost) +
+              " of their time not waiting (about that share of the job's time lost); " +
+              c.test.text() +
+              "; judged against its own earlier behaviour, so a rank slow from the job's start "
+              "looks like the program's design";
+  f.evidence = {{"host", host_name},
+                {"program", job.program},
+                {"ranks", whole_host ? std::vector<int>{} : std::vector<int>{rank}},
+                {"rule", "change"},
+                {"changed_at_s", since_start_s},
+                {"excess_before", c.before},
+                {"excess_after", c.after},
+                {"excess_latest", c.latest},
+                {"own_share_before", c.own_before},
+                {"own_share_after", c.own_after},
+                {"cost_share", c.cost},
+                {"test", c.test.to_json()}};
+  if (whole_host) {
+    std::vector<int> ranks;
+    for (const auto& [number, r] : job.ranks)
+      if (r.host == host) ranks.push_back(number);
+    f.evidence["ranks"] = ranks;
+    f.avoid = avoid_host(host_name);
+  }
+  f.host = host_name;
+  f.strength = c.after - c.before;
+  return f;
+}
+
+}  // namespace
+
+bool detect_rank_changes(const Job& job, const HealthOptions& options,
+                         const std::set<std::string>& named_hosts, std::vector<Finding>& out,
+                         std::string& error) {
+  if (job.ranks.size() < 3) return true;
+  BinGrid grid;
+  std::map<int, std::vector<BinTime>> times;
+  if (!read_bin_times(job, since_wall_ns(job, options), grid, times, error)) return false;
+  const std::map<int, RankSeries> series = series_of(times, grid);
+  const double subjects = static_cast<double>(job.ranks.size() + job.hosts.size());
+  std::map<int, std::pair<int, Change>> changed;  // rank -> (host, change)
+  for (const auto& [rank, s] : series) {
+    Change c = change_of(s, subjects);
+    if (!c.found()) continue;
+    c.test.spacing_s = static_cast<double>(grid.bin_ns) / 1e9;
+    // Still changed at the end (a rank that recovered is let go), the others waiting for it, and
+    // the evidence. And it is the one they wait for: it does not wait more itself, and since the
+    // change it spends at least kMinShift more of its time not waiting than the others' median. A
+    // parameter server's root, which waits for its workers by design, rises against them when a
+    // worker's slow network makes the other workers wait longer too, and stays below them; a
+    // clean job's drift (another job's load coming and going) moves a rank by a few points.
+    if (c.latest < c.before + (c.after - c.before) / 2 || c.cost < kMinCost ||
+        c.own_after < c.own_before - kOwnFall || c.after < kMinShift ||
+        c.test.false_alarm() > options.false_alarm_rate)
+      continue;
+    changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, c));
+  }
+  // When one rank slows, the others wait and fall against it, but not all alike: one that
+  // waits less than the rest (a worker the root serves first) rises against their median too, by
+  // less. A rise under half the largest one is taken for that echo (two faults of very different
+  // strength at once are named one at a time).
+  double largest = 0;
+  for (const auto& [rank, hc] : changed)
+    largest = std::max(largest, hc.second.after - hc.second.before);
+  std::erase_if(changed, [&](const auto& entry) {
+    return entry.second.second.after - entry.second.second.before < largest / 2;
+  });
+  // A host whose ranks all changed is a slow host, named by its rank that changed most.
+  std::map<int, std::vector<int>> changed_by_host, ranks_by_host;
+  for (const auto& [number, r] : job.ranks) ranks_by_host[r.host].push_back(number);
+  for (const auto& [rank, hc] : changed) changed_by_host[hc.first].push_back(rank);
+  for (const auto& [host, ranks] : changed_by_host) {
+    if (named_hosts.count(job.hosts[static_cast<std::size_t>(host)])) continue;
+    const bool whole_host = ranks.size() == ranks_by_host[host].size();
+    if (whole_host) {
+      int strongest = ranks.front();
+      for (int rank : ranks)
+        if (changed.at(rank).second.test.p_value() < changed.at(strongest).second.test.p_value())
+          strongest = rank;
+      out.push_back(change_finding(job, options, strongest, true, changed.at(strongest).second,
+                                   grid, series.at(strongest)));
+      continue;
+    }
+    for (int rank : ranks)
+      out.push_back(change_finding(job, options, rank, false, changed.at(rank).second, grid,
+                                   series.at(rank)));
+  }
+  return true;
+}
+
+}  // namespace commtap::analyzer
