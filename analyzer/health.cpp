@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "analyzer/detect/detectors.hpp"
+#include "analyzer/trace/reader_pool.hpp"
 #include "analyzer/trace/recent_rows.hpp"
 #include "analyzer/trace/report_inputs.hpp"
 #include "analyzer/trace/trace_files.hpp"
@@ -203,8 +204,9 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
   // Last: the report's windows need the job's start, interval and newest heartbeat, and the
   // files have passed the facts pass's content checks.
   if (report != nullptr)
-    read_report_inputs(
-        job.files, {health.evidence.start_ns, health.now_ns, health.evidence.interval_s}, *report);
+    read_report_inputs(job.files,
+                       {health.evidence.start_ns, health.now_ns, health.evidence.interval_s},
+                       *report, job.readers.get());
   return true;
 }
 
@@ -220,6 +222,8 @@ bool analyze_job(const std::string& path, const HealthOptions& options, JobHealt
   const bool listed = job_files(path, true, job.files, error, &health.skipped);
   for (std::string& line : health.skipped) line = clean_text(line);
   if (!listed) return false;
+  // Every pass reads the files through one pool: each is opened and checked once (ReaderPool).
+  job.readers = std::make_shared<ReaderPool>(job.files);
   for (const std::string& file : job.files) {
     struct stat info {};
     if (::stat(file.c_str(), &info) != 0) continue;

@@ -187,7 +187,7 @@ bool read_job_facts(const JobFiles& job, bool recent_only, const FactRows& rows,
       [&](TraceReader& reader, RowSink& sink, std::string& e) {
         return read_facts(reader, sink, until_wall, recent_only, e);
       },
-      [&](const ResultRow& s) { hand_on(s, rows); }, error, &job.rows_read);
+      [&](const ResultRow& s) { hand_on(s, rows); }, error, &job.rows_read, job.readers.get());
 }
 
 bool earliest_rank_start(const JobFiles& job, std::int64_t& start, std::string& error) {

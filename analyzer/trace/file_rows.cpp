@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "analyzer/trace/reader_pool.hpp"
 #include "analyzer/trace/trace_files.hpp"
 #include "analyzer/trace/untrusted_input.hpp"
 
@@ -124,8 +125,10 @@ class DirectSink : public RowSink {
   std::uint64_t* rows_read_;
 };
 
-bool read_one(const std::string& path, const FileWork& work, RowSink& sink, std::string& error) {
-  auto reader = TraceReader::open(path, error);
+// Runs `work` on file `index` of `files`, leased from `readers` (or opened here where null).
+bool read_one(ReaderPool* readers, const std::vector<std::string>& files, std::size_t index,
+              const FileWork& work, RowSink& sink, std::string& error) {
+  ReaderLease reader = lease_reader(readers, index, files[index], error);
   return reader && work(*reader, sink, error);
 }
 
@@ -139,8 +142,8 @@ void consume(const RowChunk& chunk, const std::function<void(const ResultRow&)>&
 // The files being read ahead of the consumer, and who waits for whom.
 class OrderedReads {
  public:
-  OrderedReads(const std::vector<std::string>& files, const FileWork& work)
-      : files_(files), work_(work), slots_(files.size()) {}
+  OrderedReads(const std::vector<std::string>& files, ReaderPool* readers, const FileWork& work)
+      : files_(files), readers_(readers), work_(work), slots_(files.size()) {}
 
   void run_worker(Deadline::At deadline) {
     const Deadline inherited(deadline);
@@ -157,7 +160,7 @@ class OrderedReads {
       std::string error;
       bool ok = false;
       try {
-        ok = read_one(files_[file], work_, sink, error);
+        ok = read_one(readers_, files_, file, work_, sink, error);
         sink.finish();
       } catch (const std::exception& e) {
         error = files_[file] + ": cannot be read: " + e.what();
@@ -234,6 +237,7 @@ class OrderedReads {
   }
 
   const std::vector<std::string>& files_;
+  ReaderPool* readers_;
   const FileWork& work_;
   std::mutex mutex_;
   std::condition_variable consumer_wakes_, workers_wake_;
@@ -248,18 +252,18 @@ class OrderedReads {
 
 bool read_files_in_order(const std::vector<std::string>& files, int threads, const FileWork& work,
                          const std::function<void(const ResultRow&)>& row, std::string& error,
-                         std::uint64_t* rows_read) {
+                         std::uint64_t* rows_read, ReaderPool* readers) {
   const auto workers = static_cast<std::size_t>(
       std::min<std::size_t>(static_cast<std::size_t>(reading_threads(threads)), files.size()));
   if (workers <= 1) {
     // Serial: each row is handed on as SQLite returns it.
     for (std::size_t file = 0; file < files.size(); ++file) {
       DirectSink sink(file, row, rows_read);
-      if (!read_one(files[file], work, sink, error)) return false;
+      if (!read_one(readers, files, file, work, sink, error)) return false;
     }
     return true;
   }
-  OrderedReads reads(files, work);
+  OrderedReads reads(files, readers, work);
   std::vector<std::thread> pool;
   // Joins the readers however the consumer leaves (an error, or an exception of its callback).
   struct Joiner {
@@ -299,10 +303,16 @@ class ObservingSink : public RowSink {
 // observes files too while the one it merges next is not done: `threads` threads in all.
 class OrderedObservations {
  public:
-  OrderedObservations(const std::vector<std::string>& files, const FileWork& work,
+  OrderedObservations(const std::vector<std::string>& files, ReaderPool* readers,
+                      const FileWork& work,
                       const std::function<std::unique_ptr<FileObservation>(std::size_t)>& start,
                       std::size_t ahead)
-      : files_(files), work_(work), start_(start), ahead_(ahead), slots_(files.size()) {}
+      : files_(files),
+        readers_(readers),
+        work_(work),
+        start_(start),
+        ahead_(ahead),
+        slots_(files.size()) {}
 
   void run_worker(Deadline::At deadline) {
     const Deadline inherited(deadline);
@@ -382,7 +392,7 @@ class OrderedObservations {
     try {
       observation = start_(file);
       ObservingSink sink(file, *observation);
-      ok = read_one(files_[file], work_, sink, error);
+      ok = read_one(readers_, files_, file, work_, sink, error);
     } catch (...) {
       // Thrown again on the merging thread, at this file's turn: as a serial read throws.
       thrown = std::current_exception();
@@ -398,6 +408,7 @@ class OrderedObservations {
   }
 
   const std::vector<std::string>& files_;
+  ReaderPool* readers_;
   const FileWork& work_;
   const std::function<std::unique_ptr<FileObservation>(std::size_t)>& start_;
   const std::size_t ahead_;
@@ -414,20 +425,20 @@ bool observe_files_in_order(
     const std::vector<std::string>& files, int threads, const FileWork& work,
     const std::function<std::unique_ptr<FileObservation>(std::size_t file)>& start,
     const std::function<void(std::size_t file, FileObservation& observed)>& merge,
-    std::string& error, std::uint64_t* rows_read) {
+    std::string& error, std::uint64_t* rows_read, ReaderPool* readers) {
   const auto observers = static_cast<std::size_t>(
       std::min<std::size_t>(static_cast<std::size_t>(reading_threads(threads)), files.size()));
   if (observers <= 1) {
     for (std::size_t file = 0; file < files.size(); ++file) {
       std::unique_ptr<FileObservation> observation = start(file);
       ObservingSink sink(file, *observation);
-      if (!read_one(files[file], work, sink, error)) return false;
+      if (!read_one(readers, files, file, work, sink, error)) return false;
       merge(file, *observation);
       if (rows_read) *rows_read += observation->rows;
     }
     return true;
   }
-  OrderedObservations observations(files, work, start, kFilesAhead * observers);
+  OrderedObservations observations(files, readers, work, start, kFilesAhead * observers);
   std::vector<std::thread> pool;
   struct Joiner {
     OrderedObservations& observations;

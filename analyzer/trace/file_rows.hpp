@@ -14,6 +14,7 @@
 
 namespace commtap::analyzer {
 
+class ReaderPool;
 class TraceReader;
 
 // A chunk of result rows, copied out of SQLite: each value as SQLite's sqlite3_column_int64
@@ -111,9 +112,11 @@ int reading_threads(int threads);
 // `work` on it, and calls `row` on the calling thread for every row, in file order. Stops at the
 // first file (in file order) that fails to open or to be read, with its error. The calling
 // thread's Deadline applies to every reading thread. `rows_read`, where given, counts the rows.
+// `readers`, where given, is the analysis's pool of the same `files` (reader_pool.hpp): each file
+// is leased from it instead of opened.
 bool read_files_in_order(const std::vector<std::string>& files, int threads, const FileWork& work,
                          const std::function<void(const ResultRow&)>& row, std::string& error,
-                         std::uint64_t* rows_read = nullptr);
+                         std::uint64_t* rows_read = nullptr, ReaderPool* readers = nullptr);
 
 // What one file's rows made, on the thread that read them: a detector's per-file partial result
 // (observe_files_in_order).
@@ -128,20 +131,22 @@ class FileObservation {
 // going to that file's observation (made by `start`) on the thread that read it; then calls
 // `merge` on the calling thread with every file's observation in file order. So the work per
 // row is spread over the threads, and whatever `merge` makes of the partials is the same at any
-// thread count. Stops at the first file (in file order) that fails, with its error. Reading
+// thread count. Stops at the first file (in file order) that fails, with its error (`readers`:
+// as read_files_in_order's). Reading
 // threads run at most a few files ahead of the merge (the partials' memory stays bounded).
 bool observe_files_in_order(
     const std::vector<std::string>& files, int threads, const FileWork& work,
     const std::function<std::unique_ptr<FileObservation>(std::size_t file)>& start,
     const std::function<void(std::size_t file, FileObservation& observed)>& merge,
-    std::string& error, std::uint64_t* rows_read = nullptr);
+    std::string& error, std::uint64_t* rows_read = nullptr, ReaderPool* readers = nullptr);
 
 // The same with a partial of type Partial: `observe(partial, row)` on the reading thread,
 // `merge(std::move(partial))` on the calling thread in file order.
 template <class Partial, class Observe, class Merge>
 bool observe_files_in_order(const std::vector<std::string>& files, int threads,
                             const FileWork& work, const Observe& observe, const Merge& merge,
-                            std::string& error, std::uint64_t* rows_read = nullptr) {
+                            std::string& error, std::uint64_t* rows_read = nullptr,
+                            ReaderPool* readers = nullptr) {
   struct Holder : FileObservation {
     explicit Holder(const Observe& o) : observe(o) {}
     void row(const ResultRow& r) override { observe(partial, r); }
@@ -153,7 +158,7 @@ bool observe_files_in_order(const std::vector<std::string>& files, int threads,
       [&](std::size_t, FileObservation& observed) {
         merge(std::move(static_cast<Holder&>(observed).partial));
       },
-      error, rows_read);
+      error, rows_read, readers);
 }
 
 }  // namespace commtap::analyzer

@@ -5,15 +5,21 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace commtap::analyzer {
 
+class ReaderPool;
+
 struct JobFiles {
   std::string path;
   std::vector<std::string> files;  // each holds one or more ranks
   int threads = 1;                 // reading threads (HealthOptions::threads)
+  // The files' readers, each file opened once for every pass of the analysis (reader_pool.hpp);
+  // null: each pass opens the files itself.
+  std::shared_ptr<ReaderPool> readers;
   // Rows read from the files so far (every pass counts its rows): what an analysis costs.
   mutable std::uint64_t rows_read = 0;
   // Cron mode (--since, recent_rows.hpp): the tables of kTablesReadRecent are read from this

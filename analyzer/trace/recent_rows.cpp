@@ -18,7 +18,7 @@ bool each_row(const JobFiles& job, const char* sql,
         return reader.each(
             statement, {}, [&](sqlite3_stmt* s) { sink.add(s); }, e);
       },
-      row, error, &job.rows_read);
+      row, error, &job.rows_read, job.readers.get());
 }
 
 namespace {
@@ -66,7 +66,7 @@ bool each_collective_row(const JobFiles& job, const std::string& columns,
                          const std::function<void(const ResultRow&)>& row, std::string& error) {
   return read_files_in_order(job.files, job.threads,
                              collective_rows_work(job, columns, condition, time_columns), row,
-                             error, &job.rows_read);
+                             error, &job.rows_read, job.readers.get());
 }
 
 FileWork collective_rows_work(const JobFiles& job, const std::string& columns,
@@ -157,7 +157,7 @@ bool each_recent_row(const JobFiles& job, const std::string& table, const std::s
             },
             e);
       },
-      row, error, &job.rows_read);
+      row, error, &job.rows_read, job.readers.get());
 }
 
 }  // namespace commtap::analyzer

@@ -41,7 +41,7 @@ bool observe_collective_rows(const JobFiles& job, const std::string& columns,
                              const Observe& observe, const Merge& merge, std::string& error) {
   return observe_files_in_order<Partial>(
       job.files, job.threads, collective_rows_work(job, columns, condition, time_columns), observe,
-      merge, error, &job.rows_read);
+      merge, error, &job.rows_read, job.readers.get());
 }
 
 // Runs `sql` on every file of the job, the files read on job.threads threads (file_rows.hpp):

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "analyzer/trace/reader_pool.hpp"
 #include "analyzer/trace/symbols.hpp"
 #include "analyzer/trace/trace_files.hpp"
 #include "analyzer/trace/untrusted_input.hpp"
@@ -263,7 +264,7 @@ class Reader {
 }  // namespace
 
 void read_report_inputs(const std::vector<std::string>& files, const ReportSpan& span,
-                        ReportInputs& inputs) {
+                        ReportInputs& inputs, ReaderPool* readers) {
   inputs = ReportInputs{};
   inputs.files = files;
   std::string error;
@@ -271,7 +272,7 @@ void read_report_inputs(const std::vector<std::string>& files, const ReportSpan&
     Reader reader(span);
     bool ok = reader.open(error);
     for (std::size_t i = 0; ok && i < files.size(); ++i) {
-      auto file = TraceReader::open(files[i], error);
+      ReaderLease file = lease_reader(readers, i, files[i], error);
       ok = file && reader.add(*file, error);
     }
     if (ok && reader.finish(inputs, error)) return;

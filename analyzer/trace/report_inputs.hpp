@@ -10,6 +10,8 @@
 
 namespace commtap::analyzer {
 
+class ReaderPool;
+
 struct CallSiteSeries {
   std::string label;          // "MPI_Allreduce from train_step(int)", demangled
   std::vector<double> share;  // per window of bucket_s since the job's start: its MPI time over
@@ -42,7 +44,8 @@ struct ReportSpan {
 // aggregates are summed per call site (and window) by SQL in that file, and the files' sums added
 // here, so memory grows with the call sites and windows, not with the ranks or their rows. A
 // failure leaves the call sites empty, with `inputs.error` saying why; it never throws.
+// `readers`, where given, is the analysis's pool of the same `files` (reader_pool.hpp).
 void read_report_inputs(const std::vector<std::string>& files, const ReportSpan& span,
-                        ReportInputs& inputs);
+                        ReportInputs& inputs, ReaderPool* readers = nullptr);
 
 }  // namespace commtap::analyzer

@@ -71,6 +71,8 @@ class ReaderFile {
   // Why the file cannot be read, when it needed a copy and none could be made (then uri() is
   // empty); else empty.
   const std::string& problem() const { return problem_; }
+  // Whether SQLite reads a private copy (a hot journal, or a -wal with frames).
+  bool copied() const { return !directory_.empty(); }
 
  private:
   std::string directory_, uri_, problem_;
@@ -91,9 +93,14 @@ class TraceReader {
   TraceReader& operator=(const TraceReader&) = delete;
 
   const std::string& path() const { return path_; }
+  // Whether it reads a private copy of the file (ReaderFile::copied).
+  bool reads_copy() const { return file_ && file_->copied(); }
   // Runs `sql` with integer parameters, calling `row` for each result row.
   bool each(const std::string& sql, std::initializer_list<std::int64_t> binds,
             const std::function<void(sqlite3_stmt*)>& row, std::string& error);
+  // Frees the pages this connection caches (sqlite3_db_release_memory): a reader kept between
+  // passes (reader_pool.hpp) keeps its parsed schema, not the pages it read.
+  void release_memory() { sqlite3_db_release_memory(db_); }
 
  private:
   TraceReader() = default;

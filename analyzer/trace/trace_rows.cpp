@@ -1,6 +1,7 @@
 // analyzer/trace/trace_rows: the readers of trace_rows.hpp.
 #include "analyzer/trace/trace_rows.hpp"
 
+#include "analyzer/trace/reader_pool.hpp"
 #include "analyzer/trace/trace_files.hpp"
 #include "analyzer/trace/untrusted_input.hpp"
 
@@ -317,8 +318,8 @@ bool each_clock_bound(const JobFiles& job,
                       const std::function<bool(const CollectiveEntrySpanRow&)>& span,
                       const std::function<bool(const ProgressEntriesRow&)>& progress,
                       std::string& error) {
-  for (const std::string& file : job.files) {
-    auto reader = TraceReader::open(file, error);
+  for (std::size_t file = 0; file < job.files.size(); ++file) {
+    ReaderLease reader = lease_reader(job.readers.get(), file, job.files[file], error);
     if (!reader) return false;
     const bool ok =
         each_checked(
@@ -353,8 +354,8 @@ bool each_clock_bound(const JobFiles& job,
 
 bool count_completed_collectives(const JobFiles& job, std::uint64_t& count, std::string& error) {
   count = 0;
-  for (const std::string& file : job.files) {
-    auto reader = TraceReader::open(file, error);
+  for (std::size_t file = 0; file < job.files.size(); ++file) {
+    ReaderLease reader = lease_reader(job.readers.get(), file, job.files[file], error);
     if (!reader ||
         !reader->each(
             "SELECT count(*) FROM collectives WHERE exit_ns IS NOT NULL", {},
@@ -367,8 +368,8 @@ bool count_completed_collectives(const JobFiles& job, std::uint64_t& count, std:
 bool each_completion(const JobFiles& job, const std::function<bool(const CompletionRow&)>& row,
                      std::string& error) {
   CompletionRow c;
-  for (const std::string& file : job.files) {
-    auto reader = TraceReader::open(file, error);
+  for (std::size_t file = 0; file < job.files.size(); ++file) {
+    ReaderLease reader = lease_reader(job.readers.get(), file, job.files[file], error);
     if (!reader ||
         !each_checked(
             *reader,

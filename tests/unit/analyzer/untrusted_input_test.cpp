@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "analyzer/store/output_files.hpp"
+#include "analyzer/trace/file_rows.hpp"
+#include "analyzer/trace/reader_pool.hpp"
 #include "analyzer/trace/trace_files.hpp"
 #include "analyzer/trace/untrusted_input.hpp"
 #include "monitor/trace_schema.hpp"
@@ -145,6 +147,82 @@ TEST(TraceReader, RefusesViewsTriggersAndImplausibleValues) {
     ASSERT_TRUE(reader) << error;
     EXPECT_NE(reader->content_problem().find("table ranks"), std::string::npos) << sql;
   }
+}
+
+// The pool opens a pooled file once, lends its reader to one lease at a time, refuses a file in
+// every pass with its first error, and opens the files beyond its budget at every lease.
+TEST(ReaderPool, OpensAPooledFileOnceAndRefusesItInEveryPass) {
+  TempDir dir;
+  const std::string good = make_rank_file(dir.path()).string();
+  const std::string bad = (dir.path() / "rank-1.db").string();
+  std::ofstream(bad) << "not a database, but long enough to be read as one's header......";
+  ReaderPool pool({good, bad, good}, /*budget=*/2);
+  std::string error;
+  TraceReader* first = nullptr;
+  {
+    ReaderLease lease = pool.lease(0, good, error);
+    ASSERT_TRUE(lease) << error;
+    first = &*lease;
+    // Held: a second lease of the same file gets a reader of its own.
+    ReaderLease beside = pool.lease(0, good, error);
+    ASSERT_TRUE(beside) << error;
+    EXPECT_NE(&*beside, first);
+  }
+  EXPECT_EQ(pool.openings(), 2u);
+  {
+    ReaderLease again = pool.lease(0, good, error);
+    ASSERT_TRUE(again) << error;
+    EXPECT_EQ(&*again, first);
+  }
+  EXPECT_EQ(pool.openings(), 2u);
+  std::string refused;
+  EXPECT_FALSE(pool.lease(1, bad, refused));
+  EXPECT_NE(refused, "");
+  fs::copy_file(good, bad, fs::copy_options::overwrite_existing);  // fixed after the first pass
+  std::string later;
+  EXPECT_FALSE(pool.lease(1, bad, later));
+  EXPECT_EQ(later, refused);
+  EXPECT_EQ(pool.openings(), 3u);
+  // Beyond the budget, and a path other than the pool's: opened at every lease.
+  EXPECT_TRUE(pool.lease(2, good, error)) << error;
+  EXPECT_TRUE(pool.lease(2, good, error)) << error;
+  EXPECT_TRUE(pool.lease(0, bad, error)) << error;
+  EXPECT_EQ(pool.openings(), 6u);
+}
+
+// Passes on several reading threads lease the pool's readers: the rows are those of unpooled
+// reads, and each file is opened once over every pass.
+TEST(ReaderPool, ServesEveryPassOnSeveralThreads) {
+  TempDir dir;
+  const std::string one = make_rank_file(dir.path()).string();
+  std::vector<std::string> files;
+  for (int i = 0; i < 7; ++i) {
+    const std::string copy = (dir.path() / ("rank-" + std::to_string(i + 1) + ".db")).string();
+    fs::copy_file(one, copy);
+    files.push_back(copy);
+  }
+  const FileWork work = [](TraceReader& reader, RowSink& sink, std::string& e) {
+    return reader.each(
+        "SELECT rank, start_ns FROM ranks", {}, [&](sqlite3_stmt* s) { sink.add(s); }, e);
+  };
+  auto pass = [&](ReaderPool* readers, int threads) {
+    std::vector<std::int64_t> seen;
+    std::string error;
+    EXPECT_TRUE(read_files_in_order(
+        files, threads, work,
+        [&](const ResultRow& row) {
+          seen.push_back(static_cast<std::int64_t>(row.file()));
+          seen.push_back(row.i64(1));
+        },
+        error, nullptr, readers))
+        << error;
+    return seen;
+  };
+  const std::vector<std::int64_t> expected = pass(nullptr, 1);
+  ASSERT_EQ(expected.size(), 2 * files.size());
+  ReaderPool pool(files, /*budget=*/files.size());
+  for (int round = 0; round < 6; ++round) EXPECT_EQ(pass(&pool, 1 + round % 3), expected);
+  EXPECT_EQ(pool.openings(), files.size());
 }
 
 TEST(Deadline, StopsAnEndlessStatement) {

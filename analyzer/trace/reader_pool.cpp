@@ -1,0 +1,150 @@
+// analyzer/trace/reader_pool: each file of a job opened once per analysis (reader_pool.hpp).
+#include "analyzer/trace/reader_pool.hpp"
+
+#include <sqlite3.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "analyzer/trace/trace_files.hpp"
+
+namespace commtap::analyzer {
+
+namespace {
+
+// Descriptors one pooled reader holds: its file and directory (ReaderFile), SQLite's opening of
+// the file, and a spare for a live file's -shm.
+constexpr std::size_t kDescriptorsPerReader = 4;
+// Descriptors left to everything else: the standard streams, the reading threads' and the
+// output's files, a temporary copy, the job directory's listing.
+constexpr std::size_t kDescriptorMargin = 64;
+
+}  // namespace
+
+std::size_t pooled_files_budget() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+  const std::size_t half = static_cast<std::size_t>(limit.rlim_cur) / 2;
+  return half > kDescriptorMargin ? (half - kDescriptorMargin) / kDescriptorsPerReader : 0;
+}
+
+struct ReaderPool::Entry {
+  bool tried = false;  // opened once (reader or error holds the outcome)
+  bool lent = false;   // a lease holds it, or it is being opened
+  // Read from a private copy: not kept, so that the copies of a live job's files do not pile up
+  // in $TMPDIR (each pass copies, reads and removes, as without a pool).
+  bool unpooled = false;
+  std::unique_ptr<TraceReader> reader;
+  std::string error;
+};
+
+ReaderPool::ReaderPool(std::vector<std::string> files, std::size_t budget)
+    : files_(std::move(files)), pooled_(std::min(budget, files_.size())), entries_(pooled_) {}
+
+ReaderPool::~ReaderPool() = default;
+
+std::size_t ReaderPool::openings() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return openings_;
+}
+
+ReaderLease ReaderPool::lease(std::size_t index, const std::string& path, std::string& error) {
+  ReaderLease lease;
+  bool open_for_pool = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++openings_;
+    if (index < pooled_ && files_[index] == path && !entries_[index].unpooled) {
+      Entry& entry = entries_[index];
+      if (entry.tried && !entry.reader) {  // refused at its first opening
+        --openings_;
+        error = entry.error;
+        return lease;
+      }
+      if (!entry.lent) {
+        entry.lent = true;
+        lease.pool_ = this;
+        lease.index_ = index;
+        if (entry.tried) {
+          --openings_;
+          lease.reader_ = entry.reader.get();
+          return lease;
+        }
+        open_for_pool = true;
+      }
+    }
+  }
+  // Opened outside the mutex, so that threads open their files at once.
+  std::unique_ptr<TraceReader> reader = TraceReader::open(path, error);
+  if (!open_for_pool) {
+    lease.own_ = std::move(reader);
+    lease.reader_ = lease.own_.get();
+    return lease;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry& entry = entries_[index];
+  entry.tried = true;
+  if (reader && reader->reads_copy()) {
+    entry.unpooled = true;
+    entry.lent = false;
+    lease.pool_ = nullptr;
+    lease.own_ = std::move(reader);
+    lease.reader_ = lease.own_.get();
+    return lease;
+  }
+  entry.reader = std::move(reader);
+  if (!entry.reader) {
+    entry.error = error;
+    entry.lent = false;
+    lease.pool_ = nullptr;
+    return lease;
+  }
+  lease.reader_ = entry.reader.get();
+  return lease;
+}
+
+void ReaderPool::hand_back(std::size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_[index].lent = false;
+}
+
+ReaderLease::ReaderLease(ReaderLease&& other) noexcept {
+  *this = std::move(other);
+}
+
+ReaderLease& ReaderLease::operator=(ReaderLease&& other) noexcept {
+  if (this != &other) {
+    release();
+    reader_ = std::exchange(other.reader_, nullptr);
+    own_ = std::move(other.own_);
+    pool_ = std::exchange(other.pool_, nullptr);
+    index_ = other.index_;
+  }
+  return *this;
+}
+
+ReaderLease::~ReaderLease() {
+  release();
+}
+
+void ReaderLease::release() {
+  if (pool_ != nullptr && reader_ != nullptr) {
+    // The pages read stay with the operating system's cache, not with each of a few thousand
+    // idle connections: what a pooled file keeps between passes is its parsed schema.
+    reader_->release_memory();
+    pool_->hand_back(index_);
+  }
+  reader_ = nullptr;
+  own_.reset();
+  pool_ = nullptr;
+}
+
+ReaderLease lease_reader(ReaderPool* pool, std::size_t index, const std::string& path,
+                         std::string& error) {
+  if (pool != nullptr) return pool->lease(index, path, error);
+  ReaderPool unpooled({}, 0);
+  return unpooled.lease(index, path, error);
+}
+
+}  // namespace commtap::analyzer
