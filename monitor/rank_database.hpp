@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "monitor/clock.hpp"
-#include "monitor/trace_schema.hpp"
-#include "monitor/trace_writer.hpp"
 #include "monitor/shared_fs.hpp"
 #include "monitor/sqlite_db.hpp"
 #include "monitor/trace_budget.hpp"
+#include "monitor/trace_schema.hpp"
+#include "monitor/trace_writer.hpp"
 
 namespace commtap::monitor {
 

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "monitor/clock.hpp"
-#include "monitor/trace_writer.hpp"
 #include "monitor/rank_database.hpp"
 #include "monitor/shared_fs.hpp"
+#include "monitor/trace_writer.hpp"
 
 namespace commtap::monitor {
 

@@ -25,9 +25,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "monitor/thread_state.hpp"
 #include "monitor/trace_schema.hpp"
 #include "monitor/trace_writer.hpp"
-#include "monitor/thread_state.hpp"
 
 namespace commtap::world {
 

@@ -1,5 +1,5 @@
-// analyzer/detect/detectors: one function per kind of finding, each in its own file (detect_*.cpp). Each
-// reads what it needs of the job's files and of the evidence of the detectors before it, and
+// analyzer/detect/detectors: one function per kind of finding, each in its own file (detect_*.cpp).
+// Each reads what it needs of the job's files and of the evidence of the detectors before it, and
 // appends its findings and writes its own part of the job's evidence (job_evidence.hpp).
 #pragma once
 

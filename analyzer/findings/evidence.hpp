@@ -1,9 +1,9 @@
-// analyzer/findings/evidence: how sure a finding is. A detector observes its subject (a rank, a host, a
-// link) again and again and counts how often it stood out: last to arrive at a collective that
-// kept the others waiting, a message over the slow threshold. A healthy subject stands out too,
-// by chance, about as often as `chance` says (one rank in four is last at a four-rank all-reduce);
-// the evidence is how unlikely the observed count is under that chance. Observations closer in
-// time than kIndependentNs count once: a rank descheduled for a time slice, or a burst of
+// analyzer/findings/evidence: how sure a finding is. A detector observes its subject (a rank, a
+// host, a link) again and again and counts how often it stood out: last to arrive at a collective
+// that kept the others waiting, a message over the slow threshold. A healthy subject stands out
+// too, by chance, about as often as `chance` says (one rank in four is last at a four-rank
+// all-reduce); the evidence is how unlikely the observed count is under that chance. Observations
+// closer in time than kIndependentNs count once: a rank descheduled for a time slice, or a burst of
 // traffic, is one event however many collectives or messages it touched. The bound on that
 // probability, times the number of subjects and spans the job's analysis tested, is the chance
 // of the finding in a healthy job: the false-alarm rate it is held to (HealthOptions::

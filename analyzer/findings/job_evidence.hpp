@@ -1,6 +1,6 @@
-// analyzer/findings/job_evidence: what the detectors measured besides their findings, as typed parts. Each
-// part is written by one detector (named at the part) and read by the later detectors and
-// health.cpp that take it as a const parameter, and by render/ (the report's matrices and
+// analyzer/findings/job_evidence: what the detectors measured besides their findings, as typed
+// parts. Each part is written by one detector (named at the part) and read by the later detectors
+// and health.cpp that take it as a const parameter, and by render/ (the report's matrices and
 // charts, the JSON's "links").
 #pragma once
 

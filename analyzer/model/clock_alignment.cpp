@@ -1,5 +1,5 @@
-// analyzer/model/clock_alignment: per host, a correction of its clock estimates against rank 0 so that
-// one-way times read true both ways on healthy links (what the Cristian estimates cannot do
+// analyzer/model/clock_alignment: per host, a correction of its clock estimates against rank 0 so
+// that one-way times read true both ways on healthy links (what the Cristian estimates cannot do
 // where a link is slow one way), and the link probes' one-way times on the corrected clocks.
 #include <algorithm>
 #include <cmath>

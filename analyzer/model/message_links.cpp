@@ -1,5 +1,6 @@
-// analyzer/model/message_links: the job's point-to-point messages, each send joined with its receive by
-// (communicator, tag, message number, sender, receiver), times aligned to rank 0's clock.
+// analyzer/model/message_links: the job's point-to-point messages, each send joined with its
+// receive by (communicator, tag, message number, sender, receiver), times aligned to rank 0's
+// clock.
 #include <unordered_map>
 
 #include "analyzer/model/messages.hpp"
