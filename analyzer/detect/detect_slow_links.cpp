@@ -92,7 +92,8 @@ bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, in
 constexpr double kWaitingChance = 0.05;
 bool receiver_waited_elsewhere(const std::pair<int, int>& pair, const PairCells& pairs) {
   for (const auto& [other, cell] : pairs) {
-    if (other.first != pair.second || other.second == pair.first) continue;
+    // A direction that reads slow by a clock error only (drop_clock_only) was not waited in.
+    if (other.first != pair.second || other.second == pair.first || cell.clock_only) continue;
     if (cell.slow || cell.suspect) return true;
     if (cell.recent_slow >= kMinSlow && cell.test.p_value() <= kWaitingChance) return true;
   }
