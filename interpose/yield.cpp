@@ -154,8 +154,10 @@ int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int t
     const QuietWorldWhilePolling quiet;
     for (;;) {
       int arrived = 0;
-      // An erroneous call fails in the blocking call below, on the communicator's handler.
-      if (PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      // An erroneous call (a bad rank or tag) fails here as the blocking call would, once, on
+      // the communicator's handler (as in recv_yielding).
+      const int rc = PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) return rc;
       others.poll();
       if (arrived) break;
       if (yield_between) sched_yield();
