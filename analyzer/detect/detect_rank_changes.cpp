@@ -150,7 +150,9 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid,
 struct RankSeries {
   std::vector<int> bin;
   std::vector<double> excess, own, others_own;
-  std::vector<double> progress;  // every known rank's operations completed in the bin
+  // Per rank (every one, this one too), its operations completed per known bin: before the
+  // bin's split, and since.
+  std::map<int, std::vector<double>> completed;
 };
 
 std::map<int, RankSeries> series_of(const std::map<int, std::vector<BinTime>>& times,
@@ -165,11 +167,9 @@ std::map<int, RankSeries> series_of(const std::map<int, std::vector<BinTime>>& t
       for (const auto& [other, other_bins] : times)
         if (other != rank && other_bins[i].known(bin_ns)) own.push_back(other_bins[i].own());
       if (own.size() < 2) continue;
-      double progress = 0;
-      for (const auto& [other, other_bins] : times)
-        if (other_bins[i].known(bin_ns)) progress += other_bins[i].completed;
       RankSeries& s = out[rank];
-      s.progress.push_back(progress);
+      for (const auto& [other, other_bins] : times)
+        s.completed[other].push_back(other_bins[i].known(bin_ns) ? other_bins[i].completed : -1);
       s.bin.push_back(b);
       s.excess.push_back(bins[i].own() - median_of(own));
       s.own.push_back(bins[i].own());
@@ -230,10 +230,22 @@ Change change_of(const RankSeries& s, double subjects) {
   // held off, at the job's pace); a stopped or throttled one slows every rank that waits for it.
   // Without the counts (no aggregates), the share of the others' time not waiting that they
   // lost: a proxy that fails where waiting ranks trade time held off the CPU for time waiting.
-  const double progress_before = mean_of(s.progress, 0, k);
-  best.cost_from_progress = progress_before > 0;
+  // Each rank's own pace after against before (the medians of its known bins: a job's first
+  // seconds, LULESH's 2 s MPI_Init among them, complete fewer), and the median over the ranks:
+  // robust to a rank whose writes came late in some bins, and to ranks that complete different
+  // numbers of operations by design (a pipeline's stages, a server's root).
+  std::vector<double> paces;
+  for (const auto& [rank, ops] : s.completed) {
+    std::vector<double> before, after;
+    for (std::size_t j = 0; j < n; ++j)
+      if (ops[j] >= 0) (j < k ? before : after).push_back(ops[j]);
+    if (before.empty() || after.empty()) continue;
+    if (const double pace_before = median_of(before); pace_before > 0)
+      paces.push_back(median_of(after) / pace_before);
+  }
+  best.cost_from_progress = paces.size() >= 3;
   if (best.cost_from_progress) {
-    best.cost = std::max(0.0, 1 - mean_of(s.progress, k, n) / progress_before);
+    best.cost = std::max(0.0, 1 - median_of(paces));
   } else {
     const double others_before = mean_of(s.others_own, 0, k);
     const double others_after = mean_of(s.others_own, k, n);
