@@ -119,14 +119,24 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
     arrived_ns[i] = 0;
     pending += requests[i] != MPI_REQUEST_NULL ? 1 : 0;
   }
+  const auto seen_done = [&](int i) {
+    if (requests[i] == MPI_REQUEST_NULL || arrived_ns[i] != 0) return false;
+    int done = 0;
+    if (PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
+    return done != 0;
+  };
   while (pending > 0) {
     for (int i = 0; i < count; ++i) {
-      if (requests[i] == MPI_REQUEST_NULL || arrived_ns[i] != 0) continue;
-      int done = 0;
-      if (PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
-      if (!done) continue;
+      if (!seen_done(i)) continue;
       arrived_ns[i] = monitor::now_ns();
       --pending;
+      // The progress that completed request i may have completed earlier ones already tested
+      // this round: those were done by the same moment, not a round later.
+      for (int earlier = 0; earlier < i; ++earlier)
+        if (seen_done(earlier)) {
+          arrived_ns[earlier] = arrived_ns[i];
+          --pending;
+        }
     }
     others.poll();
     if (pending == 0) break;
