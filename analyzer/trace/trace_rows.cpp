@@ -209,10 +209,12 @@ bool each_aggregate_total(const JobFiles& job,
                           const std::function<void(const WindowWriteRow&)>& row,
                           std::string& error) {
   return each_recent_row(
-      job, "aggregates", "SELECT rank, wall_ns, total_ns FROM aggregates",
-      "SELECT rank, wall_ns, total_ns FROM aggregates WHERE rank = ?1 AND wall_ns >= ?2", {1, 2},
+      job, "aggregates", "SELECT rank, wall_ns, total_ns, calls FROM aggregates",
+      "SELECT rank, wall_ns, total_ns, calls FROM aggregates WHERE rank = ?1 AND wall_ns >= ?2",
+      {1, 2},
       [&](const ResultRow& s) {
-        row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2)});
+        row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2),
+             column_i64(s, 3)});
       },
       error);
 }

@@ -158,6 +158,7 @@ struct WindowWriteRow {
   int rank = 0;
   std::int64_t wall_ns = 0;
   std::int64_t mpi_ns = 0;
+  std::int64_t calls = 0;  // aggregates: the operations completed in the window
 };
 bool each_aggregate_total(const JobFiles& job,
                           const std::function<void(const WindowWriteRow&)>& row,
