@@ -62,6 +62,9 @@ struct PairCell {
   // How often its recent messages were slow against how often healthy pairs' are, and since
   // when they count as recent (rank 0's clock).
   EvidenceTest test;
+  // The pair's own share of slow messages before its recent ones (own_history_share); 0 where
+  // its history does not count.
+  double history_share = 0;
   std::int64_t recent_from = INT64_MAX;
 };
 using PairCells = std::map<std::pair<int, int>, PairCell>;
@@ -220,13 +223,67 @@ class Thresholds {
   const double clock_error_ns_;
 };
 
+// The pair's own history: its messages sent before its recent ones, in windows of `window_ns`
+// from its first, each decided as the recent ones are and thinned to one per kIndependentNs.
+// Where its first window holds at least kMinHistoryDecided such, the lowest share of slow ones
+// ((slow + 1) / (decided + 2)) over the windows that do; 0 otherwise. Some programs make one
+// pair's transits read slow all the time: a receiver that posts early and computes before it
+// waits (LULESH, a pipeline stage) completes, on a busy machine, half its receives or more after
+// the threshold from the job's set-up on, while the pairs around it rarely do (docs/faults.md,
+// sweep 21). A link that becomes slow raises its pair's share above the pair's own earlier
+// windows; the program's pattern does not. The lowest window, so that windows since a fault
+// began do not raise the bar against it; the first must count, else the pair's nature before a
+// fault is unknown (a pair with few messages whose only counted windows are since the fault).
+// A history slow in more than kMostlySlow of its messages in every window is no pattern: a
+// program's compute between post and wait varies, so some of those receives complete in time,
+// while a link slow since the pair's first messages delays them all (it is judged against the
+// other pairs, as before). What this cannot tell apart: a link slow since the pair's first
+// messages by less than the threshold in some of them, and a pair slow by the program's pattern.
+constexpr std::size_t kMinRecent = 12;
+constexpr std::size_t kMinHistoryDecided = 18;
+constexpr double kMostlySlow = 0.75;
+double own_history_share(const std::vector<LinkObservation>& observations, std::size_t recent,
+                         std::int64_t window_ns, const Thresholds& thresholds) {
+  double lowest = 1;
+  int windows = 0;  // counted; -1 once the first did not count
+  std::size_t slow = 0, decided = 0;
+  std::int64_t window_end = INT64_MIN, next = INT64_MIN;
+  auto close_window = [&] {
+    if (windows < 0) return;
+    if (decided < kMinHistoryDecided && windows == 0) windows = -1;
+    if (decided >= kMinHistoryDecided) {
+      const double n = static_cast<double>(decided);
+      const double share = (static_cast<double>(slow) + 1) / (n + 2);
+      lowest = std::min(lowest, share);
+      ++windows;
+    }
+    slow = decided = 0;
+  };
+  for (std::size_t i = 0; i < recent; ++i) {
+    const LinkObservation& o = observations[i];
+    if (o.start >= window_end) {
+      if (window_end != INT64_MIN) close_window();
+      window_end = o.start + window_ns;
+    }
+    const auto t = thresholds.of(o.size_class);
+    if (!t || o.start < next) continue;
+    const bool fast = o.ns < t->second, slow_one = !o.upper_bound && o.transit_ns >= t->second;
+    if (!fast && !slow_one) continue;
+    ++decided;
+    slow += slow_one;
+    next = o.start + kIndependentNs;
+  }
+  if (window_end != INT64_MIN) close_window();
+  return windows > 0 && lowest <= kMostlySlow ? lowest : 0.0;
+}
+
 // Recent: sent in the last window, or, where that holds fewer than kMinRecent decided ones
 // kIndependentNs apart (a job that exchanges messages every few seconds), back to the
 // kMinRecent-th newest such. Counts each pair's recent slow and fast messages.
-Decided recent_decisions(std::int64_t recent_aligned, const Thresholds& thresholds,
+Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
+                         const Thresholds& thresholds,
                          std::map<std::pair<int, int>, std::vector<LinkObservation>>& observed,
                          PairCells& pairs) {
-  constexpr std::size_t kMinRecent = 12;
   Decided decided;
   for (auto& [pair, observations] : observed) {
     PairCell& cell = pairs[pair];
@@ -246,6 +303,7 @@ Decided recent_decisions(std::int64_t recent_aligned, const Thresholds& threshol
       }
     }
     if (from < observations.size()) cell.recent_from = observations[from].start;
+    cell.history_share = own_history_share(observations, from, window_ns, thresholds);
     for (std::size_t i = from; i < observations.size(); ++i) {
       const LinkObservation& o = observations[i];
       const auto t = thresholds.of(o.size_class);
@@ -291,8 +349,9 @@ std::map<std::pair<int, int>, std::vector<bool>> thin_decisions(const Decided& d
 // shares of slow observations (a slow host makes most of a small cluster's pairs slow), each
 // share estimated as (slow + 1) / (observations + 2), so that a pair seen a few times does not
 // vouch for a low rate (a job's first second: 2 of 4 slow on one pair, none of 4 on two others,
-// and a third with 4 of 5 read as 1 in 3,000), and never under kHealthySlowShare (a busy node
-// delays some messages of every pair).
+// and a third with 4 of 5 read as 1 in 3,000), never under kHealthySlowShare (a busy node
+// delays some messages of every pair), nor under the pair's own earlier share (own_history_share:
+// a pair slow by the program's pattern is its own baseline).
 void test_pairs(const std::map<std::pair<int, int>, std::vector<bool>>& thinned, PairCells& pairs) {
   constexpr double kHealthySlowShare = 0.05;
   for (auto& [pair, cell] : pairs) {
@@ -307,7 +366,8 @@ void test_pairs(const std::map<std::pair<int, int>, std::vector<bool>>& thinned,
     cell.test.observed_what = "slow messages";
     cell.test.observations = static_cast<double>(own->second.size());
     cell.test.hits = static_cast<double>(std::count(own->second.begin(), own->second.end(), true));
-    cell.test.chance = std::max(kHealthySlowShare, lower_quartile_of(other_shares));
+    cell.test.chance =
+        std::max({kHealthySlowShare, lower_quartile_of(other_shares), cell.history_share});
     cell.test.samples = cell.recent_slow + cell.recent_fast;
     cell.test.comparisons = static_cast<double>(std::max<std::size_t>(1, thinned.size()));
   }
@@ -398,7 +458,8 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
     cell.messages += reservoir.seen;
   }
   const Thresholds thresholds(job, options, baselines);
-  const Decided decided = recent_decisions(recent_aligned, thresholds, samples.observed, pairs);
+  const Decided decided =
+      recent_decisions(recent_aligned, window_ns, thresholds, samples.observed, pairs);
   test_pairs(thin_decisions(decided, pairs), pairs);
   judge_cells(job, options, pairs, evidence);
   drop_clock_only(job, pairs, evidence);
