@@ -15,22 +15,21 @@
 #include <vector>
 
 #include "interpose/function_table.hpp"
+#include "record_sink.hpp"
 
 namespace {
 
 namespace abi = commtap::nccl::profiler_abi;
 namespace np = commtap::nccl::profiler;
 using commtap::interpose::Fn;
-using commtap::interpose::index_of;
 using commtap::monitor::InstanceRecord;
 using commtap::monitor::RecordKind;
 
-std::atomic<std::uint64_t> g_now{1};
-std::mutex g_mutex;
-std::vector<InstanceRecord> g_records;
-
-std::uint64_t fake_now() noexcept {
-  return g_now.load();
+using commtap::nccl::test::g_now;
+using commtap::nccl::test::records;
+// The record's function number (named short: the expectations use it on every line).
+std::uint32_t fn(Fn f) {
+  return commtap::nccl::test::function_number(f);
 }
 std::uint64_t real_now() noexcept {
   timespec ts{};
@@ -38,33 +37,12 @@ std::uint64_t real_now() noexcept {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000 +
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
-void keep(const InstanceRecord& r) noexcept {
-  std::lock_guard lock(g_mutex);
-  g_records.push_back(r);
-}
 void drop(const InstanceRecord&) noexcept {}
-
-std::vector<InstanceRecord> records(RecordKind kind) {
-  std::lock_guard lock(g_mutex);
-  std::vector<InstanceRecord> out;
-  for (const InstanceRecord& r : g_records)
-    if (r.kind == kind) out.push_back(r);
-  return out;
-}
-
-std::uint32_t fn(Fn f) {
-  return static_cast<std::uint32_t>(index_of(f));
-}
 
 // Each test starts with a fresh sink and clock.
 class NcclProfilerEvents : public ::testing::Test {
  protected:
-  void SetUp() override {
-    np::set_sink({fake_now, keep, nullptr, commtap::interpose::kNcclFunctionBase});
-    g_now = 1000;
-    std::lock_guard lock(g_mutex);
-    g_records.clear();
-  }
+  void SetUp() override { commtap::nccl::test::start_recording(1000); }
 };
 
 np::CommSetup full_setup(std::int64_t id, int rank, int nranks, commtap::world::CommState* state,
@@ -532,7 +510,8 @@ void configure_lazily(np::Comm* comm, int version, std::uint64_t hash, int rank)
 }
 
 TEST_F(NcclProfilerEvents, VersionThreeStartsAtTheFirstEventThatNamesTheCommunicator) {
-  np::set_sink({fake_now, keep, configure_lazily, commtap::interpose::kNcclFunctionBase});
+  np::set_sink({commtap::nccl::test::fake_now, commtap::nccl::test::keep, configure_lazily,
+                commtap::interpose::kNcclFunctionBase});
   np::Comm* comm = np::new_comm(3);
   Nccl<3> nccl{comm};
   abi::v3::Descr c{};

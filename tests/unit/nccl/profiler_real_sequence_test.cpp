@@ -26,34 +26,19 @@
 
 #include "interpose/function_table.hpp"
 #include "nccl/profiler_events.hpp"
+#include "record_sink.hpp"
 
 namespace {
 
 namespace abi = commtap::nccl::profiler_abi;
 namespace np = commtap::nccl::profiler;
 using commtap::interpose::Fn;
-using commtap::interpose::index_of;
 using commtap::monitor::InstanceRecord;
 using commtap::monitor::RecordKind;
 
-std::uint64_t g_now = 0;
-std::mutex g_mutex;
-std::vector<InstanceRecord> g_rows;
-
-std::uint64_t now() noexcept {
-  return g_now;
-}
-void keep(const InstanceRecord& r) noexcept {
-  std::lock_guard lock(g_mutex);
-  g_rows.push_back(r);
-}
-std::vector<InstanceRecord> rows(RecordKind kind) {
-  std::lock_guard lock(g_mutex);
-  std::vector<InstanceRecord> out;
-  for (const InstanceRecord& r : g_rows)
-    if (r.kind == kind) out.push_back(r);
-  return out;
-}
+using commtap::nccl::test::function_number;
+using commtap::nccl::test::g_now;
+using commtap::nccl::test::records;
 const InstanceRecord* row_with_peer(const std::vector<InstanceRecord>& all, int peer) {
   for (const InstanceRecord& r : all)
     if (r.root == peer) return &r;
@@ -197,12 +182,7 @@ struct Proxy {
 
 class NcclRealSequence : public ::testing::Test {
  protected:
-  void SetUp() override {
-    np::set_sink({now, keep, nullptr, commtap::interpose::kNcclFunctionBase});
-    g_now = 1000;
-    std::lock_guard lock(g_mutex);
-    g_rows.clear();
-  }
+  void SetUp() override { commtap::nccl::test::start_recording(1000); }
 };
 
 // A ring all-reduce's network part on one channel, 2 ranks on two hosts: one send sub to the
@@ -211,10 +191,7 @@ class NcclRealSequence : public ::testing::Test {
 template <int V>
 void ring_all_reduce() {
   SCOPED_TRACE("v" + std::to_string(V));
-  {
-    std::lock_guard lock(g_mutex);
-    g_rows.clear();
-  }
+  commtap::nccl::test::start_recording(g_now);
   np::Comm* comm = recording_comm(V, 0, 2);
   Proxy<V> nccl{comm, {}};
   g_now = 1000;
@@ -299,12 +276,12 @@ void ring_all_reduce() {
   nccl.op_stop("send");
   nccl.op_stop("recv");
 
-  ASSERT_EQ(rows(RecordKind::collective).size(), 1u);
-  const auto sends = rows(RecordKind::send);
-  const auto recvs = rows(RecordKind::recv);
+  ASSERT_EQ(records(RecordKind::collective).size(), 1u);
+  const auto sends = records(RecordKind::send);
+  const auto recvs = records(RecordKind::recv);
   ASSERT_EQ(sends.size(), 1u);
   ASSERT_EQ(recvs.size(), 1u);
-  const std::uint32_t all_reduce = static_cast<std::uint32_t>(index_of(Fn::ncclAllReduce));
+  const std::uint32_t all_reduce = function_number(Fn::ncclAllReduce);
   for (const InstanceRecord* r : {&sends[0], &recvs[0]}) {
     EXPECT_EQ(r->comm_id, 77);
     EXPECT_EQ(r->seq, 1u);  // the collective's number
@@ -337,10 +314,7 @@ TEST_F(NcclRealSequence, RingAllReduceSendAndReceiveEveryVersion) {
 template <int V>
 void shared_point_to_point() {
   SCOPED_TRACE("v" + std::to_string(V));
-  {
-    std::lock_guard lock(g_mutex);
-    g_rows.clear();
-  }
+  commtap::nccl::test::start_recording(g_now);
   np::Comm* comm = recording_comm(V, 0, 3);
   Proxy<V> nccl{comm, {}};
   g_now = 1000;
@@ -408,15 +382,15 @@ void shared_point_to_point() {
   nccl.op_stop("b");
   nccl.op_stop("pxn");
 
-  const auto sends = rows(RecordKind::send);
-  const auto recvs = rows(RecordKind::recv);
+  const auto sends = records(RecordKind::send);
+  const auto recvs = records(RecordKind::recv);
   ASSERT_EQ(sends.size(), 2u);  // not the PXN op's
   ASSERT_EQ(recvs.size(), 1u);
   const InstanceRecord* a = row_with_peer(sends, 1);
   const InstanceRecord* b = row_with_peer(sends, 2);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  const std::uint32_t send_fn = static_cast<std::uint32_t>(index_of(Fn::ncclSend));
+  const std::uint32_t send_fn = function_number(Fn::ncclSend);
   for (const InstanceRecord* r : {a, b}) {
     EXPECT_EQ(r->seq, 1u);   // the first message to that peer
     EXPECT_EQ(r->tag, 257);  // point-to-point, channel 1
@@ -430,7 +404,7 @@ void shared_point_to_point() {
   EXPECT_EQ(b->exit_ns, 5200u);
   EXPECT_EQ(recvs[0].root, 2);
   EXPECT_EQ(recvs[0].tag, 257);
-  EXPECT_EQ(recvs[0].function, static_cast<std::uint32_t>(index_of(Fn::ncclRecv)));
+  EXPECT_EQ(recvs[0].function, function_number(Fn::ncclRecv));
   EXPECT_EQ(recvs[0].bytes, 300u);  // not the stale 4096
   EXPECT_EQ(recvs[0].enter_ns, 1200u);
   EXPECT_EQ(recvs[0].exit_ns, 1400u);
