@@ -71,6 +71,9 @@ struct PointToPointHooks {
           false,    runtime().call_sites.site_of(caller, self.sites),
           info.tag, is_send_start<id>() ? monitor::RecordKind::send : monitor::RecordKind::recv};
       runtime().requests.track(*info.request, id, scope.t0(), false, instance);
+      if (direction == Direction::recv && !runtime().thread_multiple &&
+          RequestTable::is_recorded_receive(instance, runtime().world_rank, runtime().sample))
+        runtime().requests.watch(*info.request);
     } else if constexpr (kFamily == Family::p2p_start || kFamily == Family::p2p_init) {
       // Matched receives, send-receives, persistent point-to-point: completions are counted.
       if (info.request != nullptr)

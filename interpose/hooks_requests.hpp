@@ -45,6 +45,8 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t call
   // `status`: the completed operation's status, or nullptr if the application ignored it.
   auto complete = [&](MPI_Request request, const MPI_Status* status, std::uint64_t now) {
     if (auto done = runtime().requests.complete(request, snapshot.epoch())) {
+      // Seen done earlier, while the rank waited in another call (RequestTable::watch).
+      if (done->arrived_ns != 0 && done->arrived_ns < now) now = done->arrived_ns;
       monitor::CallStats& origin = stats[index_of(done->fn)];
       monitor::bump(origin.completions, 1);
       monitor::bump(origin.completion_ns, monitor::elapsed_ns(done->started_ns, now));
@@ -101,6 +103,23 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t call
   } else if constexpr (id == Fn::Request_free) {
     runtime().requests.forget(snapshot[0], snapshot.epoch());
   }
+}
+
+// The blocking calls that poll the watched receives while they wait (yield.hpp); MPI_Waitall
+// does it in RequestHooks::stamp_arrivals. Not the blocking collectives: as nonblocking ones
+// they may run other algorithms, and a reduction's result could change.
+template <Fn id>
+inline constexpr bool kWatchesArrivals = id == Fn::Wait || id == Fn::Recv || id == Fn::Send;
+
+template <Fn id, typename... A>
+int call_watching(A... a) {
+  const bool yield = runtime().yield;
+  if constexpr (id == Fn::Wait)
+    return wait_watching(a..., yield);
+  else if constexpr (id == Fn::Recv)
+    return recv_watching(a..., yield);
+  else
+    return send_watching(a..., yield);
 }
 
 // Where a completion call takes its status or statuses.
@@ -168,10 +187,13 @@ struct RequestHooks {
       MPI_Request* requests = arg<1>(a...);
       // Under MPI_THREAD_MULTIPLE the error handler cannot be set aside while polling (yield.cpp):
       // the call is left as it is.
-      if (count < 2 || count > kMaxStamped || snapshot.size() != count || runtime().thread_multiple)
+      if (count < 1 || count > kMaxStamped || snapshot.size() != count || runtime().thread_multiple)
         return;
-      if (!runtime().requests.holds_recorded_receive(requests, count, snapshot.epoch(),
-                                                     runtime().world_rank, runtime().sample))
+      // Its own receives (of 2 or more), or others outstanding (RequestTable::watch).
+      if (!(count >= 2 &&
+            runtime().requests.holds_recorded_receive(requests, count, snapshot.epoch(),
+                                                      runtime().world_rank, runtime().sample)) &&
+          !runtime().requests.watching())
         return;
       poll_arrivals(count, requests, arrived_ns.data(), runtime().yield);
       stamped = true;

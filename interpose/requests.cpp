@@ -129,16 +129,90 @@ void RequestTable::started(MPI_Request request, std::uint64_t now_ns, std::uint6
 std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request request,
                                                               std::uint64_t epoch) {
   if (request == MPI_REQUEST_NULL) return std::nullopt;
-  Shard& s = shard(request);
-  ShardLock lock(s);
-  const Found found = find_newest_before(s, request, epoch);
-  if (found.entry == nullptr || !found.entry->active) return std::nullopt;
-  Completed done{found.entry->fn, found.entry->started_ns, found.entry->instance};
-  if (found.entry->persistent)
-    found.entry->active = false;  // stays, inactive, until freed
-  else
-    drop(s, found);
+  std::optional<Completed> done;
+  std::uint64_t sequence = 0;
+  {
+    Shard& s = shard(request);
+    ShardLock lock(s);
+    const Found found = find_newest_before(s, request, epoch);
+    if (found.entry == nullptr || !found.entry->active) return std::nullopt;
+    done = Completed{found.entry->fn, found.entry->started_ns, found.entry->instance,
+                     found.entry->arrived_ns};
+    sequence = found.entry->sequence;
+    found.entry->arrived_ns = 0;
+    if (found.entry->persistent)
+      found.entry->active = false;  // stays, inactive, until freed
+    else
+      drop(s, found);
+  }
+  if (watching()) unwatch(sequence);
   return done;
+}
+
+bool RequestTable::is_recorded_receive(const Instance& instance, int receiver,
+                                       std::uint64_t sample) {
+  return instance.kind == monitor::RecordKind::recv && instance.comm != nullptr &&
+         instance.seq != 0 && instance.root >= 0 &&
+         monitor::is_message_sampled(instance.comm->id, instance.root, receiver, instance.tag,
+                                     instance.seq, sample);
+}
+
+namespace {
+struct SpinGuard {
+  std::atomic<bool>& locked;
+  explicit SpinGuard(std::atomic<bool>& l) : locked(l) {
+    while (locked.exchange(true, std::memory_order_acquire))
+      while (locked.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+  }
+  ~SpinGuard() { locked.store(false, std::memory_order_release); }
+  SpinGuard(const SpinGuard&) = delete;
+  SpinGuard& operator=(const SpinGuard&) = delete;
+};
+}  // namespace
+
+void RequestTable::watch(MPI_Request request) {
+  if (request == MPI_REQUEST_NULL) return;
+  std::uint64_t sequence = 0;
+  {
+    Shard& s = shard(request);
+    ShardLock lock(s);
+    // The caller owns this live handle, so its newest entry is its own.
+    if (Entry* entry = newest_before(s, request, ~std::uint64_t{0})) sequence = entry->sequence;
+  }
+  if (sequence == 0) return;
+  const SpinGuard guard(watch_locked_);
+  const int count = watched_count_.load(std::memory_order_relaxed);
+  if (count >= kMaxWatched) return;
+  watched_[count] = Watched{request, sequence};
+  watched_count_.store(count + 1, std::memory_order_relaxed);
+}
+
+void RequestTable::unwatch(std::uint64_t sequence) {
+  const SpinGuard guard(watch_locked_);
+  int count = watched_count_.load(std::memory_order_relaxed);
+  for (int i = 0; i < count; ++i)
+    if (watched_[i].sequence == sequence) {
+      watched_[i] = watched_[--count];
+      break;
+    }
+  watched_count_.store(count, std::memory_order_relaxed);
+}
+
+int RequestTable::watched(Watched out[], MPI_Request except) {
+  const SpinGuard guard(watch_locked_);
+  const int count = watched_count_.load(std::memory_order_relaxed);
+  int copied = 0;
+  for (int i = 0; i < count; ++i)
+    if (watched_[i].request != except) out[copied++] = watched_[i];
+  return copied;
+}
+
+void RequestTable::stamp(const Watched& receive, std::uint64_t now_ns) {
+  Shard& s = shard(receive.request);
+  ShardLock lock(s);
+  s.for_each(receive.request, [&](Entry& e) {
+    if (e.sequence == receive.sequence && e.active && e.arrived_ns == 0) e.arrived_ns = now_ns;
+  });
 }
 
 bool RequestTable::holds_recorded_receive(const MPI_Request* requests, int count,
@@ -151,9 +225,7 @@ bool RequestTable::holds_recorded_receive(const MPI_Request* requests, int count
     if (found.entry == nullptr || !found.entry->active) continue;
     const Instance& instance = found.entry->instance;
     if (instance.kind != monitor::RecordKind::recv || instance.comm == nullptr) continue;
-    if (instance.seq == 0 || instance.root < 0 ||
-        monitor::is_message_sampled(instance.comm->id, instance.root, receiver, instance.tag,
-                                    instance.seq, sample))
+    if (instance.seq == 0 || instance.root < 0 || is_recorded_receive(instance, receiver, sample))
       return true;
   }
   return false;
@@ -161,13 +233,23 @@ bool RequestTable::holds_recorded_receive(const MPI_Request* requests, int count
 
 void RequestTable::forget(MPI_Request request, std::uint64_t epoch) {
   if (request == MPI_REQUEST_NULL) return;
-  Shard& s = shard(request);
-  ShardLock lock(s);
-  const Found found = find_newest_before(s, request, epoch);
-  if (found.entry != nullptr) drop(s, found);
+  std::uint64_t sequence = 0;
+  {
+    Shard& s = shard(request);
+    ShardLock lock(s);
+    const Found found = find_newest_before(s, request, epoch);
+    if (found.entry == nullptr) return;
+    sequence = found.entry->sequence;
+    drop(s, found);
+  }
+  if (watching()) unwatch(sequence);
 }
 
 void RequestTable::clear() {
+  {
+    const SpinGuard guard(watch_locked_);
+    watched_count_.store(0, std::memory_order_relaxed);
+  }
   for (Shard& s : shards_) {
     ShardLock lock(s);
     for (Entry& e : s.slots)

@@ -42,7 +42,15 @@ class RequestTable {
     Fn fn;
     std::uint64_t started_ns;
     Instance instance;
+    std::uint64_t arrived_ns;  // when it was seen done while the rank waited elsewhere; 0: not
   };
+  // A recorded receive outstanding: its handle and the table entry it stands for.
+  struct Watched {
+    MPI_Request request;
+    std::uint64_t sequence;
+  };
+  // At most this many receives are watched at once (more are left to their own completion).
+  static constexpr int kMaxWatched = 16;
 
   // A new request from an intercepted call. Persistent requests stay inactive until started.
   void track(MPI_Request request, Fn fn, std::uint64_t now_ns, bool persistent,
@@ -64,6 +72,19 @@ class RequestTable {
   // `sample`), or a wildcard receive, numbered only when it completes.
   bool holds_recorded_receive(const MPI_Request* requests, int count, std::uint64_t epoch,
                               int receiver, std::uint64_t sample);
+  // A receive for a specific source and tag whose message is recorded (sampled for `receiver`
+  // at `sample`): the messages whose arrival the blocking calls stamp (interpose/yield.hpp).
+  static bool is_recorded_receive(const Instance& instance, int receiver, std::uint64_t sample);
+  // The receive just tracked under `request` is watched until it completes or is freed: while
+  // the rank blocks in MPI_Wait, MPI_Waitall, MPI_Recv or MPI_Send, it is polled and stamped
+  // when seen done, so that its arrival is not read as the moment the program waited for it.
+  void watch(MPI_Request request);
+  // Copies the watched receives into `out` (kMaxWatched), leaving out `except`; their count.
+  int watched(Watched out[], MPI_Request except);
+  // Whether any receive is watched (one relaxed load).
+  bool watching() const { return watched_count_.load(std::memory_order_relaxed) > 0; }
+  // The watched receive was seen done at `now_ns` (the first stamp stays).
+  void stamp(const Watched& receive, std::uint64_t now_ns);
   // Fast check for the completion wrappers: nothing tracked means nothing to snapshot.
   bool empty() const { return size_.load(std::memory_order_relaxed) == 0; }
   void clear();
@@ -85,6 +106,7 @@ class RequestTable {
     bool active;
     bool erased;  // a tombstone: keeps probe chains intact until the next rebuild
     Instance instance;
+    std::uint64_t arrived_ns = 0;  // Completed::arrived_ns
   };
   // The open-addressing table keeps this many entries per handle; older ones move to the
   // shard's overflow list for that handle (only shared handles and reused ones ever get there).
@@ -151,7 +173,15 @@ class RequestTable {
   // Removes a found entry.
   void drop(Shard& shard, const Found& found);
 
+  // Drops `sequence` from the watched receives (under no shard lock).
+  void unwatch(std::uint64_t sequence);
+
   std::array<Shard, 16> shards_;
+  // The watched receives, under their own spinlock; updated only where the program does not
+  // call MPI from several threads at once (Runtime::thread_multiple), read by the same thread.
+  std::atomic<bool> watch_locked_{false};
+  std::array<Watched, kMaxWatched> watched_{};
+  std::atomic<int> watched_count_{0};
   std::atomic<std::uint64_t> sequence_{1};
   std::atomic<std::size_t> size_{0};
 };

@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <array>
 #include <type_traits>
 #include <vector>
 
@@ -71,9 +72,39 @@ void poll_yielding(int count, MPI_Request requests[], Until until) {
 
 }  // namespace
 
+namespace {
+
+// The watched receives (RequestTable::watch) a blocking call polls while it waits.
+class WatchedReceives {
+ public:
+  explicit WatchedReceives(MPI_Request except)
+      : count_(runtime().requests.watched(receives_.data(), except)) {}
+  bool empty() const { return count_ == 0; }
+  // One round: each receive not yet seen done is tested, and stamped if it is.
+  void poll() {
+    for (int i = 0; i < count_; ++i) {
+      if (seen_[i]) continue;
+      int done = 0;
+      if (PMPI_Request_get_status(receives_[i].request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        done = 1;
+      if (!done) continue;
+      seen_[i] = true;
+      runtime().requests.stamp(receives_[i], monitor::now_ns());
+    }
+  }
+
+ private:
+  std::array<RequestTable::Watched, RequestTable::kMaxWatched> receives_;
+  std::array<bool, RequestTable::kMaxWatched> seen_{};
+  int count_;
+};
+
+}  // namespace
+
 void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
                    bool yield_between) {
   const QuietWorldWhilePolling quiet;
+  WatchedReceives others(MPI_REQUEST_NULL);
   int pending = 0;
   for (int i = 0; i < count; ++i) {
     arrived_ns[i] = 0;
@@ -88,8 +119,58 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
       arrived_ns[i] = monitor::now_ns();
       --pending;
     }
-    if (pending > 0 && yield_between) sched_yield();
+    others.poll();
+    if (pending == 0) break;
+    if (yield_between) sched_yield();
   }
+}
+
+bool watching_arrivals() {
+  return !runtime().thread_multiple && runtime().requests.watching();
+}
+
+int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between) {
+  WatchedReceives others(*request);
+  if (!others.empty() && *request != MPI_REQUEST_NULL) {
+    const QuietWorldWhilePolling quiet;
+    for (;;) {
+      int done = 0;
+      // An error means the operation is over: the blocking call reports it.
+      if (PMPI_Request_get_status(*request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
+      // Once more after it is done: receives that completed in the same progress step as it
+      // are stamped no later than it.
+      others.poll();
+      if (done) break;
+      if (yield_between) sched_yield();
+    }
+  }
+  return PMPI_Wait(request, status);
+}
+
+int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Status* status, bool yield_between) {
+  WatchedReceives others(MPI_REQUEST_NULL);
+  if (!others.empty()) {
+    const QuietWorldWhilePolling quiet;
+    for (;;) {
+      int arrived = 0;
+      // An erroneous call (a bad rank or tag) fails here as the blocking call would, once, on
+      // the communicator's handler (as in recv_yielding).
+      const int rc = PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) return rc;
+      others.poll();
+      if (arrived) break;
+      if (yield_between) sched_yield();
+    }
+  }
+  return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
+}
+
+int send_watching(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                  MPI_Comm comm, bool yield_between) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, &request);
+  return rc != MPI_SUCCESS ? rc : wait_watching(&request, MPI_STATUS_IGNORE, yield_between);
 }
 
 int wait_yielding(MPI_Request* request, MPI_Status* status) {

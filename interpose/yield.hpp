@@ -17,6 +17,20 @@ int wait_yielding(MPI_Request* request, MPI_Status* status);
 void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
                    bool yield_between);
 
+// Arrivals stamped while the rank blocks elsewhere: where recorded receives are outstanding
+// (RequestTable::watch) and the program does not call MPI from several threads at once, MPI_Wait,
+// MPI_Recv and MPI_Send poll them (MPI_Request_get_status, which neither completes nor frees a
+// request) while they wait, stamping each when seen done; poll_arrivals does the same for
+// MPI_Waitall. The blocking call itself is the library's: MPI_Wait after its request is seen
+// done, MPI_Recv after MPI_Iprobe sees its message, MPI_Send as MPI_Isend and the MPI_Wait
+// above (what the standard defines it as). sched_yield between rounds where `yield_between`.
+bool watching_arrivals();
+int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between);
+int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Status* status, bool yield_between);
+int send_watching(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                  MPI_Comm comm, bool yield_between);
+
 // Same parameters as the Wait family; used as their "poll" twins in mpi_functions.def.
 int yield_wait(MPI_Request* request, MPI_Status* status);
 int yield_waitall(int count, MPI_Request requests[], MPI_Status statuses[]);

@@ -305,8 +305,40 @@ bool involves(const std::pair<int, int>& pair, int node) {
   return pair.first == node || pair.second == node;
 }
 
+// A slow link's echo on its host's other pairs: the leader that measures a link held by a delay
+// or a rate limit runs its other pairs of the round behind it, its library still busy with that
+// transfer (halo, link ctap2 -> ctap3 +4 ms: ctap2's transfers to ctap3 25-34 ms, to ctap0 and
+// ctap1 1.5-3.5 ms against 0.06-0.12 ms; named host ctap2, docs/faults.md sweep 19). A host
+// whose slowest peer is kEchoFactor times slower than each of its other slow peers, by the
+// pairs' median throughput or latency, has one slow link and its echo, not a slow NIC: a delay
+// or rate limit at the host slows all its pairs alike.
+constexpr double kEchoFactor = 8;
+bool one_link_and_echo(int node, const PairVerdicts& verdicts) {
+  std::map<int, std::pair<double, double>> peers;  // peer -> (worst MB/s, worst latency ns)
+  for (const auto& [key, v] : verdicts) {
+    if (!involves(key, node) || !v.slow_for_host) continue;
+    // A pair with no throughput rounds (0) says nothing about it.
+    const double mb_per_s = v.mb_per_s > 0 ? v.mb_per_s : 1e18;
+    auto [it, added] =
+        peers.try_emplace(key.first == node ? key.second : key.first, mb_per_s, v.latency_ns);
+    if (!added) {
+      it->second.first = std::min(it->second.first, mb_per_s);
+      it->second.second = std::max(it->second.second, v.latency_ns);
+    }
+  }
+  if (peers.size() < 2) return false;
+  auto dominated = [&](auto slowness) {
+    std::vector<double> values;
+    for (const auto& [peer, measures] : peers) values.push_back(slowness(measures));
+    std::sort(values.rbegin(), values.rend());
+    return values[0] >= kEchoFactor * values[1];
+  };
+  return dominated([](const auto& m) { return 1.0 / std::max(1e-9, m.first); }) ||
+         dominated([](const auto& m) { return m.second; });
+}
+
 // A host whose pairs are slow (all it sends, all it receives, or most of both) while a pair
-// elsewhere is fine: its NIC or its link to the switch.
+// elsewhere is fine: its NIC or its link to the switch (unless one link and its echo).
 std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>& nodes,
                                const PairVerdicts& verdicts) {
   std::set<int> slow_hosts;
@@ -324,7 +356,7 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
     const int slow = out_slow + in_slow;
     const bool host_wide = (out_slow >= 2 && out_slow == out) || (in_slow >= 2 && in_slow == in) ||
                            (slow >= 2 && slow >= options.host_cell_fraction * (out + in));
-    if (host_wide && fine_elsewhere) slow_hosts.insert(node);
+    if (host_wide && fine_elsewhere && !one_link_and_echo(node, verdicts)) slow_hosts.insert(node);
   }
   return slow_hosts;
 }

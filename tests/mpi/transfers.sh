@@ -42,6 +42,17 @@ read -r pairs ordered < <(db_query trace3 "SELECT count(*), sum(a.end_ns < b.end
 expect_equal "$pairs" "$ordered" "MPI_Waitall receive pairs whose first completes before the second"
 pass "$pairs MPI_Waitall receive pairs stamped apart"
 
+# 2c. A receive is stamped when seen done while the rank waits for another (RequestTable::watch):
+# step 4b waits for its second receive before its first, so without the stamps the first would
+# complete after the second.
+read -r pairs ordered < <(db_query trace3 "SELECT count(*), sum(a.end_ns <= b.end_ns)
+  FROM transfers a JOIN transfers b ON a.rank = b.rank AND a.comm_id = b.comm_id
+  AND a.peer = b.peer AND a.tag = b.tag AND b.msg = a.msg + 1
+  WHERE a.direction = 'recv' AND b.direction = 'recv' AND a.tag = 8 AND a.msg % 2 = 1" | tr '|' ' ')
+[ "${pairs:-0}" -gt 0 ] || fail "no pair of receives waited for in reverse order"
+expect_equal "$pairs" "$ordered" "receives waited for in reverse whose first completes no later"
+pass "$pairs receive pairs waited for in reverse, stamped in arrival order"
+
 # 3. Sampling picks the same messages on both sides (by a hash of the message's name, so about
 # one in four here).
 COMMTAP_DIR=trace-sampled COMMTAP_SAMPLE=4 \

@@ -22,7 +22,7 @@ static struct {
 } lines[MAX_LINES];
 static int line_count = 0;
 /* Messages per (direction, peer, tag): the numbering commtap must reproduce. */
-static long numbered[2][64][8];
+static long numbered[2][64][16];
 
 static void note(char direction, int peer, int tag, long bytes) {
   long* n = &numbered[direction == 's' ? 0 : 1][peer][tag];
@@ -129,6 +129,25 @@ int main(int argc, char** argv) {
     note('s', right, 5, 7L * B);
     MPI_Waitall(4, four, MPI_STATUSES_IGNORE);
     mix(in, m);
+    mix(in2, 7);
+
+    /* 4b: two specific Irecvs on one tag, waited for in reverse order with MPI_Wait: the first
+     * (delivered first) is watched while the rank waits for the second. */
+    MPI_Request two[2], sent[2];
+    MPI_Irecv(in, 7, MPI_INT, left, 8, MPI_COMM_WORLD, &two[0]);
+    MPI_Irecv(in2, 7, MPI_INT, left, 8, MPI_COMM_WORLD, &two[1]);
+    fill(out, 7, round + 600);
+    fill(out2, 7, round + 700);
+    MPI_Isend(out, 7, MPI_INT, right, 8, MPI_COMM_WORLD, &sent[0]);
+    MPI_Isend(out2, 7, MPI_INT, right, 8, MPI_COMM_WORLD, &sent[1]);
+    note('r', left, 8, 7L * B);
+    note('r', left, 8, 7L * B);
+    note('s', right, 8, 7L * B);
+    note('s', right, 8, 7L * B);
+    MPI_Wait(&two[1], MPI_STATUS_IGNORE);
+    MPI_Wait(&two[0], MPI_STATUS_IGNORE);
+    MPI_Waitall(2, sent, MPI_STATUSES_IGNORE);
+    mix(in, 7);
     mix(in2, 7);
 
     /* 5: to and from MPI_PROC_NULL: no transfer at all. */
