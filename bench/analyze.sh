@@ -8,9 +8,12 @@
 #     analyzed on THREADS reading threads (default 0: one per core) and on one.
 #   bench/analyze.sh [build dir] --cron [ranks] [hours]
 #     A realistic job (instances, messages, aggregates, probes, TCP counters: bench/synthetic_job
-#     --realistic) that has run HOURS (default 24), analyzed whole; then the same job a minute
-#     older, analyzed as cron does (--since 600), and with --read-all (every row read and
-#     filtered: what --since cost before cron mode).
+#     --realistic) that has run HOURS (default 24), analyzed whole, as cron does (--since 600), and
+#     with --read-all (every row read and filtered: what --since cost before cron mode); then the
+#     same cron run on the job one minute old (the target: at most twice that).
+#   bench/analyze.sh [build dir] --files [files] [seconds] [cores]
+#     FILES rank files (default 1,000) of a realistic job that ran SECONDS (default 3,600),
+#     analyzed whole on CORES cores (default 2: taskset, --threads CORES).
 set -euo pipefail
 build=${1:-build}
 job=$(mktemp -d "${TMPDIR:-/tmp}/commtap-bench-analyze.XXXXXX")
@@ -32,19 +35,43 @@ if [ "${2:-}" = "--cron" ]; then
   "$build/bench/synthetic_job" --realistic "$job/run" "$ranks" "$seconds"
   made=$(date +%s.%N)
   full=$(timed "$job/run")
-  rm -rf "$job/run"
-  "$build/bench/synthetic_job" --realistic "$job/run" "$ranks" $((seconds + 60))
   cron=$(timed "$job/run" --since 600)
   readall=$(timed "$job/run" --since 600 --read-all)
+  size=$(du -sh "$job/run" | cut -f1)
+  rm -rf "$job/run"
+  "$build/bench/synthetic_job" --realistic "$job/run" "$ranks" 60
+  young=$(timed "$job/run" --since 600)
   echo "| ranks | job age | database size | write (s) | analysis | wall (s) | CPU (s) | peak memory |"
   echo "|---:|---:|---:|---:|---|---:|---:|---:|"
-  size=$(du -sh "$job/run" | cut -f1)
   write=$(awk "BEGIN { printf \"%.1f\", $made - $start }")
-  for row in "whole job:$full" "cron, --since 600:$cron" "--since 600 --read-all:$readall"; do
-    read -r wall cpu mib <<<"${row#*:}"
-    printf "| %d | %d h | %s | %s | %s | %s | %s | %d MiB |\n" "$ranks" "$hours" "$size" "$write" \
-      "${row%%:*}" "$wall" "$cpu" "$mib"
+  for row in "$hours h:whole job:$full" "$hours h:cron, --since 600:$cron" \
+    "$hours h:--since 600 --read-all:$readall" "1 min:cron, --since 600:$young"; do
+    read -r wall cpu mib <<<"${row##*:}"
+    age=${row%%:*}
+    what=${row#*:}
+    printf "| %d | %s | %s | %s | %s | %s | %s | %d MiB |\n" "$ranks" "$age" \
+      "$([ "$age" = "1 min" ] && du -sh "$job/run" | cut -f1 || echo "$size")" "$write" \
+      "${what%%:*}" "$wall" "$cpu" "$mib"
   done
+  exit 0
+fi
+
+if [ "${2:-}" = "--files" ]; then
+  files=${3:-1000}
+  seconds=${4:-3600}
+  cores=${5:-2}
+  start=$(date +%s.%N)
+  "$build/bench/synthetic_job" --realistic "$job/run" "$files" "$seconds"
+  made=$(date +%s.%N)
+  size=$(du -sh "$job/run" | cut -f1)
+  /usr/bin/time -f "%e %U %S %M" -o "$job/time.txt" taskset -c "0-$((cores - 1))" \
+    "$build/cli/commtap" analyze "$job/run" --threads "$cores" --json >"$job/findings.json" || true
+  read -r wall user sys kib < <(tail -n 1 "$job/time.txt")
+  echo "| rank files | seconds each | database size | write (s) | cores | wall (s) | CPU (s) | peak memory |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+  printf "| %d | %d | %s | %.0f | %d | %s | %.2f | %d MiB |\n" "$files" "$seconds" "$size" \
+    "$(awk "BEGIN { print $made - $start }")" "$cores" "$wall" \
+    "$(awk "BEGIN { print $user + $sys }")" $((kib / 1024))
   exit 0
 fi
 

@@ -1,5 +1,6 @@
 #include "interpose/requests.hpp"
 
+#include <algorithm>
 #include <iterator>
 
 namespace commtap::interpose {
@@ -190,21 +191,17 @@ void RequestTable::watch(MPI_Request request) {
 void RequestTable::unwatch(std::uint64_t sequence) {
   const SpinGuard guard(watch_locked_);
   int count = watched_count_.load(std::memory_order_relaxed);
-  for (int i = 0; i < count; ++i)
-    if (watched_[i].sequence == sequence) {
-      watched_[i] = watched_[--count];
-      break;
-    }
-  watched_count_.store(count, std::memory_order_relaxed);
+  // Kept in the order they were posted (the polls stamp in that order).
+  const auto last = std::remove_if(watched_.begin(), watched_.begin() + count,
+                                   [&](const Watched& w) { return w.sequence == sequence; });
+  watched_count_.store(static_cast<int>(last - watched_.begin()), std::memory_order_relaxed);
 }
 
-int RequestTable::watched(Watched out[], MPI_Request except) {
+int RequestTable::watched(Watched out[]) {
   const SpinGuard guard(watch_locked_);
   const int count = watched_count_.load(std::memory_order_relaxed);
-  int copied = 0;
-  for (int i = 0; i < count; ++i)
-    if (watched_[i].request != except) out[copied++] = watched_[i];
-  return copied;
+  std::copy(watched_.begin(), watched_.begin() + count, out);
+  return count;
 }
 
 void RequestTable::stamp(const Watched& receive, std::uint64_t now_ns) {

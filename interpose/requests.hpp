@@ -79,8 +79,9 @@ class RequestTable {
   // the rank blocks in MPI_Wait, MPI_Waitall, MPI_Recv or MPI_Send, it is polled and stamped
   // when seen done, so that its arrival is not read as the moment the program waited for it.
   void watch(MPI_Request request);
-  // Copies the watched receives into `out` (kMaxWatched), leaving out `except`; their count.
-  int watched(Watched out[], MPI_Request except);
+  // Copies the watched receives into `out` (kMaxWatched), in the order they were posted; their
+  // count.
+  int watched(Watched out[]);
   // Whether any receive is watched (one relaxed load).
   bool watching() const { return watched_count_.load(std::memory_order_relaxed) > 0; }
   // The watched receive was seen done at `now_ns` (the first stamp stays).

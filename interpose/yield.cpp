@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <array>
 #include <type_traits>
 #include <vector>
@@ -74,11 +75,19 @@ void poll_yielding(int count, MPI_Request requests[], Until until) {
 
 namespace {
 
-// The watched receives (RequestTable::watch) a blocking call polls while it waits.
+// The watched receives (RequestTable::watch) a blocking call polls while it waits, in the order
+// they were posted: two receives seen done in one round are stamped in that order, MPI's order
+// for messages from one sender. The call's own requests are left out (`own`): the call stamps
+// those itself, in its own order.
 class WatchedReceives {
  public:
-  explicit WatchedReceives(MPI_Request except)
-      : count_(runtime().requests.watched(receives_.data(), except)) {}
+  WatchedReceives(const MPI_Request* own, int own_count) {
+    std::array<RequestTable::Watched, RequestTable::kMaxWatched> all;
+    const int watched = runtime().requests.watched(all.data());
+    for (int i = 0; i < watched; ++i)
+      if (std::find(own, own + own_count, all[i].request) == own + own_count)
+        receives_[count_++] = all[i];
+  }
   bool empty() const { return count_ == 0; }
   // One round: each receive not yet seen done is tested, and stamped if it is.
   void poll() {
@@ -96,7 +105,7 @@ class WatchedReceives {
  private:
   std::array<RequestTable::Watched, RequestTable::kMaxWatched> receives_;
   std::array<bool, RequestTable::kMaxWatched> seen_{};
-  int count_;
+  int count_ = 0;
 };
 
 }  // namespace
@@ -104,20 +113,30 @@ class WatchedReceives {
 void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
                    bool yield_between) {
   const QuietWorldWhilePolling quiet;
-  WatchedReceives others(MPI_REQUEST_NULL);
+  WatchedReceives others(requests, count);
   int pending = 0;
   for (int i = 0; i < count; ++i) {
     arrived_ns[i] = 0;
     pending += requests[i] != MPI_REQUEST_NULL ? 1 : 0;
   }
+  const auto seen_done = [&](int i) {
+    if (requests[i] == MPI_REQUEST_NULL || arrived_ns[i] != 0) return false;
+    int done = 0;
+    if (PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
+    return done != 0;
+  };
   while (pending > 0) {
     for (int i = 0; i < count; ++i) {
-      if (requests[i] == MPI_REQUEST_NULL || arrived_ns[i] != 0) continue;
-      int done = 0;
-      if (PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
-      if (!done) continue;
+      if (!seen_done(i)) continue;
       arrived_ns[i] = monitor::now_ns();
       --pending;
+      // The progress that completed request i may have completed earlier ones already tested
+      // this round: those were done by the same moment, not a round later.
+      for (int earlier = 0; earlier < i; ++earlier)
+        if (seen_done(earlier)) {
+          arrived_ns[earlier] = arrived_ns[i];
+          --pending;
+        }
     }
     others.poll();
     if (pending == 0) break;
@@ -130,7 +149,7 @@ bool watching_arrivals() {
 }
 
 int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between) {
-  WatchedReceives others(*request);
+  WatchedReceives others(request, 1);
   if (!others.empty() && *request != MPI_REQUEST_NULL) {
     const QuietWorldWhilePolling quiet;
     for (;;) {
@@ -149,7 +168,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between) 
 
 int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Status* status, bool yield_between) {
-  WatchedReceives others(MPI_REQUEST_NULL);
+  WatchedReceives others(nullptr, 0);
   if (!others.empty()) {
     const QuietWorldWhilePolling quiet;
     for (;;) {

@@ -11,7 +11,9 @@ int wait_yielding(MPI_Request* request, MPI_Status* status);
 
 // Before an MPI_Waitall: polls the requests without consuming them (MPI_Request_get_status)
 // until every one is done, inactive or null, and stamps arrived_ns[i] with the clock
-// (monitor::now_ns) when request i was first seen done (0 for a null one); sched_yield between
+// (monitor::now_ns) when request i was first seen done (0 for a null one; an earlier request
+// found done right after a later one's test, which may have completed both, gets its stamp);
+// sched_yield between
 // rounds where `yield_between`. The blocking call that follows completes them all at once, with
 // the library's own statuses and errors.
 void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],

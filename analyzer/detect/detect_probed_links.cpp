@@ -159,8 +159,9 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
         PairProbes& p = pairs[{row.from_node, row.to_node}];
         p.from = row.from_host;
         p.to = row.to_host;
-        const double bytes = static_cast<double>(row.bytes);
-        const double ns = std::max(1.0, static_cast<double>(row.ns));
+        // As the file holds them (signed), as every reader of the table reads them.
+        const double bytes = static_cast<double>(static_cast<std::int64_t>(row.bytes));
+        const double ns = std::max(1.0, static_cast<double>(static_cast<std::int64_t>(row.ns)));
         if (bytes <= 1)
           p.latency_ns.emplace_back(at, ns);
         else

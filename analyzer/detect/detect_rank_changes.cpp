@@ -34,16 +34,28 @@ constexpr double kMinShift = 0.10;
 // In a healthy job a bin reads above the half-way mark at least this often whatever its
 // baseline showed (a few baseline bins estimate that chance poorly).
 constexpr double kMinChance = 0.10;
-// The others must have come to wait for it: they lost at least this share of their time not
-// waiting. A rank that computes more while nobody waits for it costs the job nothing.
-constexpr double kMinCost = 0.03;
+// The others must have come to wait for it: the job's pace fell by at least this share. A rank
+// that computes more while nobody waits for it costs the job nothing, and on a loaded machine a
+// clean job's pace moves by a few percent (a clean CG at load 16 read 3.3% for a moment).
+constexpr double kMinCost = 0.05;
 // A rank whose own share of time not waiting fell by more than this waits more itself: it is
 // not the one the others came to wait for.
 constexpr double kOwnFall = 0.05;
+// A slowed rank stays slowed: at least this share of the bins since the change read above its
+// half-way mark. On a loaded machine a rank that the scheduler holds off now and then rises in
+// bursts (a clean LULESH at load 19: 11 of 17 bins, +11% against the others' median; the
+// throttled rank of the same sweep: 33 of 33); a test that takes the bins for independent
+// draws at the baseline's rate would call those bursts a change.
+constexpr double kPersistent = 0.75;
 
 // One rank's time in one bin of the job's wall clock.
 struct BinTime {
   double covered = 0, mpi = 0, held_off = 0;  // ns
+  // Operations completed (the aggregates' calls): the rank's progress, over `counted` ns of the
+  // bin. The first write's are not counted: it spans MPI_Init and the program's set-up (3 s of
+  // 40 in sweep 18's OSU runs), which complete few.
+  double completed = 0, counted = 0;
+  bool paced(double bin_ns) const { return counted >= 0.5 * bin_ns; }
   bool known(double bin_ns) const { return covered >= 0.5 * bin_ns; }
   // Inside MPI (waiting, in a coupled program).
   double waiting() const { return covered > 0 ? std::min(mpi, covered) / covered : 0; }
@@ -76,12 +88,15 @@ void spread(const BinGrid& grid, std::int64_t from, std::int64_t to, double amou
 // Per rank and bin, from the writer's rows since `since_wall`.
 bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid,
                     std::map<int, std::vector<BinTime>>& out, std::string& error) {
-  std::map<int, std::map<std::int64_t, double>> writes;  // rank -> write -> MPI ns
+  std::map<int, std::map<std::int64_t, double>> writes;     // rank -> write -> MPI ns
+  std::map<int, std::map<std::int64_t, double>> completed;  // rank -> write -> operations
   std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls;
   if (!each_aggregate_total(
           job,
           [&](const WindowWriteRow& s) {
-            if (s.wall_ns <= job.until_wall) writes[s.rank][s.wall_ns] += s.mpi_ns;
+            if (s.wall_ns > job.until_wall) return;
+            writes[s.rank][s.wall_ns] += static_cast<double>(s.mpi_ns);
+            completed[s.rank][s.wall_ns] += static_cast<double>(s.calls);
           },
           error) ||
       !each_heartbeat_write(
@@ -113,12 +128,20 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid,
     bins.assign(static_cast<std::size_t>(grid.bins), {});
     // The first write covers the time since the rank's MPI_Init (mpi_time_shares).
     auto previous = static_cast<std::int64_t>(r->second.start_ns);
+    const std::map<std::int64_t, double>& done = completed[rank];
     for (const auto& [wall, ns] : w) {
       spread(grid, previous, wall, std::min(ns, static_cast<double>(wall - previous)),
              [&](std::size_t b, double part, double span) {
                bins[b].mpi += part;
                bins[b].covered += span;
              });
+      auto ops = done.find(wall);
+      if (previous != static_cast<std::int64_t>(r->second.start_ns))
+        spread(grid, previous, wall, ops == done.end() ? 0.0 : ops->second,
+               [&](std::size_t b, double part, double span) {
+                 bins[b].completed += part;
+                 bins[b].counted += span;
+               });
       previous = wall;
     }
     auto& rows = stalls[rank];
@@ -136,6 +159,9 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid,
 struct RankSeries {
   std::vector<int> bin;
   std::vector<double> excess, own, others_own;
+  // Per rank (every one, this one too), its operations completed per known bin: before the
+  // bin's split, and since.
+  std::map<int, std::vector<double>> completed;
 };
 
 std::map<int, RankSeries> series_of(const std::map<int, std::vector<BinTime>>& times,
@@ -151,6 +177,8 @@ std::map<int, RankSeries> series_of(const std::map<int, std::vector<BinTime>>& t
         if (other != rank && other_bins[i].known(bin_ns)) own.push_back(other_bins[i].own());
       if (own.size() < 2) continue;
       RankSeries& s = out[rank];
+      for (const auto& [other, other_bins] : times)
+        s.completed[other].push_back(other_bins[i].paced(bin_ns) ? other_bins[i].completed : -1);
       s.bin.push_back(b);
       s.excess.push_back(bins[i].own() - median_of(own));
       s.own.push_back(bins[i].own());
@@ -173,6 +201,7 @@ struct Change {
   double before = 0, after = 0, latest = 0;  // mean excess before, after, over the latest bins
   double own_before = 0, own_after = 0;      // its own share, not against the others'
   double cost = 0;
+  bool cost_from_progress = false;  // else from the others' time not waiting
   EvidenceTest test;
   bool found() const { return split > 0; }
 };
@@ -181,11 +210,19 @@ Change change_of(const RankSeries& s, double subjects) {
   Change best;
   const std::size_t n = s.excess.size();
   if (n < kMinBaselineBins + kMinSegmentBins) return best;
+  // The baseline counts from the first bin every rank is paced in (its writes after the first):
+  // the job's set-up is no baseline (a clean LULESH read a change at 6 s from its first bins).
+  std::size_t set_up = 0;
+  for (const auto& [rank, ops] : s.completed) {
+    std::size_t first = 0;
+    while (first < ops.size() && ops[first] < 0) ++first;
+    set_up = std::max(set_up, first);
+  }
   double best_score = 0;
   // Prefix sums: every split's two means in O(1), so a day of 1 s bins costs O(n), not O(n^2).
   std::vector<double> prefix(n + 1, 0.0);
   for (std::size_t k = 0; k < n; ++k) prefix[k + 1] = prefix[k] + s.excess[k];
-  for (std::size_t k = kMinBaselineBins; k + kMinSegmentBins <= n; ++k) {
+  for (std::size_t k = set_up + kMinBaselineBins; k + kMinSegmentBins <= n; ++k) {
     const double before = prefix[k] / static_cast<double>(k);
     const double after = (prefix[n] - prefix[k]) / static_cast<double>(n - k);
     const double rise = after - before;
@@ -203,11 +240,34 @@ Change change_of(const RankSeries& s, double subjects) {
   best.latest = mean_of(s.excess, n - kMinSegmentBins, n);
   best.own_before = mean_of(s.own, 0, k);
   best.own_after = mean_of(s.own, k, n);
-  // The cost: the share of the others' time not waiting that they lost since (a job whose steps
-  // take twice as long leaves its ranks that wait half the time they had).
-  const double others_before = mean_of(s.others_own, 0, k);
-  const double others_after = mean_of(s.others_own, k, n);
-  best.cost = std::max(0.0, (others_before - others_after) / std::max(0.05, others_before));
+  // The cost: how much the job's progress fell since, the operations its ranks completed per
+  // second (a job whose steps take twice as long completes half as many). A rank held off the
+  // CPU by another job's load on a shared machine hands its CPU time to its peers and the job
+  // keeps its pace (docs/faults.md sweep 20: a clean all-to-all whose rank 3 went from 10% to 35%
+  // held off, at the job's pace); a stopped or throttled one slows every rank that waits for it.
+  // Without the counts (no aggregates), the share of the others' time not waiting that they
+  // lost: a proxy that fails where waiting ranks trade time held off the CPU for time waiting.
+  // Each rank's own pace after against before (the medians of its known bins: a job's first
+  // seconds, LULESH's 2 s MPI_Init among them, complete fewer), and the median over the ranks:
+  // robust to a rank whose writes came late in some bins, and to ranks that complete different
+  // numbers of operations by design (a pipeline's stages, a server's root).
+  std::vector<double> paces;
+  for (const auto& [rank, ops] : s.completed) {
+    std::vector<double> before, after;
+    for (std::size_t j = 0; j < n; ++j)
+      if (ops[j] >= 0) (j < k ? before : after).push_back(ops[j]);
+    if (before.empty() || after.empty()) continue;
+    if (const double pace_before = median_of(before); pace_before > 0)
+      paces.push_back(median_of(after) / pace_before);
+  }
+  best.cost_from_progress = paces.size() >= 3;
+  if (best.cost_from_progress) {
+    best.cost = std::max(0.0, 1 - median_of(paces));
+  } else {
+    const double others_before = mean_of(s.others_own, 0, k);
+    const double others_after = mean_of(s.others_own, k, n);
+    best.cost = std::max(0.0, (others_before - others_after) / std::max(0.05, others_before));
+  }
   // The evidence: each bin after the change, above the half-way mark or not, against how often
   // the bins before it were.
   const double mark = best.before + (best.after - best.before) / 2;
@@ -250,15 +310,19 @@ Finding change_finding(const Job& job, const HealthOptions& options, int rank, b
   const double since_start_s = static_cast<double>(changed_at - job.start_wall()) / 1e9;
   char at[32];
   std::snprintf(at, sizeof at, "%.0f s", since_start_s);
-  f.summary = f.subject + ": from " + at +
-              " into the job it spends more of its time not waiting for the others (computing, "
-              "or held off the CPU) than before, against the other ranks: " +
-              share_text(c.before) + " of the time vs their median before, " + share_text(c.after) +
-              " since, while the others lost " + percent_text(c.cost) +
-              " of their time not waiting (about that share of the job's time lost); " +
-              c.test.text() +
-              "; judged against its own earlier behaviour, so a rank slow from the job's start "
-              "looks like the program's design";
+  f.summary =
+      f.subject + ": from " + at +
+      " into the job it spends more of its time not waiting for the others (computing, "
+      "or held off the CPU) than before, against the other ranks: " +
+      share_text(c.before) + " of the time vs their median before, " + share_text(c.after) +
+      " since, while " +
+      (c.cost_from_progress
+           ? "the job's progress (operations completed per second) fell by " + percent_text(c.cost)
+           : "the others lost " + percent_text(c.cost) +
+                 " of their time not waiting (about that share of the job's time lost)") +
+      "; " + c.test.text() +
+      "; judged against its own earlier behaviour, so a rank slow from the job's start "
+      "looks like the program's design";
   std::vector<int> ranks;
   if (whole_host) {
     for (const auto& [number, r] : job.ranks)
@@ -276,6 +340,7 @@ Finding change_finding(const Job& job, const HealthOptions& options, int rank, b
                          .own_share_before = c.own_before,
                          .own_share_after = c.own_after,
                          .cost_share = c.cost,
+                         .cost_from_progress = c.cost_from_progress,
                          .test = c.test};
   f.host = host_name;
   f.strength = c.after - c.before;
@@ -306,6 +371,7 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
     // clean job's drift (another job's load coming and going) moves a rank by a few points.
     if (c.latest < c.before + (c.after - c.before) / 2 || c.cost < kMinCost ||
         c.own_after < c.own_before - kOwnFall || c.after < kMinShift ||
+        c.test.hits < kPersistent * c.test.observations ||
         c.test.false_alarm() > options.false_alarm_rate)
       continue;
     changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, c));

@@ -188,6 +188,76 @@ std::set<int> stalled_hosts_of(const std::map<int, double>& shares) {
   return stalled;
 }
 
+// Or by change: a host whose stalled share rose against its own earlier seconds and stands
+// above the other hosts' since. A machine whose load gives every host a 10-25% stalled share
+// puts a process stopped half the time under the factor above (docs/faults.md sweep 18: 58% vs
+// thresholds of 48-58%); against its own history the stop is a step of 30 points or more. A load
+// that lifts every host lifts the others' too, and a host that is stalled from the job's start
+// has no step (the factor above is then the test).
+constexpr double kStallRise = 0.15;        // the step, and its lead over the others since
+constexpr int kStallBaselineBins = 3;      // 1 s bins before the step, at least
+constexpr int kStallRecentBins = 2;        // and after it, the latest ones still up
+constexpr int kStallHistoryBins = 30;      // the history looked at
+constexpr double kStallPersistent = 0.75;  // of the bins since the step, above its half-way mark
+
+double mean_over(const std::vector<double>& v, std::size_t from, std::size_t to) {
+  double sum = 0;
+  for (std::size_t k = from; k < to; ++k) sum += v[k];
+  return to > from ? sum / static_cast<double>(to - from) : 0.0;
+}
+
+// The host's step in its series of bins (`others`: the other hosts' median, per bin): true when
+// the best split rose by kStallRise, the latest bins are still up, and since the step it leads
+// the others by kStallRise.
+bool stall_step(const std::vector<double>& own, const std::vector<double>& others) {
+  const std::size_t n = own.size();
+  if (n < static_cast<std::size_t>(kStallBaselineBins + kStallRecentBins)) return false;
+  std::size_t best = 0;
+  double best_score = 0;
+  for (std::size_t k = kStallBaselineBins; k + kStallRecentBins <= n; ++k) {
+    const double rise = mean_over(own, k, n) - mean_over(own, 0, k);
+    const double score =
+        rise * std::sqrt(static_cast<double>(k * (n - k)) / static_cast<double>(n));
+    if (rise >= kStallRise && score > best_score) {
+      best_score = score;
+      best = k;
+    }
+  }
+  if (best == 0) return false;
+  const double before = mean_over(own, 0, best), after = mean_over(own, best, n);
+  const double mark = before + (after - before) / 2;
+  std::size_t above = 0;
+  for (std::size_t k = best; k < n; ++k) above += own[k] >= mark ? 1 : 0;
+  return mean_over(own, n - kStallRecentBins, n) >= mark &&
+         static_cast<double>(above) >= kStallPersistent * static_cast<double>(n - best) &&
+         after >= mean_over(others, best, n) + kStallRise;
+}
+
+// The hosts stalled by change over the bins that end at `end`.
+std::set<int> hosts_stalled_by_change(const Job& job, const StallCounters& stalls,
+                                      std::int64_t from, std::int64_t end) {
+  constexpr std::int64_t kBinNs = 1'000'000'000;
+  const auto bins =
+      static_cast<int>(std::min<std::int64_t>(kStallHistoryBins, (end - from) / kBinNs));
+  std::map<int, std::vector<double>> own, others;  // host -> per known bin
+  for (int b = 0; b < bins; ++b) {
+    const std::int64_t to = end - static_cast<std::int64_t>(bins - 1 - b) * kBinNs;
+    const std::map<int, double> shares = host_stall_shares(job, stalls, to - kBinNs, to);
+    if (shares.size() < 2) continue;
+    for (const auto& [host, share] : shares) {
+      std::vector<double> rest;
+      for (const auto& [other, s] : shares)
+        if (other != host) rest.push_back(s);
+      own[host].push_back(share);
+      others[host].push_back(median_of(rest));
+    }
+  }
+  std::set<int> stalled;
+  for (const auto& [host, series] : own)
+    if (stall_step(series, others.at(host))) stalled.insert(host);
+  return stalled;
+}
+
 }  // namespace
 
 bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls& out,
@@ -202,8 +272,11 @@ bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls
   const std::map<int, double> shares = host_stall_shares(job, stalls, end - window_ns, end);
   for (const auto& [host, share] : shares)
     out.shares[job.hosts[static_cast<std::size_t>(host)]] = share;
-  for (int host : stalled_hosts_of(shares))
-    out.stalled[job.hosts[static_cast<std::size_t>(host)]] = shares.at(host);
+  std::set<int> stalled = stalled_hosts_of(shares);
+  stalled.merge(hosts_stalled_by_change(job, stalls, job.start_wall(), end));
+  for (int host : stalled)
+    if (shares.count(host))
+      out.stalled[job.hosts[static_cast<std::size_t>(host)]] = shares.at(host);
   return true;
 }
 

@@ -56,17 +56,20 @@ bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_
             if (rank == job.ranks.end()) return;
             const std::int64_t at = rank->second.aligned(p.at_ns);
             if (at < since || at > until) return;
-            const bool latency = p.bytes <= 1;
-            const auto fastest = static_cast<double>(p.ns);
+            const bool latency = static_cast<std::int64_t>(p.bytes) <= 1;
+            const auto fastest = static_cast<double>(static_cast<std::int64_t>(p.ns));
             (latency ? latency_ns : transfer_ns).push_back(fastest);
             // The longest one-way leg of the round (version 9), else the slowest round trip's
             // half or transfer (version 8), whose packets crossed both ways, else the fastest.
             // A transfer's data leg has no direction either: in slow start its sender waits for
             // the acknowledgements coming back, and a lost one stalls it (seen in sweeps); a
             // small message is one packet, delivered when it arrives.
-            const bool one_way = p.slowest_oneway_ns.has_value();
-            const double ns = one_way ? static_cast<double>(*p.slowest_oneway_ns)
-                                      : std::max(fastest, static_cast<double>(p.slowest_ns));
+            const bool one_way = p.slowest_oneway_ns != 0;
+            // As the file holds it: a signed time (untrusted_input checks it as one).
+            const double ns =
+                one_way ? static_cast<double>(static_cast<std::int64_t>(p.slowest_oneway_ns))
+                        : std::max(fastest,
+                                   static_cast<double>(static_cast<std::int64_t>(p.slowest_ns)));
             if (at >= stall_since && ns >= kProbeStallNs)
               probed.push_back(
                   {p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency});

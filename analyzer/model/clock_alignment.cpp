@@ -104,7 +104,7 @@ bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
   return each_probe(
       job,
       [&](const ProbeRow& p) {
-        if (p.bytes != 1 || !p.sent_ns) return;
+        if (p.bytes != 1 || p.sent_ns == 0) return;
         auto me = job.ranks.find(p.rank);
         const int from = host_index(p.from_host), to = host_index(p.to_host);
         if (me == job.ranks.end() || from < 0 || to < 0 || from == to) return;
@@ -112,14 +112,10 @@ bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
         if (peer == job.ranks.end()) return;
         const std::int64_t at = me->second.aligned(p.at_ns);
         if (at < since || at > until) return;
-        auto mine = [&](std::int64_t t) {
-          return me->second.aligned(static_cast<std::uint64_t>(t));
-        };
-        auto theirs = [&](std::int64_t t) {
-          return peer->second.aligned(static_cast<std::uint64_t>(t));
-        };
+        auto mine = [&](std::uint64_t t) { return me->second.aligned(t); };
+        auto theirs = [&](std::uint64_t t) { return peer->second.aligned(t); };
         trips.push_back({from, to,
-                         static_cast<double>(theirs(p.peer_received_ns) - mine(*p.sent_ns)),
+                         static_cast<double>(theirs(p.peer_received_ns) - mine(p.sent_ns)),
                          static_cast<double>(mine(p.received_ns) - theirs(p.peer_replied_ns))});
       },
       error);

@@ -90,6 +90,7 @@ json rule_json(const RankChangeEvidence& e) {
               {"own_share_before", e.own_share_before},
               {"own_share_after", e.own_share_after},
               {"cost_share", e.cost_share},
+              {"cost_from", e.cost_from_progress ? "progress" : "others_waiting"},
               {"test", evidence_test_json(e.test)}};
   add_subject(e.who, out);
   return out;

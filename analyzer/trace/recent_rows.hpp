@@ -16,8 +16,12 @@
 
 namespace commtap::analyzer {
 
-inline const std::vector<std::string> kTablesReadRecent = {"collectives", "heartbeats",
-                                                           "aggregates"};
+inline const std::vector<std::string> kTablesReadRecent = {
+    "collectives", "heartbeats", "aggregates", "transfers", "probes", "tcp_links"};
+
+// In a list of time columns checked as they are read: this column's time may be negative (a
+// one-way time between two clocks).
+constexpr int kMayBeNegative = 1 << 16;
 
 // The model sets the horizon (set_read_horizon, model/job_model.hpp): job.read_from_wall, and
 // job.read_from_local per rank.
@@ -56,5 +60,40 @@ bool each_row(const JobFiles& job, const char* sql,
 bool each_recent_row(const JobFiles& job, const std::string& table, const std::string& whole_sql,
                      const std::string& sql, const std::vector<int>& time_columns,
                      const std::function<void(const ResultRow&)>& row, std::string& error);
+
+// `sql` on every file. In cron mode `sql` must restrict `rank = ?1 AND <local time column> >= ?2`
+// of a table keyed (rank, its own monotonic time, ...) (probes): it runs once per rank with that
+// rank's horizon on its own clock (job.read_from_local), and its rows must come in the order of
+// `whole_sql`, which a file of several ranks (a merged job.db) is read with.
+bool each_recent_local_row(const JobFiles& job, const std::string& table,
+                           const std::string& whole_sql, const std::string& sql,
+                           const std::vector<int>& time_columns,
+                           const std::function<void(const ResultRow&)>& row, std::string& error);
+
+// A table keyed (rank, series columns..., wall_ns) whose rows are running totals per series
+// (tcp_links: a connection's counters): `columns` (starting with rank) of each series' rows in
+// the key's order; in cron mode only those from the horizon (job.read_from_wall) on and, per
+// series, the one row before (what the first recent row's difference is taken against). The
+// series are found by a seek each over the key.
+bool each_recent_series_row(const JobFiles& job, const std::string& table,
+                            const std::vector<std::string>& series, const std::string& columns,
+                            const std::vector<int>& time_columns,
+                            const std::function<void(const ResultRow&)>& row, std::string& error);
+
+// The distinct values of a key's leading columns `prefix` (starting with rank) on every file, in
+// the key's order: a seek per value, not a scan.
+bool each_key_prefix(const JobFiles& job, const std::string& table,
+                     const std::vector<std::string>& prefix,
+                     const std::function<void(const ResultRow&)>& row, std::string& error);
+
+// The transfers of `direction` ('send', 'recv'): `columns` of the rows in the key's order. In
+// cron mode per message series (rank, direction, communicator, peer, tag), numbered by msg in
+// the order they were made, from the first whose `time_column` (start_ns of a send, end_ns of a
+// receive: the rank's own clock) is at or after the rank's horizon, found by bisection; a file
+// whose series are so many and short that the seeks would cost more than its rows is read whole.
+bool each_recent_transfer_row(const JobFiles& job, const std::string& direction,
+                              const std::string& columns, const std::string& time_column,
+                              const std::vector<int>& time_columns,
+                              const std::function<void(const ResultRow&)>& row, std::string& error);
 
 }  // namespace commtap::analyzer

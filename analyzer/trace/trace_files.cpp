@@ -521,26 +521,72 @@ std::string TraceReader::content_problem(const std::vector<std::string>& read_ch
 }
 
 TraceReader::~TraceReader() {
+  for (auto& [sql, stmt] : idle_statements_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
 
-bool TraceReader::each(const std::string& sql, std::initializer_list<std::int64_t> binds,
-                       const std::function<void(sqlite3_stmt*)>& row, std::string& error) {
+KeyValue key_value(sqlite3_stmt* s, int column) {
+  return KeyValue(sqlite3_value_dup(sqlite3_column_value(s, column)), sqlite3_value_free);
+}
+
+sqlite3_stmt* TraceReader::statement(const std::string& sql, std::string& error) {
+  if (auto idle = idle_statements_.find(sql); idle != idle_statements_.end()) {
+    sqlite3_stmt* stmt = idle->second;
+    idle_statements_.erase(idle);
+    return stmt;
+  }
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(stmt);
     error = path_ + ": " + sqlite3_errmsg(db_);
-    return false;
+    return nullptr;
   }
-  int index = 1;
-  for (std::int64_t value : binds) sqlite3_bind_int64(stmt, index++, value);
+  return stmt;
+}
+
+void TraceReader::put_back(const std::string& sql, sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  // A statement of the same text run inside another's rows was prepared twice: keep one.
+  if (!idle_statements_.try_emplace(sql, stmt).second) sqlite3_finalize(stmt);
+}
+
+bool TraceReader::run(sqlite3_stmt* stmt, const std::function<void(sqlite3_stmt*)>& row,
+                      std::string& error) {
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) row(stmt);
-  sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) {
     error = path_ + ": " + sqlite3_errmsg(db_);
     return false;
   }
   return true;
+}
+
+bool TraceReader::each(const std::string& sql, std::initializer_list<std::int64_t> binds,
+                       const std::function<void(sqlite3_stmt*)>& row, std::string& error) {
+  sqlite3_stmt* stmt = statement(sql, error);
+  if (!stmt) return false;
+  int index = 1;
+  for (std::int64_t value : binds) sqlite3_bind_int64(stmt, index++, value);
+  const bool ok = run(stmt, row, error);
+  put_back(sql, stmt);
+  return ok;
+}
+
+bool TraceReader::each(const std::string& sql, const std::vector<SqlParameter>& binds,
+                       const std::function<void(sqlite3_stmt*)>& row, std::string& error) {
+  sqlite3_stmt* stmt = statement(sql, error);
+  if (!stmt) return false;
+  int index = 1;
+  for (const SqlParameter& value : binds) {
+    if (const auto* number = std::get_if<std::int64_t>(&value))
+      sqlite3_bind_int64(stmt, index++, *number);
+    else
+      sqlite3_bind_value(stmt, index++, std::get<KeyValue>(value).get());
+  }
+  const bool ok = run(stmt, row, error);
+  put_back(sql, stmt);
+  return ok;
 }
 
 }  // namespace commtap::analyzer

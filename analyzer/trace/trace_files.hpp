@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace commtap::analyzer {
@@ -81,6 +83,11 @@ class ReaderFile {
 
 // One database file, opened read-only (a live job's writers are never blocked) on a hardened
 // connection (untrusted_input.hpp: the file's views and triggers are off).
+// A value as a file holds it (sqlite3_value_dup: its type and bytes kept), bound as it was read.
+using KeyValue = std::shared_ptr<sqlite3_value>;
+KeyValue key_value(sqlite3_stmt* s, int column);
+using SqlParameter = std::variant<std::int64_t, KeyValue>;
+
 class TraceReader {
  public:
   static std::unique_ptr<TraceReader> open(const std::string& path, std::string& error);
@@ -98,14 +105,25 @@ class TraceReader {
   // Runs `sql` with integer parameters, calling `row` for each result row.
   bool each(const std::string& sql, std::initializer_list<std::int64_t> binds,
             const std::function<void(sqlite3_stmt*)>& row, std::string& error);
+  // The same with parameters that are integers or values read from the file (a key column's
+  // text, kept with its type: KeyValue), to seek past a key made of text columns.
+  bool each(const std::string& sql, const std::vector<SqlParameter>& binds,
+            const std::function<void(sqlite3_stmt*)>& row, std::string& error);
   // Frees the pages this connection caches (sqlite3_db_release_memory): a reader kept between
   // passes (reader_pool.hpp) keeps its parsed schema, not the pages it read.
   void release_memory() { sqlite3_db_release_memory(db_); }
 
  private:
   TraceReader() = default;
+  // Prepares `sql` or takes its statement prepared before and not in use now: cron mode's seeks
+  // run a few statements thousands of times per file.
+  sqlite3_stmt* statement(const std::string& sql, std::string& error);
+  void put_back(const std::string& sql, sqlite3_stmt* stmt);
+  bool run(sqlite3_stmt* stmt, const std::function<void(sqlite3_stmt*)>& row, std::string& error);
+
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::map<std::string, sqlite3_stmt*> idle_statements_;
   std::unique_ptr<ReaderFile> file_;  // kept open with the database (a copy lives as long)
 };
 

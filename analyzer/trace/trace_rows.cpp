@@ -9,16 +9,14 @@ namespace commtap::analyzer {
 
 namespace {
 
-std::optional<std::int64_t> column_optional(const ResultRow& s, int i) {
-  if (column_is_null(s, i)) return std::nullopt;
-  return column_i64(s, i);
-}
-
-bool each_transfer_of(const JobFiles& job, const char* sql,
+// The transfers of one direction; in cron mode the recent ones (recent_rows.hpp): a send by its
+// start, a receive by its completion, which follows its send's start.
+bool each_transfer_of(const JobFiles& job, const std::string& direction,
+                      const std::string& time_column,
                       const std::function<void(const TransferRow&)>& row, std::string& error) {
   TransferRow t;
-  return each_row(
-      job, sql,
+  return each_recent_transfer_row(
+      job, direction, "rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns", time_column, {6, 7},
       [&](const ResultRow& s) {
         t.rank = static_cast<int>(column_i64(s, 0));
         t.peer = static_cast<int>(column_i64(s, 1));
@@ -37,27 +35,31 @@ bool each_transfer_of(const JobFiles& job, const char* sql,
 
 bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>& row,
                 std::string& error) {
-  ProbeRow p;
-  return each_row(
-      job,
+  static const std::string kColumns =
       "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns, slowest_ns, "
-      "slowest_oneway_ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns FROM probes "
-      "ORDER BY at_ns",
+      "slowest_oneway_ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns FROM probes ";
+  ProbeRow p;
+  return each_recent_local_row(
+      job, "probes", kColumns + "ORDER BY at_ns",
+      kColumns + "WHERE rank = ?1 AND at_ns >= ?2 ORDER BY at_ns",
+      {1, 8, 9 | kMayBeNegative, 10, 11, 12, 13},
       [&](const ResultRow& s) {
+        // Every column as its writer's value (bind_u64: the same 64 bits), NULL as 0.
+        auto u64 = [&](int i) { return static_cast<std::uint64_t>(column_i64(s, i)); };
         p.rank = static_cast<int>(column_i64(s, 0));
-        p.at_ns = static_cast<std::uint64_t>(column_i64(s, 1));
+        p.at_ns = u64(1);
         p.from_node = static_cast<int>(column_i64(s, 2));
         p.to_node = static_cast<int>(column_i64(s, 3));
         p.from_host = column_text(s, 4);
         p.to_host = column_text(s, 5);
-        p.bytes = column_i64(s, 6);
-        p.ns = column_i64(s, 7);
-        p.slowest_ns = column_i64(s, 8);
-        p.slowest_oneway_ns = column_optional(s, 9);
-        p.sent_ns = column_optional(s, 10);
-        p.peer_received_ns = column_i64(s, 11);
-        p.peer_replied_ns = column_i64(s, 12);
-        p.received_ns = column_i64(s, 13);
+        p.bytes = u64(6);
+        p.ns = u64(7);
+        p.slowest_ns = u64(8);
+        p.slowest_oneway_ns = u64(9);
+        p.sent_ns = u64(10);
+        p.peer_received_ns = u64(11);
+        p.peer_replied_ns = u64(12);
+        p.received_ns = u64(13);
         row(p);
       },
       error);
@@ -65,18 +67,12 @@ bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>&
 
 bool each_send(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
                std::string& error) {
-  return each_transfer_of(job,
-                          "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
-                          "transfers WHERE direction = 'send'",
-                          row, error);
+  return each_transfer_of(job, "send", "start_ns", row, error);
 }
 
 bool each_receive(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
                   std::string& error) {
-  return each_transfer_of(job,
-                          "SELECT rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns FROM "
-                          "transfers WHERE direction = 'recv'",
-                          row, error);
+  return each_transfer_of(job, "recv", "end_ns", row, error);
 }
 
 bool each_transfer(const JobFiles& job, const std::function<void(const TransferRow&)>& row,
@@ -213,10 +209,12 @@ bool each_aggregate_total(const JobFiles& job,
                           const std::function<void(const WindowWriteRow&)>& row,
                           std::string& error) {
   return each_recent_row(
-      job, "aggregates", "SELECT rank, wall_ns, total_ns FROM aggregates",
-      "SELECT rank, wall_ns, total_ns FROM aggregates WHERE rank = ?1 AND wall_ns >= ?2", {1, 2},
+      job, "aggregates", "SELECT rank, wall_ns, total_ns, calls FROM aggregates",
+      "SELECT rank, wall_ns, total_ns, calls FROM aggregates WHERE rank = ?1 AND wall_ns >= ?2",
+      {1, 2},
       [&](const ResultRow& s) {
-        row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2)});
+        row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2),
+             column_i64(s, 3)});
       },
       error);
 }
@@ -259,8 +257,9 @@ bool each_aggregate(const JobFiles& job, const std::function<void(const Aggregat
 
 bool each_tcp_address(const JobFiles& job, const std::function<void(const TcpAddressRow&)>& row,
                       std::string& error) {
-  return each_row(
-      job, "SELECT DISTINCT rank, local_address FROM tcp_links",
+  // A seek per address (the key starts with them), not a scan of the counters.
+  return each_key_prefix(
+      job, "tcp_links", {"rank", "local_address"},
       [&](const ResultRow& s) {
         row({static_cast<int>(column_i64(s, 0)), column_text(s, 1)});
       },
@@ -270,11 +269,11 @@ bool each_tcp_address(const JobFiles& job, const std::function<void(const TcpAdd
 bool each_tcp_link(const JobFiles& job, const std::function<void(const TcpLinkRow&)>& row,
                    std::string& error) {
   TcpLinkRow t;
-  return each_row(
-      job,
-      "SELECT rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
-      "coalesce(dsack_dups, 0), bytes_acked FROM tcp_links "
-      "ORDER BY rank, local_address, peer_address, wall_ns",
+  return each_recent_series_row(
+      job, "tcp_links", {"rank", "local_address", "peer_address"},
+      "rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
+      "coalesce(dsack_dups, 0), bytes_acked",
+      {1},
       [&](const ResultRow& s) {
         t.rank = static_cast<int>(column_i64(s, 0));
         t.wall_ns = column_i64(s, 1);

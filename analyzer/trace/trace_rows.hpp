@@ -12,23 +12,15 @@
 
 #include "analyzer/trace/job_files.hpp"
 #include "analyzer/trace/recent_rows.hpp"
+#include "monitor/trace_schema.hpp"
 
 namespace commtap::analyzer {
 
-// A link probe measurement (the probes table): a latency round (bytes <= 1) or a transfer.
-struct ProbeRow {
-  int rank = 0;  // the measuring rank
-  std::uint64_t at_ns = 0;
-  int from_node = 0, to_node = 0;
-  std::string from_host, to_host;  // clean_text
-  std::int64_t bytes = 0;
-  std::int64_t ns = 0;                            // the fastest round trip's half, or transfer
-  std::int64_t slowest_ns = 0;                    // the slowest (0 where the file has none)
-  std::optional<std::int64_t> slowest_oneway_ns;  // the longest one-way leg (version 9 and later)
-  // The fastest round trip's four times (sent and received on the measuring rank's clock, the
-  // others on the peer leader's), where recorded.
-  std::optional<std::int64_t> sent_ns;
-  std::int64_t peer_received_ns = 0, peer_replied_ns = 0, received_ns = 0;
+// A link probe measurement (the probes table): a latency round (bytes <= 1) or a transfer, as its
+// writer made it (monitor::ProbeRow: a time not recorded, NULL in the file, is 0), with the
+// measuring rank. Host names are clean_text.
+struct ProbeRow : monitor::ProbeRow {
+  int rank = 0;
 };
 // Each file's probes oldest first.
 bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>& row,
@@ -166,6 +158,7 @@ struct WindowWriteRow {
   int rank = 0;
   std::int64_t wall_ns = 0;
   std::int64_t mpi_ns = 0;
+  std::int64_t calls = 0;  // aggregates: the operations completed in the window
 };
 bool each_aggregate_total(const JobFiles& job,
                           const std::function<void(const WindowWriteRow&)>& row,

@@ -32,15 +32,19 @@ pass "$joined messages joined sender to receiver, sizes equal"
 
 # 2b. MPI_Waitall's receives are stamped when each is seen done (interpose/hooks_requests.hpp),
 # not all at the call's end: of step 4's two receives from one sender in one MPI_Waitall, the
-# first (delivered first: MPI's order) completes before the second. Without the stamps both
-# read the Waitall's end.
-read -r pairs ordered < <(db_query trace3 "SELECT count(*), sum(a.end_ns < b.end_ns)
+# first (delivered first: MPI's order) completes no later than the second, and before it where
+# they arrived apart. Without the stamps both read the Waitall's end; two that one progress step
+# completed together share a stamp, which machine load makes more likely (so: no pair reversed,
+# and at least one apart).
+read -r pairs reversed apart < <(db_query trace3 "SELECT count(*), sum(a.end_ns > b.end_ns),
+  sum(a.end_ns < b.end_ns)
   FROM transfers a JOIN transfers b ON a.rank = b.rank AND a.comm_id = b.comm_id
   AND a.peer = b.peer AND a.tag = b.tag AND b.msg = a.msg + 1
   WHERE a.direction = 'recv' AND b.direction = 'recv' AND a.tag = 5 AND a.msg % 2 = 1" | tr '|' ' ')
 [ "${pairs:-0}" -gt 0 ] || fail "no pair of receives completed by one MPI_Waitall"
-expect_equal "$pairs" "$ordered" "MPI_Waitall receive pairs whose first completes before the second"
-pass "$pairs MPI_Waitall receive pairs stamped apart"
+expect_equal 0 "$reversed" "MPI_Waitall receive pairs whose second completes before the first"
+[ "${apart:-0}" -gt 0 ] || fail "MPI_Waitall receive pairs stamped apart: none of $pairs"
+pass "$pairs MPI_Waitall receive pairs in MPI's order, $apart of them stamped apart"
 
 # 2c. A receive is stamped when seen done while the rank waits for another (RequestTable::watch):
 # step 4b waits for its second receive before its first, so without the stamps the first would

@@ -155,8 +155,6 @@ TEST(CronMode, SameFindingsAsReadingEverythingAndCostFollowsThePeriodNotTheAge) 
     };
     job.receive_wait_ms = [](int rank) { return rank == 6 ? 0.0 : 60.0; };
     job.link_us = [](int, int, double) { return 0.0; };
-    // Few messages and no TCP counters: cron mode reads those tables whole (docs/analyzer.md),
-    // and this test counts what it bounds.
     job.sends_to = [](int from, int to) { return to == (from + 2) % 8; };
     job.message_every = 50;
     job.tcp = false;
@@ -184,10 +182,52 @@ TEST(CronMode, SameFindingsAsReadingEverythingAndCostFollowsThePeriodNotTheAge) 
       continue;
     }
     EXPECT_LT(recent.rows_read * 4, whole.rows_read) << age;
-    // Four times the age, about the same rows: only the transfers and probes (read whole) grow
-    // with it.
+    // Four times the age, about the same rows.
     const std::uint64_t grown = recent.rows_read - young_rows;
     EXPECT_LT(grown * 4, young_rows) << recent.rows_read << " vs " << young_rows;
+  }
+}
+
+TEST(CronMode, TransfersProbesAndTcpCountersAreReadByTheirKeys) {
+  // A job seen after 60 s and after 240 s (the same job grown: the same seed, every row of the
+  // younger one written again), with messages, probes and TCP counters; its link from host 1 to
+  // host 2 turns slower and its link from host 3 to host 0 lossy 20 s before the end.
+  auto job_of_age = [](double seconds) {
+    SyntheticJob job = busy_job(seconds);
+    job.late_us = [](int, double) { return 0.0; };
+    job.receive_wait_ms = [](int) { return 0.0; };
+    job.link_us = [seconds](int from, int to, double t) {
+      return from == 1 && to == 2 && t >= seconds - 20 ? 2000.0 : 0.0;
+    };
+    job.tcp_lost_share = [seconds](int from, int to, double t) {
+      return from == 3 && to == 0 && t >= seconds - 20 ? 0.05 : 0.0;
+    };
+    return job;
+  };
+  HealthOptions cron = test_options();
+  cron.since_s = 30;
+  HealthOptions everything = cron;
+  everything.read_all = true;
+  std::uint64_t young_rows = 0;
+  for (const double age : {60.0, 240.0}) {
+    TempDir dir;
+    ASSERT_EQ(job_of_age(age).write(dir.path()), "");
+    const JobHealth recent = analyze_dir(dir.path(), cron);
+    const JobHealth whole = analyze_dir(dir.path(), everything);
+    EXPECT_EQ(json_of(recent), json_of(whole)) << describe(recent) << "\nvs" << describe(whole);
+    // The lossy link is named (by its TCP counters), and the messages are joined.
+    EXPECT_TRUE(std::any_of(recent.findings.begin(), recent.findings.end(), [](const auto& f) {
+      return f.subject == "link h3 -> h0";
+    })) << describe(recent);
+    EXPECT_GT(recent.messages, 100u) << age;
+    if (age == 60) {
+      young_rows = recent.rows_read;
+      continue;
+    }
+    // Four times the age, about the same rows: every table is read from its horizon on.
+    EXPECT_LT(recent.rows_read * 5, whole.rows_read) << age;
+    const std::uint64_t grown = recent.rows_read - std::min(recent.rows_read, young_rows);
+    EXPECT_LT(grown * 10, young_rows) << recent.rows_read << " vs " << young_rows;
   }
 }
 
@@ -212,6 +252,35 @@ TEST(CronMode, ARankFileReplacedBetweenRunsIsReadAsItIsNow) {
   const JobHealth whole = analyze_dir(dir.path(), everything);
   EXPECT_EQ(json_of(again), json_of(whole)) << describe(again) << "\nvs" << describe(whole);
   EXPECT_NE(json_of(again), json_of(first));
+}
+
+TEST(CronMode, RefusesImplausibleTimesInTheTransfersProbesAndTcpCountersItReads) {
+  for (const auto& [table, update] : std::vector<std::pair<std::string, std::string>>{
+           {"transfers",
+            "UPDATE transfers SET end_ns = -5 WHERE direction = 'recv' AND start_ns = (SELECT "
+            "max(start_ns) FROM transfers WHERE direction = 'recv')"},
+           {"probes",
+            "UPDATE probes SET received_ns = 'x' WHERE at_ns = (SELECT max(at_ns) FROM "
+            "probes)"},
+           {"tcp_links",
+            "UPDATE tcp_links SET wall_ns = wall_ns + 5000000000000000000 WHERE wall_ns = (SELECT "
+            "max(wall_ns) FROM tcp_links)"}}) {
+    TempDir dir;
+    ASSERT_EQ(busy_job(30).write(dir.path()), "");
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir.path() / "rank-0.db").string().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, update.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << table;
+    ASSERT_GT(sqlite3_changes(db), 0) << table;
+    sqlite3_close(db);
+    HealthOptions cron = test_options();
+    cron.since_s = 10;
+    JobHealth health;
+    std::string error;
+    EXPECT_FALSE(analyze_job(dir.path().string(), cron, health, error)) << table;
+    EXPECT_NE(error.find("table " + table + " holds a time no commtap writer writes"),
+              std::string::npos)
+        << error;
+  }
 }
 
 TEST(CronMode, RefusesImplausibleTimesInTheRowsItReads) {
