@@ -16,7 +16,6 @@
 namespace commtap::analyzer {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
@@ -42,7 +41,7 @@ void merge_same_subject(std::vector<Finding>& findings) {
     }
     if (f.severity > same->severity) std::swap(*same, f);
     same->summary += "; also " + f.summary.substr(f.subject.size() + 2);
-    same->evidence["also"] = f.evidence;
+    same->evidence.also = std::make_shared<const FindingEvidence>(std::move(f.evidence));
     same->also_source = f.source;
   }
   findings = std::move(merged);
@@ -57,7 +56,7 @@ void absorb_links_into_hosts(std::vector<Finding>& findings) {
     std::erase_if(findings, [&](const Finding& link) {
       if (link.kind != finding_kind::slow_link || (link.from != host.host && link.to != host.host))
         return false;
-      host.evidence["links"].push_back(link.subject);
+      host.evidence.absorbed_links.push_back(link.subject);
       return true;
     });
   }

@@ -4,8 +4,6 @@
 // instances and ranks, not with instances x ranks.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analyzer/model/job_model.hpp"
+#include "analyzer/store/evidence_json.hpp"
 #include "analyzer/trace/symbols.hpp"
 #include "analyzer/trace/trace_files.hpp"
 #include "analyzer/trace/trace_rows.hpp"
@@ -452,7 +453,7 @@ bool export_perfetto(const std::string& job_path, const PerfettoOptions& options
                   {"args",
                    {{"summary", f.summary},
                     {"severity", severity_name(f.severity)},
-                    {"evidence", f.evidence},
+                    {"evidence", analyzer::evidence_json(f.evidence)},
                     {"last_seen_s", static_cast<double>(last - origin) / 1e9}}}},
                  std::min(std::max(first, std::max(low, origin)), high) - origin);
       ++stats.instants;

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "analyzer/findings/statistics.hpp"
+#include "analyzer/store/evidence_json.hpp"
 
 namespace commtap::render {
 
@@ -65,7 +66,7 @@ json health_json(const std::vector<JobHealth>& jobs,
                           {"subject", f.subject},
                           {"severity", severity_name(f.severity)},
                           {"summary", f.summary},
-                          {"evidence", f.evidence},
+                          {"evidence", analyzer::evidence_json(f.evidence)},
                           {"confidence", f.confidence < 0 ? json(nullptr) : json(f.confidence)},
                           {"first_seen_ns", f.first_seen_ns},
                           {"last_seen_ns", f.last_seen_ns}});

@@ -12,8 +12,6 @@
 
 namespace commtap::analyzer {
 
-using json = nlohmann::json;
-
 namespace {
 
 using CallMix = std::map<std::pair<std::string, std::int64_t>, double>;  // (function, class)
@@ -107,9 +105,14 @@ bool detect_degradation(const Job& job, const HealthOptions& options,
                 " in the job's first windows (" +
                 std::to_string(static_cast<int>(std::lround(now_mean / std::max(1.0, base)))) +
                 "x, all ranks together)";
-    f.evidence = {{"function", function}, {"symbol", symbol},        {"size_class", bytes},
-                  {"baseline_ns", base},  {"recent_ns", now_mean},   {"windows", windows.size()},
-                  {"calls", calls},       {"mix_change", mix_change}};
+    f.evidence.rule = DegradationEvidence{.function = function,
+                                          .symbol = symbol,
+                                          .size_class = bytes,
+                                          .baseline_ns = base,
+                                          .recent_ns = now_mean,
+                                          .windows = windows.size(),
+                                          .calls = calls,
+                                          .mix_change = mix_change};
     findings.push_back(f);
   }
   return true;

@@ -11,8 +11,6 @@
 
 namespace commtap::analyzer {
 
-using json = nlohmann::json;
-
 namespace {
 
 struct Seen {
@@ -274,14 +272,14 @@ void detect_progress_hangs(const Job& job, const HealthOptions& options, const L
       f.summary += "; then " + names_of(job, aborted) +
                    " called ncclCommAbort (a consequence: the communicator was torn down after "
                    "the hang)";
-    f.evidence = {{"comm_id", s.comm_id},        {"seq", s.seq},
-                  {"source", "nccl_progress"},   {"stuck_ranks", s.waiting},
-                  {"members", s.members.size()}, {"stuck_ns", s.until - s.since},
-                  {"aborted", aborted}};
-    if (!s.culprits.empty()) {
-      f.evidence["culprits"] = s.culprits;
-      f.evidence["waiting_in_calls"] = blocked;
-    }
+    f.evidence.rule = NcclHangEvidence{.comm_id = s.comm_id,
+                                       .seq = s.seq,
+                                       .stuck_ranks = s.waiting,
+                                       .members = s.members.size(),
+                                       .stuck_ns = s.until - s.since,
+                                       .aborted = aborted,
+                                       .culprits = s.culprits,
+                                       .waiting_in_calls = blocked};
     out.push_back(f);
   }
 }
@@ -307,12 +305,12 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
                      : ": no heartbeat for " + ms_text(silent) +
                            " while other ranks go on (crashed or frozen)") +
         "; it was last " + (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
-    f.evidence = {{"rank", number},
-                  {"host", job.hosts[static_cast<std::size_t>(r.host)]},
-                  {"last_heartbeat_ns", r.last.wall_ns},
-                  {"silent_ns", job.now_wall - Liveness::heard(r)},
-                  {"last_state", r.last.state},
-                  {"last_function", r.last.function}};
+    f.evidence.rule = RankLostEvidence{.rank = number,
+                                       .host = job.hosts[static_cast<std::size_t>(r.host)],
+                                       .last_heartbeat_ns = r.last.wall_ns,
+                                       .silent_ns = job.now_wall - Liveness::heard(r),
+                                       .last_state = r.last.state,
+                                       .last_function = r.last.function};
     f.host = job.hosts[static_cast<std::size_t>(r.host)];
     out.push_back(f);
   }
@@ -388,7 +386,6 @@ void judge_stuck_instance(const Job& job, const Liveness& live,
   const std::string stuck_for =
       " for " + ms_text(static_cast<double>(until - since)) +
       (first.ended_by ? " until " + *first.ended_by + " ended the job" : "");
-  json stuck_ranks = ranks;
   if (!culprits.empty()) {
     f.kind = finding_kind::hang;
     // All culprits on one host, and all of that host's ranks among them: name the host.
@@ -400,24 +397,22 @@ void judge_stuck_instance(const Job& job, const Liveness& live,
     if (!waiting.empty())
       f.summary +=
           "; also not there, blocked in MPI calls (waiting for it): " + names_of(job, waiting);
-    f.evidence = {{"comm_id", comm_id},
-                  {"seq", seq},
-                  {"function", first.beat.function},
-                  {"stuck_ranks", stuck_ranks},
-                  {"culprits", culprits},
-                  {"waiting_in_calls", waiting},
-                  {"members", members.size()},
-                  {"stuck_ns", until - since}};
+    f.evidence.rule = HangEvidence{.comm_id = comm_id,
+                                   .seq = seq,
+                                   .function = first.beat.function,
+                                   .stuck_ranks = ranks,
+                                   .culprits = culprits,
+                                   .waiting_in_calls = waiting,
+                                   .members = members.size(),
+                                   .stuck_ns = until - since};
   } else if (ranks.size() == members.size()) {
     f.kind = finding_kind::communication_hang;
     f.subject = "comm " + std::to_string(comm_id);
     f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +
                 std::to_string(comm_id) + " entered " + where + " and none left" + stuck_for +
                 " (a communication hang: see the link findings for the likely link)";
-    f.evidence = {{"comm_id", comm_id},
-                  {"seq", seq},
-                  {"stuck_ranks", stuck_ranks},
-                  {"stuck_ns", until - since}};
+    f.evidence.rule = CommunicationHangEvidence{
+        .comm_id = comm_id, .seq = seq, .stuck_ranks = ranks, .stuck_ns = until - since};
   } else {
     return;  // others passed this instance: a rooted collective's slow tail, not a hang
   }
@@ -464,7 +459,7 @@ void detect_aborts(const Job& job, std::vector<Finding>& out) {
   f.summary = names_of(job, aborted) + " called ncclCommAbort (" + count_text(calls, "call") +
               "): a communicator was torn down, on an error NCCL reported, the "
               "application's own timeout, or to shrink it; no hang or lost rank was seen";
-  f.evidence = {{"ranks", aborted}, {"calls", calls}};
+  f.evidence.rule = CommAbortedEvidence{.ranks = aborted, .calls = calls};
   out.push_back(f);
 }
 

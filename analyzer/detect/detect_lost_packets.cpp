@@ -16,8 +16,6 @@
 namespace commtap::analyzer {
 namespace {
 
-using json = nlohmann::json;
-
 // A link loses packets when, over the stall span, TCP lost at least this many of its segments, at
 // least this share of them, and (with 4 measured links or more) this many times the lower quartile
 // of the links' shares. A healthy network loses far less than 1 in 1,000; a flaky cable or port
@@ -188,8 +186,8 @@ struct LossFindings {
   std::vector<std::string>& delayed;
 
   void add(const std::string& kind, const std::string& subject,
-           const std::vector<std::pair<int, int>>& mine, json evidence, avoid_list::AvoidList avoid,
-           const std::string& where, const std::string& cause) {
+           const std::vector<std::pair<int, int>>& mine, const NetworkSubject& network,
+           avoid_list::AvoidList avoid, const std::string& where, const std::string& cause) {
     LinkLoss total;
     for (const auto& pair : mine) {
       const LinkLoss& link = links.at(pair);
@@ -212,16 +210,16 @@ struct LossFindings {
                 " in the last " + span_text + ": " + with_commas(total.resent) + " resent, less " +
                 with_commas(total.resent - total.lost()) + " the receiver already had), " +
                 compared + ": " + cause;
-    evidence["source"] = f.source = "tcp";
-    evidence["segments"] = total.segments;
-    evidence["lost"] = total.lost();
-    evidence["resent"] = total.resent;
-    evidence["share"] = total.share();
-    evidence["baseline_share"] = lossy.baseline;
-    f.host = evidence.value("host", "");
-    f.from = evidence.value("from", "");
-    f.to = evidence.value("to", "");
-    f.evidence = std::move(evidence);
+    f.source = "tcp";
+    f.evidence.rule = LostPacketsEvidence{.subject = network,
+                                          .segments = total.segments,
+                                          .lost = total.lost(),
+                                          .resent = total.resent,
+                                          .share = total.share(),
+                                          .baseline_share = lossy.baseline};
+    f.host = network.host;
+    f.from = network.from;
+    f.to = network.to;
     f.avoid = std::move(avoid);
     findings.push_back(std::move(f));
   }
@@ -269,8 +267,9 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
     const std::string host = host_name(h);
     bool into = false, out_of = false;
     for (const auto& [from, to] : host_links) (to == h ? into : out_of) = true;
-    out.add(finding_kind::slow_host_network, "host " + host, host_links, {{"host", host}},
-            avoid_host(host), into && out_of ? "to and from it" : (into ? "to it" : "from it"),
+    out.add(finding_kind::slow_host_network, "host " + host, host_links,
+            NetworkSubject{.host = host}, avoid_host(host),
+            into && out_of ? "to and from it" : (into ? "to it" : "from it"),
             "packets dropped at its NIC, cable or switch port, or on a congested link");
     return true;
   }
@@ -284,7 +283,7 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
     std::vector<std::pair<int, int>> mine = {{from, to}};
     if (both) mine.push_back({to, from});
     out.add(finding_kind::slow_link, subject, mine,
-            {{"from", a}, {"to", b}, {"both_directions", both}}, avoid_link(a, b, both, 0),
+            NetworkSubject{.from = a, .to = b, .both_directions = both}, avoid_link(a, b, both, 0),
             "over it", "packets dropped on the way (cable, NIC or switch port, or congestion)");
   }
   return true;

@@ -16,8 +16,6 @@
 namespace commtap::analyzer {
 namespace {
 
-using json = nlohmann::json;
-
 // The probe rounds each pair's verdict is made from: the newest ones, so that a link that was
 // slow and got better is no longer flagged.
 constexpr std::size_t kRecentRounds = 5;
@@ -477,29 +475,27 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
               j.baseline() + " between other hosts, over " +
               count_text(static_cast<std::uint64_t>(rounds), "probe round") +
               " (network side: NIC or link); " + test.text();
-  f.evidence = {{"host", host},
-                {"source", "probes"},
-                {"test", test.to_json()},
-                {"latency_ns", median_of(lat)},
-                {"mb_per_s", median_of(tput)},
-                {"baseline_latency_ns", j.base.latency},
-                {"baseline_mb_per_s", j.base.throughput},
-                {"rounds", rounds}};
+  ProbedHostEvidence evidence{.host = host,
+                              .test = test,
+                              .latency_ns = median_of(lat),
+                              .mb_per_s = median_of(tput),
+                              .baseline_latency_ns = j.base.latency,
+                              .baseline_mb_per_s = j.base.throughput,
+                              .rounds = rounds};
   // The job's messages on its links, named as slow links (a host whose messages go to one peer
   // only is not judged by them), are this finding's.
-  json links = json::array();
+  std::vector<std::string>& links = evidence.message_links;
   std::erase_if(findings, [&](const Finding& m) {
     const bool absorbed = m.kind == finding_kind::slow_link && m.source != "probes" &&
                           (m.from == host || m.to == host);
     if (absorbed) links.push_back(m.subject);
     return absorbed;
   });
-  if (!links.empty()) {
-    f.evidence["message_links"] = links;
-    f.summary += "; the job's messages on " + links[0].get<std::string>() +
+  if (!links.empty())
+    f.summary += "; the job's messages on " + links[0] +
                  (links.size() > 1 ? " and " + std::to_string(links.size() - 1) + " more" : "") +
                  " are slow too";
-  }
+  f.evidence.rule = std::move(evidence);
   f.host = host;
   f.source = "probes";
   f.avoid = avoid_host(host);
@@ -555,11 +551,11 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
   };
   if (named != findings.end()) {
     named->also_source = "probes";
-    named->evidence["also"] = {{"source", "probes"},
-                               {"latency_ns", v.latency_ns},
-                               {"mb_per_s", v.mb_per_s},
-                               {"baseline_latency_ns", j.base.latency},
-                               {"baseline_mb_per_s", j.base.throughput}};
+    named->evidence.also = std::make_shared<const FindingEvidence>(
+        FindingEvidence{.rule = ProbesAlsoEvidence{.latency_ns = v.latency_ns,
+                                                   .mb_per_s = v.mb_per_s,
+                                                   .baseline_latency_ns = j.base.latency,
+                                                   .baseline_mb_per_s = j.base.throughput}});
     named->summary += "; link probes also measure " + describe(v) + " vs " + j.baseline();
     return;
   }
@@ -576,17 +572,16 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
               count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
               (both ? ", both directions" : ", this direction only" + direction) + "; " +
               v.test.text();
-  f.evidence = {{"from", p.from},
-                {"to", p.to},
-                {"source", "probes"},
-                {"test", v.test.to_json()},
-                {"both_directions", both},
-                {"latency_ns", v.latency_ns},
-                {"mb_per_s", v.mb_per_s},
-                {"baseline_latency_ns", j.base.latency},
-                {"baseline_mb_per_s", j.base.throughput},
-                {"slow_rounds", v.slow_rounds},
-                {"rounds", v.rounds}};
+  f.evidence.rule = ProbedLinkEvidence{.from = p.from,
+                                       .to = p.to,
+                                       .test = v.test,
+                                       .both_directions = both,
+                                       .latency_ns = v.latency_ns,
+                                       .mb_per_s = v.mb_per_s,
+                                       .baseline_latency_ns = j.base.latency,
+                                       .baseline_mb_per_s = j.base.throughput,
+                                       .slow_rounds = v.slow_rounds,
+                                       .rounds = v.rounds};
   // A probe's latency is half a round trip: a link slow both ways costs a message the whole
   // excess twice over.
   f.from = p.from;

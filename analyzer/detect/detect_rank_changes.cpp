@@ -323,26 +323,25 @@ Finding change_finding(const Job& job, const HealthOptions& options, int rank, b
       "; " + c.test.text() +
       "; judged against its own earlier behaviour, so a rank slow from the job's start "
       "looks like the program's design";
-  f.evidence = {{"host", host_name},
-                {"program", job.program},
-                {"ranks", whole_host ? std::vector<int>{} : std::vector<int>{rank}},
-                {"rule", "change"},
-                {"changed_at_s", since_start_s},
-                {"excess_before", c.before},
-                {"excess_after", c.after},
-                {"excess_latest", c.latest},
-                {"own_share_before", c.own_before},
-                {"own_share_after", c.own_after},
-                {"cost_share", c.cost},
-                {"cost_from", c.cost_from_progress ? "progress" : "others_waiting"},
-                {"test", c.test.to_json()}};
+  std::vector<int> ranks;
   if (whole_host) {
-    std::vector<int> ranks;
     for (const auto& [number, r] : job.ranks)
       if (r.host == host) ranks.push_back(number);
-    f.evidence["ranks"] = ranks;
     f.avoid = avoid_host(host_name);
+  } else {
+    ranks.push_back(rank);
   }
+  f.evidence.rule =
+      RankChangeEvidence{.who = {.host = host_name, .program = job.program, .ranks = ranks},
+                         .changed_at_s = since_start_s,
+                         .excess_before = c.before,
+                         .excess_after = c.after,
+                         .excess_latest = c.latest,
+                         .own_share_before = c.own_before,
+                         .own_share_after = c.own_after,
+                         .cost_share = c.cost,
+                         .cost_from_progress = c.cost_from_progress,
+                         .test = c.test};
   f.host = host_name;
   f.strength = c.after - c.before;
   return f;

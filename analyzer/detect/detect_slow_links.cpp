@@ -586,11 +586,11 @@ void name_slow_hosts(const Job& job, const HealthOptions& options, const PairCel
                 ms_text(median_of(mine)) + " over " + with_commas(n) + " messages of the last " +
                 ms_text(recent_ns(job, since)) + " vs " + ms_text(median_of(others)) +
                 " between other hosts (network side: NIC or link); " + test.text();
-    f.evidence = {{"host", job.hosts[static_cast<std::size_t>(h)]},
-                  {"median_latency_ns", median_of(mine)},
-                  {"others_latency_ns", median_of(others)},
-                  {"messages", n},
-                  {"test", test.to_json()}};
+    f.evidence.rule = MessageHostEvidence{.host = job.hosts[static_cast<std::size_t>(h)],
+                                          .median_latency_ns = median_of(mine),
+                                          .others_latency_ns = median_of(others),
+                                          .messages = n,
+                                          .test = test};
     f.host = job.hosts[static_cast<std::size_t>(h)];
     f.avoid = avoid_host(f.host);
     findings.push_back(f);
@@ -642,16 +642,16 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                 "x the baseline " + ms_text(cell.base) + " or more (median " +
                 ms_text(cell.median) + " over " + with_commas(cell.messages) + " messages)" +
                 (both ? ", both directions" : ", this direction only") + "; " + cell.test.text();
-    f.evidence = {{"from", from},
-                  {"to", to},
-                  {"both_directions", both},
-                  {"median_latency_ns", cell.median},
-                  {"baseline_ns", cell.base},
-                  {"ratio", cell.ratio},
-                  {"recent_slow", cell.recent_slow},
-                  {"recent_fast", cell.recent_fast},
-                  {"messages", cell.messages},
-                  {"test", cell.test.to_json()}};
+    f.evidence.rule = MessageLinkEvidence{.from = from,
+                                          .to = to,
+                                          .both_directions = both,
+                                          .median_latency_ns = cell.median,
+                                          .baseline_ns = cell.base,
+                                          .ratio = cell.ratio,
+                                          .recent_slow = cell.recent_slow,
+                                          .recent_fast = cell.recent_fast,
+                                          .messages = cell.messages,
+                                          .test = cell.test};
     f.from = from;
     f.to = to;
     f.avoid = avoid_link(from, to, both, cell.median - cell.base);

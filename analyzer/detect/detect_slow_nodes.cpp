@@ -12,8 +12,6 @@
 
 namespace commtap::analyzer {
 
-using json = nlohmann::json;
-
 namespace {
 
 // One collective instance (communicator, sequence number): its earliest and latest arrival.
@@ -1053,43 +1051,39 @@ Finding slow_node_finding(const SlowNodeFacts& facts, const Subject& subject, co
     f.summary +=
         "; rank 0 is where programs do extra work (input, output, printing): one job "
         "cannot tell that from a slow machine (earlier runs in --store can)";
-  f.evidence = {{"host", host_name},
-                {"program", job.program},
-                {"ranks", subject.members()},
-                {"last_fraction", median_of(c.fractions)},
-                {"median_lateness_ns", median_of(c.own)},
-                {"others_lateness_ns", median_of(c.others)},
-                {"windows_flagged", flagged},
-                {"windows", eligible},
-                {"cost_share", cost},
-                {"test", test.to_json()}};
+  LatenessEvidence evidence;
+  evidence.who = {.host = host_name, .program = job.program, .ranks = subject.members()};
+  evidence.last_fraction = median_of(c.fractions);
+  evidence.median_lateness_ns = median_of(c.own);
+  evidence.others_lateness_ns = median_of(c.others);
+  evidence.windows_flagged = flagged;
+  evidence.windows = eligible;
+  evidence.cost_share = cost;
+  evidence.test = test;
   if (signs.suspected) {
-    f.evidence["program_structure_suspected"] = signs.at_some_sites ? "call sites" : "rank 0";
+    evidence.suspected =
+        signs.at_some_sites ? SuspectedStructure::call_sites : SuspectedStructure::rank_zero;
     // What it would be were it the machine (findings_store.cpp: earlier runs can say).
-    f.evidence["severity_if_the_machine"] =
-        severity_name(would_be_error ? Severity::error : Severity::warning);
-    if (signs.at_some_sites) f.evidence["late_sites"] = signs.late_sites;
+    evidence.severity_if_the_machine = would_be_error ? Severity::error : Severity::warning;
+    if (signs.at_some_sites) evidence.late_sites = signs.late_sites;
   }
-  if (facts.without_mpi) {
-    f.evidence["collective_ns"] = c.own_mpi;
-    f.evidence["others_collective_ns"] = c.others_mpi;
-  } else {
-    f.evidence["mpi_time_share"] = c.own_mpi;
-    f.evidence["others_mpi_time_share"] = c.others_mpi;
-  }
+  evidence.collective_times = facts.without_mpi;
+  evidence.own_collective = c.own_mpi;
+  evidence.others_collective = c.others_mpi;
   // The stall share over the late windows, against the other hosts'.
   std::vector<double> own_stall, others_stall;
   for (int w = facts.runs.onset_window; w < facts.grid.windows; ++w)
     for (const auto& [h, share] : facts.stalls.shares[static_cast<std::size_t>(w)])
       (h == subject.host ? own_stall : others_stall).push_back(share);
   if (!own_stall.empty() && !others_stall.empty()) {
-    f.evidence["stall_share"] = median_of(own_stall);
-    f.evidence["others_stall_share"] = median_of(others_stall);
+    evidence.stall_share = median_of(own_stall);
+    evidence.others_stall_share = median_of(others_stall);
     if (stalled)
       f.summary += "; its process was held off the CPU " + percent_text(median_of(own_stall)) +
                    " of the time vs " + percent_text(median_of(others_stall)) +
                    " for the other hosts";
   }
+  f.evidence.rule = std::move(evidence);
   f.host = host_name;
   if (subject.whole_host) f.avoid = avoid_host(host_name);
   return f;

@@ -12,8 +12,6 @@
 namespace commtap::analyzer {
 namespace {
 
-using json = nlohmann::json;
-
 // Stalls this far apart count as separate moments: one pause of a receiving process delays
 // every message in flight to it at once, which is one event, not several.
 constexpr std::int64_t kSeparateNs = 1'000'000'000;
@@ -118,8 +116,8 @@ struct StallFindings {
   std::vector<Finding>& findings;
 
   void add(const std::string& kind, const std::string& subject,
-           const std::vector<const Stall*>& mine, std::size_t elsewhere, json evidence,
-           avoid_list::AvoidList avoid, const std::string& where) {
+           const std::vector<const Stall*>& mine, std::size_t elsewhere,
+           const NetworkSubject& network, avoid_list::AvoidList avoid, const std::string& where) {
     const StallSummary sum = summarize(mine, recent_since);
     Finding f;
     f.kind = kind;
@@ -137,16 +135,16 @@ struct StallFindings {
                 " probes of " + ms_text(kProbeStallNs) + " or more), " + std::to_string(elsewhere) +
                 " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
                 "switch port)";
-    evidence["source"] = f.source = "stalls";
-    evidence["stalls"] = mine.size();
-    evidence["moments"] = sum.moments;
-    evidence["longest_ns"] = sum.longest;
-    evidence["baseline_ns"] = sum.baseline;
-    evidence["stalls_elsewhere"] = elsewhere;
-    f.host = evidence.value("host", "");
-    f.from = evidence.value("from", "");
-    f.to = evidence.value("to", "");
-    f.evidence = std::move(evidence);
+    f.source = "stalls";
+    f.evidence.rule = StalledTransfersEvidence{.subject = network,
+                                               .stalls = mine.size(),
+                                               .moments = sum.moments,
+                                               .longest_ns = sum.longest,
+                                               .baseline_ns = sum.baseline,
+                                               .stalls_elsewhere = elsewhere};
+    f.host = network.host;
+    f.from = network.from;
+    f.to = network.to;
     f.avoid = std::move(avoid);
     findings.push_back(std::move(f));
   }
@@ -213,7 +211,7 @@ void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubje
     if (forth == 0 && back > 0) std::swap(from, to);
     if (named.names_link(from, to)) continue;
     out.add(finding_kind::slow_link, "link " + from + (both ? " <-> " : " -> ") + to, mine,
-            elsewhere, {{"from", from}, {"to", to}, {"both_directions", both}},
+            elsewhere, NetworkSubject{.from = from, .to = to, .both_directions = both},
             avoid_link(from, to, both, 0), "on it");
   }
 }
@@ -236,7 +234,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
   if (const std::string host = lossy_host(stalls, out.recent_since, host_stalls); !host.empty()) {
     if (!named.hosts.count(host))
       out.add(finding_kind::slow_host_network, "host " + host, host_stalls,
-              stalls.size() - host_stalls.size(), {{"host", host}}, avoid_host(host),
+              stalls.size() - host_stalls.size(), NetworkSubject{.host = host}, avoid_host(host),
               "to and from it");
     return true;
   }

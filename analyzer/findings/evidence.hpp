@@ -10,8 +10,6 @@
 // false_alarm_rate) whatever the job's length, and `confidence` is one minus it.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,7 +36,7 @@ inline double chance_bound(double hits, double observations, double chance) {
   return std::exp(-observations * divergence);
 }
 
-// What a finding's test saw (in its evidence as "test").
+// What a finding's test saw (in its evidence as "test"; analyzer/store/evidence_json prints it).
 struct EvidenceTest {
   std::string observed_what;  // "last to arrive", "slow messages", ...
   double observations = 0;    // independent observations (kIndependentNs apart at least)
@@ -61,18 +59,6 @@ struct EvidenceTest {
   double false_alarm() const { return std::min(1.0, p_value() * std::max(1.0, comparisons)); }
   double confidence() const { return 1 - false_alarm(); }
 
-  nlohmann::json to_json() const {
-    return {{"test", "binomial tail bound (Chernoff)"},
-            {"observed", observed_what},
-            {"spacing_s", spacing_s},
-            {"observations", observations},
-            {"hits", hits},
-            {"chance", chance},
-            {"samples", samples},
-            {"comparisons", comparisons},
-            {"p_value", p_value()},
-            {"false_alarm", false_alarm()}};
-  }
   // "38 of 38 independent observations, 25% by chance: false-alarm chance < 1e-12"
   std::string text() const {
     char buffer[200];

@@ -50,3 +50,18 @@ avoid_list::AvoidList avoid_link(const std::string& from, const std::string& to,
 }
 
 }  // namespace commtap::analyzer
+
+namespace commtap::analyzer {
+
+const SlowComputeSubject* slow_compute_subject(const FindingEvidence& evidence) {
+  if (const auto* lateness = std::get_if<LatenessEvidence>(&evidence.rule)) return &lateness->who;
+  if (const auto* change = std::get_if<RankChangeEvidence>(&evidence.rule)) return &change->who;
+  return nullptr;
+}
+
+SlowComputeSubject* slow_compute_subject(FindingEvidence& evidence) {
+  return const_cast<SlowComputeSubject*>(
+      slow_compute_subject(static_cast<const FindingEvidence&>(evidence)));
+}
+
+}  // namespace commtap::analyzer

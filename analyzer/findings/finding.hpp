@@ -1,18 +1,16 @@
 // analyzer/findings/finding: what the analysis concludes, as every stage and render/ read it: a
-// finding's kind, subject, severity and evidence. The vocabulary of the analyzer: it includes
-// nothing of the analyzer's own.
+// finding's kind, subject, severity and evidence (typed: finding_evidence.hpp). The vocabulary of
+// the analyzer: it includes nothing of the analyzer's own, and no JSON.
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 
+#include "analyzer/findings/finding_evidence.hpp"
 #include "avoid_list/avoid_list.hpp"
 
 namespace commtap::analyzer {
 
-enum class Severity { info, warning, error, critical };
 const char* severity_name(Severity severity);
 bool parse_severity(const std::string& text, Severity& severity);
 
@@ -37,17 +35,17 @@ struct Finding {
   std::string kind;     // one of finding_kind
   std::string subject;  // "host h2", "rank 3 (h1)", "link h1 -> h2", "comm 1", ...
   Severity severity = Severity::warning;
-  std::string summary;  // one line with the evidence in numbers
-  nlohmann::json evidence = nlohmann::json::object();
+  std::string summary;              // one line with the evidence in numbers
+  FindingEvidence evidence;         // typed; printed as JSON by analyzer/store/evidence_json
   std::uint64_t first_seen_ns = 0;  // wall clock, from the data
   std::uint64_t last_seen_ns = 0;
   // How far from healthy (a ratio to the baseline): of several findings of one kind and
   // severity, the clearest comes first. Not stored or printed.
   double strength = 0;
-  // One minus the chance that a healthy job shows this evidence (evidence.hpp; the test is in
-  // `evidence.test`); -1 where the rule is not a test against chance (a hang, a lost rank).
+  // One minus the chance that a healthy job shows this evidence (evidence.hpp; the test is the
+  // rule evidence's `test`); -1 where the rule is not a test against chance (a hang, a lost rank).
   double confidence = -1;
-  // What the later stages read of it (the network detectors, health.cpp), also in `evidence`:
+  // What the later stages read of it (the network detectors, health.cpp), also in its evidence:
   // the host it names, or its link's ends; the data its rule read ("probes", "tcp", "stalls";
   // empty: the job's messages or collectives); and that of another rule's finding of the same
   // subject merged into it (`evidence.also`).

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <tuple>
 
+#include "analyzer/store/evidence_json.hpp"
 #include "analyzer/store/findings_store.hpp"
 #include "analyzer/store/output_files.hpp"
 #include "analyzer/trace/untrusted_input.hpp"
@@ -16,14 +18,58 @@ namespace commtap::analyzer {
 
 namespace {
 
-// A slow_rank or slow_host finding's `ranks` (none where the evidence has no such list).
-std::vector<int> ranks_of(const nlohmann::json& evidence) {
+// A slow_rank or slow_host finding of an earlier job: whom it named.
+struct PastLateness {
+  std::string job_id, host, program;
   std::vector<int> ranks;
-  auto found = evidence.find("ranks");
-  if (found != evidence.end() && found->is_array())
-    for (const auto& r : *found)
-      if (r.is_number_integer()) ranks.push_back(r.get<int>());
-  return ranks;
+};
+
+// Each slow_rank and slow_host finding's host, program and ranks, one row per rank, in the
+// `late_ranks` table; a store's findings written before that table have them in their evidence
+// only, read there (SQLite's JSON functions) where the table has none of theirs.
+constexpr char kCreateLateRanks[] =
+    "CREATE TABLE IF NOT EXISTS late_ranks (job_id TEXT NOT NULL, kind TEXT NOT NULL, "
+    "subject TEXT NOT NULL, host TEXT NOT NULL, program TEXT NOT NULL, rank INTEGER NOT NULL, "
+    "PRIMARY KEY (job_id, kind, subject, rank));";
+constexpr char kSelectLateRanks[] =
+    "SELECT job_id, kind, subject, host, program, rank FROM late_ranks";
+constexpr char kSelectOlderLateRanks[] =
+    "SELECT f.job_id, f.kind, f.subject, json_extract(f.evidence, '$.host'), "
+    "json_extract(f.evidence, '$.program'), r.value FROM findings f, "
+    "json_each(f.evidence, '$.ranks') r WHERE f.kind IN ('slow_rank', 'slow_host') AND "
+    "json_valid(f.evidence) AND r.type = 'integer'";
+constexpr char kNotInLateRanks[] =
+    " AND NOT EXISTS (SELECT 1 FROM late_ranks l WHERE l.job_id = f.job_id AND "
+    "l.kind = f.kind AND l.subject = f.subject)";
+
+// The earlier jobs' late ranks in `db`, with a program named (what the weighing compares).
+std::vector<PastLateness> read_past_lateness(sqlite3* db) {
+  sqlite3_stmt* probe = nullptr;
+  const bool has_table = sqlite3_prepare_v2(db, kSelectLateRanks, -1, &probe, nullptr) == SQLITE_OK;
+  sqlite3_finalize(probe);
+  std::map<std::tuple<std::string, std::string, std::string>, PastLateness> by_finding;
+  auto read = [&](const std::string& sql) {
+    sqlite3_stmt* select = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &select, nullptr) == SQLITE_OK)
+      while (sqlite3_step(select) == SQLITE_ROW) {
+        auto text = [&](int column) {
+          const auto* value = reinterpret_cast<const char*>(sqlite3_column_text(select, column));
+          return std::string(value ? value : "");
+        };
+        PastLateness& p = by_finding[{text(0), text(1), text(2)}];
+        p.job_id = text(0);
+        p.host = text(3);
+        p.program = text(4);
+        p.ranks.push_back(sqlite3_column_int(select, 5));
+      }
+    sqlite3_finalize(select);
+  };
+  if (has_table) read(kSelectLateRanks);
+  read(std::string(kSelectOlderLateRanks) + (has_table ? kNotInLateRanks : ""));
+  std::vector<PastLateness> past;
+  for (auto& [key, p] : by_finding)
+    if (!p.program.empty()) past.push_back(std::move(p));
+  return past;
 }
 
 // The names an avoid list's entries are witnessed by: a host, or a link's two ends in order
@@ -33,6 +79,36 @@ std::string witness_name(const std::string& host) {
 }
 std::string witness_name(const avoid_list::Link& link) {
   return std::min(link.from, link.to) + "<>" + std::max(link.from, link.to);
+}
+
+// Replaces a slow_rank or slow_host finding's rows in `late_ranks` (nothing for other kinds).
+bool store_late_ranks(sqlite3* db, const std::string& job_id, const Finding& f) {
+  const SlowComputeSubject* who = slow_compute_subject(f.evidence);
+  if (!who) return true;
+  sqlite3_stmt* remove = nullptr;
+  sqlite3_stmt* insert = nullptr;
+  bool ok =
+      sqlite3_prepare_v2(db,
+                         "DELETE FROM late_ranks WHERE job_id = ?1 AND kind = ?2 AND "
+                         "subject = ?3",
+                         -1, &remove, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO late_ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                         -1, &insert, nullptr) == SQLITE_OK;
+  const std::string* keys[] = {&job_id, &f.kind, &f.subject, &who->host, &who->program};
+  for (int i = 0; ok && i < 3; ++i)
+    sqlite3_bind_text(remove, i + 1, keys[i]->c_str(), -1, SQLITE_TRANSIENT);
+  ok = ok && sqlite3_step(remove) == SQLITE_DONE;
+  for (int rank : who->ranks) {
+    if (!ok) break;
+    for (int i = 0; i < 5; ++i)
+      sqlite3_bind_text(insert, i + 1, keys[i]->c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(insert, 6, rank);
+    ok = sqlite3_step(insert) == SQLITE_DONE;
+    sqlite3_reset(insert);
+  }
+  sqlite3_finalize(remove);
+  sqlite3_finalize(insert);
+  return ok;
 }
 
 bool trusted_owner(long uid) {
@@ -58,41 +134,19 @@ void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& 
   }
   harden_connection(db, /*allow_views=*/false);
   sqlite3_busy_timeout(db, 5000);
-  struct Past {
-    std::string job_id, host, program;
-    std::vector<int> ranks;
-  };
-  std::vector<Past> past;
-  sqlite3_stmt* select = nullptr;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT job_id, evidence FROM findings WHERE kind IN ('slow_rank', "
-                         "'slow_host')",
-                         -1, &select, nullptr) == SQLITE_OK) {
-    while (sqlite3_step(select) == SQLITE_ROW) {
-      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(select, 1));
-      const nlohmann::json evidence = nlohmann::json::parse(text ? text : "", nullptr, false);
-      if (!evidence.is_object()) continue;
-      Past p;
-      p.job_id = reinterpret_cast<const char*>(sqlite3_column_text(select, 0));
-      p.host = evidence.value("host", "");
-      p.program = evidence.value("program", "");
-      p.ranks = ranks_of(evidence);
-      if (!p.program.empty()) past.push_back(std::move(p));
-    }
-  }
-  sqlite3_finalize(select);
+  const std::vector<PastLateness> past = read_past_lateness(db);
   sqlite3_close(db);
   for (JobHealth& job : jobs)
     for (Finding& f : job.findings) {
-      if (f.kind != finding_kind::slow_rank && f.kind != finding_kind::slow_host) continue;
-      const std::string host = f.evidence.value("host", ""),
-                        program = f.evidence.value("program", "");
-      const std::vector<int> ranks = ranks_of(f.evidence);
+      SlowComputeSubject* who = slow_compute_subject(f.evidence);
+      if (!who) continue;
+      const std::string &host = who->host, &program = who->program;
+      const std::vector<int>& ranks = who->ranks;
       if (program.empty() || ranks.empty()) continue;
       // Other jobs (each counted once) where the same rank was late elsewhere, or the same host
       // late with other ranks.
       std::set<std::string> rank_elsewhere, host_with_others;
-      for (const Past& p : past) {
+      for (const PastLateness& p : past) {
         if (p.job_id == job.job_id || p.program != program) continue;
         const bool same_rank = std::any_of(ranks.begin(), ranks.end(), [&](int r) {
           return std::find(p.ranks.begin(), p.ranks.end(), r) != p.ranks.end();
@@ -101,8 +155,7 @@ void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& 
         if (!same_rank && p.host == host) host_with_others.insert(p.job_id);
       }
       if (rank_elsewhere.empty() && host_with_others.empty()) continue;
-      f.evidence["across_jobs"] = {{"same_rank_late_on_other_hosts", rank_elsewhere.size()},
-                                   {"same_host_late_with_other_ranks", host_with_others.size()}};
+      who->across_jobs = AcrossJobs{rank_elsewhere.size(), host_with_others.size()};
       if (rank_elsewhere.size() > host_with_others.size()) {
         f.severity = std::min(f.severity, Severity::warning);
         f.summary += "; in " + std::to_string(rank_elsewhere.size()) + " other run(s) of " +
@@ -114,9 +167,9 @@ void weigh_against_other_jobs(const std::string& store, std::vector<JobHealth>& 
                      program + " this host was late with other ranks: the machine";
         // A rank 0 or call-site finding held at a warning as possibly the program's own: the
         // machine after all, with the severity its evidence and cost give.
-        Severity if_machine = f.severity;
-        if (parse_severity(f.evidence.value("severity_if_the_machine", ""), if_machine))
-          f.severity = std::max(f.severity, if_machine);
+        if (const auto* lateness = std::get_if<LatenessEvidence>(&f.evidence.rule);
+            lateness && lateness->suspected)
+          f.severity = std::max(f.severity, lateness->severity_if_the_machine);
       }
     }
   for (JobHealth& job : jobs)  // most severe first again
@@ -153,8 +206,8 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
       "evidence TEXT NOT NULL, first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL, "
       "active INTEGER NOT NULL, PRIMARY KEY (job_id, kind, subject));"
       "CREATE TABLE IF NOT EXISTS avoid_witnesses (name TEXT NOT NULL, owner INTEGER NOT NULL, "
-      "job_id TEXT NOT NULL, seen_ns INTEGER NOT NULL, PRIMARY KEY (name, owner, job_id));"
-      "BEGIN IMMEDIATE;");
+      "job_id TEXT NOT NULL, seen_ns INTEGER NOT NULL, PRIMARY KEY (name, owner, job_id));" +
+      std::string(kCreateLateRanks) + "BEGIN IMMEDIATE;");
   // Who named which host or link, by the analysis' clock (a trace's times are its writer's to
   // forge), kept for a day as the readers' avoid list is; then which names a trusted trace or two
   // owners named.
@@ -236,8 +289,7 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
     }
     for (const Finding& f : job.findings) {
       if (!ok) break;
-      const std::string evidence =
-          f.evidence.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      const std::string evidence = evidence_text(f.evidence);
       const std::string severity = severity_name(f.severity);
       const std::string* texts[] = {&job.job_id, &job.path,  &f.kind,  &f.subject,
                                     &severity,   &f.summary, &evidence};
@@ -250,6 +302,10 @@ bool store_findings(const std::string& store, const std::vector<JobHealth>& jobs
         ok = false;
       }
       sqlite3_reset(upsert);
+      if (ok && !store_late_ranks(db, job.job_id, f)) {
+        error = store + ": " + sqlite_write_failure(store, db);
+        ok = false;
+      }
     }
   }
   sqlite3_finalize(upsert);

@@ -18,7 +18,8 @@
 # Checked for each layer table:
 #   - no file of the module includes ("MODULE/...") a file of a higher layer;
 #   - a layer whose name begins with "umbrella" (headers that include a whole module for
-#     programs outside it) is included by no production file (only tests/ and bench/ may).
+#     programs outside it) is included by no production file (only tests/ and bench/ may);
+#   - a layer whose third cell says "no JSON" includes no <nlohmann/...> header.
 set -euo pipefail
 export LC_ALL=C
 
@@ -80,13 +81,14 @@ for module in $modules; do
     problem "layer table '$module layer': there is no folder $module/"
     continue
   fi
-  declare -A path_layer=() layer_rank=() umbrella=()
+  declare -A path_layer=() layer_rank=() umbrella=() no_json=()
   rank=0
-  while IFS=$'\t' read -r row_module layer paths_cell _; do
+  while IFS=$'\t' read -r row_module layer paths_cell holds _; do
     [ "$row_module" == "$module" ] || continue
     rank=$((rank + 1))
     layer_rank[$layer]=$rank
     case "$layer" in umbrella*) umbrella[$layer]=1 ;; esac
+    case "$holds" in *"no JSON"*) no_json[$layer]=1 ;; esac
     paths=$(grep -oE '`[^`]+`' <<<"$paths_cell" | tr -d '`' || true)
     [ -n "$paths" ] || problem "$module layer '$layer': its paths cell names no \`path\`"
     for path in $paths; do
@@ -145,6 +147,15 @@ for module in $modules; do
     fi
   done < <(includes_of "$module" "${files[@]}")
 
+  # No JSON where the table says so.
+  for file in "${files[@]}"; do
+    layer=${file_layer[$file]:-}
+    [ -n "$layer" ] && [ -n "${no_json[$layer]:-}" ] || continue
+    if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<nlohmann/' "$SOURCE/$file"; then
+      problem "$file ($module layer '$layer', no JSON) includes a nlohmann header"
+    fi
+  done
+
   # Umbrellas only for tests and benches.
   if [ "${#umbrella[@]}" -gt 0 ]; then
     mapfile -t production < <(cd "$SOURCE" && for dir in */; do
@@ -161,7 +172,7 @@ for module in $modules; do
         "the headers it uses"
     done < <(includes_of "$module" "${production[@]}")
   fi
-  unset path_layer layer_rank umbrella file_layer
+  unset path_layer layer_rank umbrella no_json file_layer
 done
 
 if [ "${#problems[@]}" -gt 0 ]; then

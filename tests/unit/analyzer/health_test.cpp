@@ -15,6 +15,7 @@
 
 #include "analyzer/health.hpp"
 #include "analyzer/query/job_database.hpp"
+#include "analyzer/store/evidence_json.hpp"
 #include "analyzer/store/findings_store.hpp"
 #include "avoid_list/avoid_list.hpp"
 #include "tests/fixtures/synthetic_job.hpp"
@@ -23,6 +24,7 @@
 
 namespace fs = std::filesystem;
 using commtap::analyzer::analyze_job;
+using commtap::analyzer::evidence_json;
 using commtap::analyzer::Finding;
 using commtap::analyzer::HealthOptions;
 using commtap::analyzer::JobHealth;
@@ -80,7 +82,8 @@ TEST(Health, SlowRankFindingsFollowTheEvidence) {
   expect_exactly(short_job, {{"slow_rank", "rank 2 (h1)"}});
   EXPECT_EQ(short_job.findings.at(0).severity, Severity::error) << describe(short_job);
   EXPECT_GT(short_job.findings.at(0).confidence, 1 - 1e-6);
-  EXPECT_EQ(short_job.findings.at(0).evidence.at("test").at("hits"), 20) << describe(short_job);
+  EXPECT_EQ(evidence_json(short_job.findings.at(0).evidence).at("test").at("hits"), 20)
+      << describe(short_job);
 
   // Four ranks for 0.3 s: 15 all-reduces, 3 observations 100 ms apart. Last in all of them has
   // a chance of 1 in 64 in a healthy job: not a finding, but listed.
@@ -101,8 +104,10 @@ TEST(Health, SlowRankFindingsFollowTheEvidence) {
   const JobHealth rank_zero = analyze(job, defaults);
   expect_exactly(rank_zero, {{"slow_rank", "rank 0 (h0)"}});
   EXPECT_EQ(rank_zero.findings.at(0).severity, Severity::warning) << describe(rank_zero);
-  EXPECT_EQ(rank_zero.findings.at(0).evidence.at("program_structure_suspected"), "rank 0");
-  EXPECT_EQ(rank_zero.findings.at(0).evidence.at("severity_if_the_machine"), "error");
+  EXPECT_EQ(evidence_json(rank_zero.findings.at(0).evidence).at("program_structure_suspected"),
+            "rank 0");
+  EXPECT_EQ(evidence_json(rank_zero.findings.at(0).evidence).at("severity_if_the_machine"),
+            "error");
 
   // Sparse sampling (a collective every 500 ms, a throttled job at COMMTAP_SAMPLE=16) for 20 s:
   // 40 observations, overwhelming.
@@ -129,14 +134,16 @@ TEST(Health, LatenessAtSomeCallSitesOnlyIsHeldAsPossiblyTheProgram) {
   const JobHealth program = analyze(job, defaults);
   expect_exactly(program, {{"slow_rank", "rank 3 (h1)"}});
   EXPECT_EQ(program.findings.at(0).severity, Severity::warning) << describe(program);
-  EXPECT_EQ(program.findings.at(0).evidence.at("program_structure_suspected"), "call sites");
+  EXPECT_EQ(evidence_json(program.findings.at(0).evidence).at("program_structure_suspected"),
+            "call sites");
   job.follower_late_us = [](int rank, double t) {
     return rank == 3 ? 6000.0 : rank == static_cast<int>(t * 20) % 8 ? 2000.0 : 0.0;
   };
   const JobHealth machine = analyze(job, defaults);
   expect_exactly(machine, {{"slow_rank", "rank 3 (h1)"}});
   EXPECT_EQ(machine.findings.at(0).severity, Severity::error) << describe(machine);
-  EXPECT_FALSE(machine.findings.at(0).evidence.contains("program_structure_suspected"));
+  EXPECT_FALSE(
+      evidence_json(machine.findings.at(0).evidence).contains("program_structure_suspected"));
 }
 
 // A rank that arrives late because it waits for messages (a slow sender upstream) spends more
@@ -167,7 +174,7 @@ TEST(Health, MpiTimeShareIsOverTheTimeTheRowsCover) {
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
   ASSERT_FALSE(health.findings.empty());
-  const auto& evidence = health.findings[0].evidence;
+  const nlohmann::json evidence = evidence_json(health.findings[0].evidence);
   // 600 ms of receive waits and 20 all-reduces of 100 us per second: 0.602.
   EXPECT_NEAR(evidence["others_mpi_time_share"].get<double>(), 0.602, 0.01) << describe(health);
   EXPECT_NEAR(evidence["mpi_time_share"].get<double>(), 0.002, 0.001) << describe(health);
@@ -180,7 +187,9 @@ TEST(Health, MpiTimeShareIsOverTheTimeTheRowsCover) {
   const JobHealth overlapping = analyze(job);
   expect_exactly(overlapping, {{"slow_rank", "rank 5 (h2)"}});
   ASSERT_FALSE(overlapping.findings.empty());
-  EXPECT_NEAR(overlapping.findings[0].evidence["others_mpi_time_share"].get<double>(), 1.0, 1e-9)
+  EXPECT_NEAR(
+      evidence_json(overlapping.findings[0].evidence)["others_mpi_time_share"].get<double>(), 1.0,
+      1e-9)
       << describe(overlapping);
 }
 
@@ -401,7 +410,7 @@ TEST(Health, AHostHeldOffTheCpuIsTheSlowHostNotItsLinks) {
   const JobHealth health = analyze(job, HealthOptions{});
   expect_exactly(health, {{"slow_host", "host h3"}});
   ASSERT_FALSE(health.findings.empty());
-  EXPECT_NEAR(health.findings[0].evidence.value("stall_share", 0.0), 0.15, 0.01);
+  EXPECT_NEAR(evidence_json(health.findings[0].evidence).value("stall_share", 0.0), 0.15, 0.01);
   EXPECT_FALSE(health.evidence.explained_by_stalls.empty());
   // Without the counters (every host alike) the same job reads as a slow link.
   job.stall_share = [](int, double) { return 0.004; };
@@ -427,7 +436,8 @@ TEST(Health, AHostWhoseMessagesGoToOnePeerIsJudgedByTheProbes) {
   const JobHealth health = analyze(job, HealthOptions{});
   expect_exactly(health, {{"slow_host_network", "host h2"}});
   ASSERT_FALSE(health.findings.empty());
-  EXPECT_TRUE(health.findings[0].evidence.contains("message_links")) << describe(health);
+  EXPECT_TRUE(evidence_json(health.findings[0].evidence).contains("message_links"))
+      << describe(health);
   // Without probes the messages alone cannot tell h2 from h3: the pair is named.
   job.probe_every_s = 0;
   const JobHealth unprobed = analyze(job, HealthOptions{});
@@ -493,8 +503,8 @@ TEST(Health, AHostThatDropsPacketsIsNamedByItsStalledTransfers) {
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_host_network", "host h1"}});
   ASSERT_FALSE(health.findings.empty());
-  EXPECT_EQ(health.findings[0].evidence.value("source", ""), "stalls");
-  EXPECT_GE(health.findings[0].evidence.value("moments", 0), 3);
+  EXPECT_EQ(evidence_json(health.findings[0].evidence).value("source", ""), "stalls");
+  EXPECT_GE(evidence_json(health.findings[0].evidence).value("moments", 0), 3);
 }
 
 TEST(Health, ALinkThatDropsPacketsOneWayIsNamedWithItsDirection) {
@@ -566,8 +576,8 @@ TEST(Health, LostTcpSegmentsNameTheLinkOrHostThatLoses) {
   JobHealth health = analyze(job, HealthOptions{});
   expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
   ASSERT_FALSE(health.findings.empty());
-  EXPECT_EQ(health.findings[0].evidence.value("source", ""), "tcp");
-  EXPECT_NEAR(health.findings[0].evidence.value("share", 0.0), 0.005, 0.002);
+  EXPECT_EQ(evidence_json(health.findings[0].evidence).value("source", ""), "tcp");
+  EXPECT_NEAR(evidence_json(health.findings[0].evidence).value("share", 0.0), 0.005, 0.002);
   job.tcp_lost_share = [](int from, int to, double t) {
     return std::min(from, to) == 1 && std::max(from, to) == 3 && t >= 8 ? 0.01 : 0.0;
   };
@@ -673,7 +683,7 @@ TEST(Health, ProbesFindARateLimitedHostInACollectiveOnlyJob) {
   expect_exactly(health, {{"slow_host_network", "host h2"}});
   ASSERT_FALSE(health.findings.empty());
   EXPECT_EQ(health.findings[0].severity, commtap::analyzer::Severity::error);
-  EXPECT_NEAR(health.findings[0].evidence.value("mb_per_s", 0.0), 2.5, 0.5);
+  EXPECT_NEAR(evidence_json(health.findings[0].evidence).value("mb_per_s", 0.0), 2.5, 0.5);
 }
 
 TEST(Health, ProbesFindASlowDirectedLinkAndALatencyFault) {
@@ -741,7 +751,7 @@ TEST(Health, ALinkNamedByMessagesAndProbesIsOneFindingWithItsDirection) {
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_link", "link h0 -> h2"}});
   ASSERT_FALSE(health.findings.empty());
-  EXPECT_EQ(health.findings[0].evidence["also"].value("source", ""), "probes");
+  EXPECT_EQ(evidence_json(health.findings[0].evidence)["also"].value("source", ""), "probes");
 }
 
 // A link slow one way slows both directions' probe round trips; on a busy node a third pair of
@@ -857,7 +867,7 @@ TEST(Health, AHangNamesTheRankThatNeverArrived) {
   job.hang_culprit = 6;
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"hang", "rank 6 (h3)"}});
-  EXPECT_EQ(health.findings.at(0).evidence["stuck_ranks"].size(), 7u);
+  EXPECT_EQ(evidence_json(health.findings.at(0).evidence)["stuck_ranks"].size(), 7u);
   // Not yet a hang when the wait is shorter than --hang-after.
   HealthOptions patient = test_options();
   patient.hang_after_s = 60;
@@ -873,7 +883,8 @@ TEST(Health, AHangNamesTheRankThatNeverArrived) {
   const JobHealth waiting = analyze(job);
   expect_exactly(waiting, {{"hang", "rank 6 (h3)"}});
   ASSERT_FALSE(waiting.findings.empty());
-  EXPECT_EQ(waiting.findings[0].evidence["waiting_in_calls"], nlohmann::json::array({2}));
+  EXPECT_EQ(evidence_json(waiting.findings[0].evidence)["waiting_in_calls"],
+            nlohmann::json::array({2}));
 }
 
 TEST(Health, ACrashedRankIsLost) {
@@ -1071,14 +1082,16 @@ TEST(Health, LatenessThatFollowsTheRankAcrossJobsIsTheProgramsOwn) {
   };
   const Finding first = run("job-1", "a", 5);  // rank 5 on a2: nothing known yet
   EXPECT_EQ(first.severity, Severity::error);
-  EXPECT_FALSE(first.evidence.contains("across_jobs"));
+  EXPECT_FALSE(evidence_json(first.evidence).contains("across_jobs"));
   const Finding moved = run("job-2", "b", 5);  // rank 5 again, on b2
   EXPECT_EQ(moved.kind, "slow_rank");
   EXPECT_EQ(moved.severity, Severity::warning) << moved.summary;
-  EXPECT_EQ(moved.evidence["across_jobs"].value("same_rank_late_on_other_hosts", 0), 1);
+  EXPECT_EQ(evidence_json(moved.evidence)["across_jobs"].value("same_rank_late_on_other_hosts", 0),
+            1);
   const Finding host = run("job-3", "a", 4);  // rank 4, on a2 where rank 5 was late
   EXPECT_EQ(host.severity, Severity::error) << host.summary;
-  EXPECT_EQ(host.evidence["across_jobs"].value("same_host_late_with_other_ranks", 0), 1);
+  EXPECT_EQ(evidence_json(host.evidence)["across_jobs"].value("same_host_late_with_other_ranks", 0),
+            1);
   // Another program's rank 5 says nothing about this one's.
   SyntheticJob other;
   other.job_id = "job-4";
@@ -1111,8 +1124,8 @@ TEST(Health, ARankLastByDesignIsTheBaselineAndAChangeFromItIsTheFinding) {
   const JobHealth costly = analyze(job, defaults);
   expect_exactly(costly, {{"slow_rank", "rank 5 (h2)"}});
   EXPECT_EQ(costly.findings.at(0).severity, Severity::error) << describe(costly);
-  EXPECT_EQ(costly.findings.at(0).evidence.at("rule"), "change");
-  EXPECT_GE(costly.findings.at(0).evidence.at("cost_share").get<double>(), 0.10);
+  EXPECT_EQ(evidence_json(costly.findings.at(0).evidence).at("rule"), "change");
+  EXPECT_GE(evidence_json(costly.findings.at(0).evidence).at("cost_share").get<double>(), 0.10);
 
   // Rank 5 almost stops waiting (55 ms a second less) and the others wait 50 ms a second more:
   // a change of 10.5 points of the time that slows the job by about 7% (37 of 40 steps a
@@ -1125,7 +1138,7 @@ TEST(Health, ARankLastByDesignIsTheBaselineAndAChangeFromItIsTheFinding) {
   const JobHealth cheap = analyze(job, defaults);
   expect_exactly(cheap, {{"slow_rank", "rank 5 (h2)"}});
   EXPECT_EQ(cheap.findings.at(0).severity, Severity::warning) << describe(cheap);
-  EXPECT_LT(cheap.findings.at(0).evidence.at("cost_share").get<double>(), 0.10);
+  EXPECT_LT(evidence_json(cheap.findings.at(0).evidence).at("cost_share").get<double>(), 0.10);
 
   // The same imbalance from the job's first second is indistinguishable from the program's
   // design by change (the lateness rule is what can name it, and rank 5 is never late here).
@@ -1169,8 +1182,9 @@ TEST(Health, AHostHeldOffTheCpuIsNamedByChangeOnlyWhenTheJobSlows) {
   expect_exactly(stopped, {{"slow_host", "host h3"}});
   ASSERT_FALSE(stopped.findings.empty());
   EXPECT_EQ(stopped.findings[0].severity, Severity::error) << describe(stopped);
-  EXPECT_EQ(stopped.findings[0].evidence.at("cost_from"), "progress");
-  EXPECT_NEAR(stopped.findings[0].evidence.at("cost_share").get<double>(), 0.5, 0.05);
+  EXPECT_EQ(evidence_json(stopped.findings[0].evidence).at("cost_from"), "progress");
+  EXPECT_NEAR(evidence_json(stopped.findings[0].evidence).at("cost_share").get<double>(), 0.5,
+              0.05);
 
   job.stall_share = [](int host, double t) {
     const bool burst = static_cast<int>(t) % 3 != 0;

@@ -16,6 +16,7 @@
 
 #include "analyzer/health.hpp"
 #include "analyzer/model/job_model.hpp"
+#include "analyzer/store/evidence_json.hpp"
 #include "analyzer/trace/trace_files.hpp"
 #include "monitor/monitor.hpp"
 #include "render/export_perfetto.hpp"
@@ -25,6 +26,7 @@
 
 namespace fs = std::filesystem;
 using commtap::analyzer::analyze_job;
+using commtap::analyzer::evidence_json;
 using commtap::analyzer::Finding;
 using commtap::analyzer::HealthOptions;
 using commtap::analyzer::Job;
@@ -345,9 +347,10 @@ TEST(NcclJob, ARankThatEnqueuesLateIsTheSlowRank) {
   expect_exactly(health, {{"slow_rank", "rank 2 (h1)"}});
   ASSERT_FALSE(health.findings.empty());
   const Finding& f = health.findings[0];
-  EXPECT_NEAR(f.evidence["median_lateness_ns"].get<double>(), 8e6, 1.6e6) << describe(health);
-  EXPECT_LT(f.evidence["collective_ns"].get<double>(),
-            0.2 * f.evidence["others_collective_ns"].get<double>())
+  EXPECT_NEAR(evidence_json(f.evidence)["median_lateness_ns"].get<double>(), 8e6, 1.6e6)
+      << describe(health);
+  EXPECT_LT(evidence_json(f.evidence)["collective_ns"].get<double>(),
+            0.2 * evidence_json(f.evidence)["others_collective_ns"].get<double>())
       << describe(health);
   EXPECT_EQ(f.severity, commtap::analyzer::Severity::error);
   // The windows are on the job's wall clock: the first starts at the job's start.
@@ -366,9 +369,9 @@ TEST(NcclJob, AHangNamesTheRankThatNeverEnqueued) {
   expect_exactly(health, {{"hang", "rank 2 (h1)"}});
   ASSERT_FALSE(health.findings.empty());
   const Finding& f = health.findings[0];
-  EXPECT_EQ(f.evidence["culprits"], json::array({2}));
-  EXPECT_EQ(f.evidence["stuck_ranks"], json::array({0, 1, 3}));
-  EXPECT_EQ(f.evidence["seq"], 101);
+  EXPECT_EQ(evidence_json(f.evidence)["culprits"], json::array({2}));
+  EXPECT_EQ(evidence_json(f.evidence)["stuck_ranks"], json::array({0, 1, 3}));
+  EXPECT_EQ(evidence_json(f.evidence)["seq"], 101);
   EXPECT_NE(f.summary.find("last entered #100"), std::string::npos) << f.summary;
   // Shorter than --hang-after: not yet.
   HealthOptions patient = test_options();
@@ -387,7 +390,7 @@ TEST(NcclJob, AnAbortAfterAHangIsItsConsequence) {
   const JobHealth health = analyze(nccl);
   expect_exactly(health, {{"hang", "rank 2 (h1)"}});
   ASSERT_FALSE(health.findings.empty());
-  EXPECT_EQ(health.findings[0].evidence["aborted"], json::array({0, 1, 3}));
+  EXPECT_EQ(evidence_json(health.findings[0].evidence)["aborted"], json::array({0, 1, 3}));
   EXPECT_NE(health.findings[0].summary.find("ncclCommAbort (a consequence"), std::string::npos)
       << describe(health);
   // Alone (no hang seen), an abort is said, as a warning.
