@@ -367,10 +367,13 @@ bool copy_bounded(int in, const struct stat& info, const std::string& to, std::u
   char buffer[1 << 16];
   std::uint64_t copied = 0;
   while (ok && copied < size) {
-    const ssize_t n = ::pread(in, buffer, sizeof buffer, static_cast<off_t>(copied));
+    // Never past the size it had: a live WAL grows while it is copied (a read of a whole buffer
+    // there returned more than was left and failed the copy, now and then, mpi.heartbeat).
+    const std::size_t want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(sizeof buffer, size - copied));
+    const ssize_t n = ::pread(in, buffer, want, static_cast<off_t>(copied));
     if (n == 0) break;
-    ok = n > 0 && copied + static_cast<std::uint64_t>(n) <= size &&
-         ::write(out, buffer, static_cast<std::size_t>(n)) == n;
+    ok = n > 0 && ::write(out, buffer, static_cast<std::size_t>(n)) == n;
     copied += n > 0 ? static_cast<std::uint64_t>(n) : 0;
   }
   if (out >= 0) ::close(out);
