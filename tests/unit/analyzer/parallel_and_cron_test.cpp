@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analyzer/health.hpp"
@@ -146,6 +147,17 @@ TEST(ParallelRead, ObservationsAreMergedInFileOrder) {
   }
 }
 
+namespace {
+// Cron mode over the last 30 s, and the same analysis reading every row (what it must equal).
+std::pair<HealthOptions, HealthOptions> cron_and_read_all() {
+  HealthOptions cron = test_options();
+  cron.since_s = 30;
+  HealthOptions everything = cron;
+  everything.read_all = true;
+  return {cron, everything};
+}
+}  // namespace
+
 TEST(CronMode, SameFindingsAsReadingEverythingAndCostFollowsThePeriodNotTheAge) {
   // The same job seen after 60 s and after 240 s; rank 6 turns slow 40 s before the end.
   auto job_of_age = [](double seconds) {
@@ -161,10 +173,7 @@ TEST(CronMode, SameFindingsAsReadingEverythingAndCostFollowsThePeriodNotTheAge) 
     job.probe_every_s = 10;
     return job;
   };
-  HealthOptions cron = test_options();
-  cron.since_s = 30;
-  HealthOptions everything = cron;
-  everything.read_all = true;
+  const auto [cron, everything] = cron_and_read_all();
   std::uint64_t young_rows = 0;
   for (const double age : {60.0, 240.0}) {
     TempDir dir;
@@ -204,10 +213,7 @@ TEST(CronMode, TransfersProbesAndTcpCountersAreReadByTheirKeys) {
     };
     return job;
   };
-  HealthOptions cron = test_options();
-  cron.since_s = 30;
-  HealthOptions everything = cron;
-  everything.read_all = true;
+  const auto [cron, everything] = cron_and_read_all();
   std::uint64_t young_rows = 0;
   for (const double age : {60.0, 240.0}) {
     TempDir dir;
