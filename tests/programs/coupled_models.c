@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   double checksum = 0;
   for (int step = 0; step < steps; ++step) {
     compute_for(step_us);
-    MPI_Sendrecv(field, elements, MPI_DOUBLE, right, 1, halo, elements, MPI_DOUBLE, left, 1,
-                 model, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(field, elements, MPI_DOUBLE, right, 1, halo, elements, MPI_DOUBLE, left, 1, model,
+                 MPI_STATUS_IGNORE);
     for (int i = 0; i < elements; ++i) boundary_out[i] = field[i] * 0.5 + halo[i] * 0.25;
     MPI_Request requests[2];
     MPI_Status statuses[2];

@@ -291,6 +291,57 @@ TEST(Health, APairThatBecameSlowerThanItsOwnPatternIsNamed) {
   expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
 }
 
+// Severity by cost (detect/network_cost.cpp). Every pair's messages read slow 15% of the time
+// at random (a loaded machine), and from 24 s of the 30 s job 70% of h0 -> h2's: named on
+// moderate evidence, which alone makes it a WARNING. Where the job's pace (operations completed
+// per second) fell by 30% at that moment, the link is what cost it: an ERROR. A slow rank named
+// in the same job could explain the fall instead: then the link keeps its evidence's severity.
+namespace {
+bool slow_by_chance(int from, int to, double t, int percent) {
+  std::uint64_t x = static_cast<std::uint64_t>(std::llround(t * 1e3)) * 31 +
+                    static_cast<std::uint64_t>(from * 7 + to) + 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;  // splitmix64: a fixed, seedless shuffle
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<int>(x % 100) < percent;
+}
+}  // namespace
+
+TEST(Health, ANetworkFindingThatSlowsTheJobByTenPercentIsAnError) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double t) {
+    const int percent = from == 0 && to == 2 && t >= 24 ? 70 : 15;
+    return slow_by_chance(from, to, t, percent) ? 2000.0 : 0.0;
+  };
+  const JobHealth held = analyze(job);
+  expect_exactly(held, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(held.findings.empty());
+  EXPECT_EQ(held.findings[0].severity, Severity::warning) << describe(held);
+  EXPECT_LT(held.findings[0].evidence.job_pace_fall.value_or(0), 0.05) << describe(held);
+
+  job.progress = [](double t) { return t >= 24 ? 0.7 : 1.0; };
+  const JobHealth costly = analyze(job);
+  expect_exactly(costly, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(costly.findings.empty());
+  EXPECT_EQ(costly.findings[0].severity, Severity::error) << describe(costly);
+  EXPECT_NEAR(evidence_json(costly.findings[0].evidence).at("job_pace_fall").get<double>(), 0.3,
+              0.05);
+
+  // Rank 2 (h1, which neither end of the link is) late at every all-reduce.
+  job.late_us = [](int rank, double) { return rank == 2 ? 6000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 2 ? 0.0 : 120.0; };
+  const JobHealth also_slow_rank = analyze(job);
+  bool link_named = false;
+  for (const Finding& f : also_slow_rank.findings)
+    if (f.kind == "slow_link") {
+      link_named = true;
+      EXPECT_EQ(f.severity, Severity::warning) << describe(also_slow_rank);
+      EXPECT_FALSE(f.evidence.job_pace_fall.has_value()) << describe(also_slow_rank);
+    }
+  EXPECT_TRUE(link_named) << describe(also_slow_rank);
+  EXPECT_GT(also_slow_rank.findings.size(), 1u) << describe(also_slow_rank);
+}
+
 // A 6 s job on 3 hosts, the link h1 -> h2 3 ms slower from its start: its messages say so
 // overwhelmingly, though the job is shorter than one window. A sender whose MPI_Waitall holds
 // its receives until its send on the slow link goes through completes them late: its incoming
