@@ -291,6 +291,33 @@ TEST(Health, APairThatBecameSlowerThanItsOwnPatternIsNamed) {
   expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
 }
 
+// Two coupled models of two hosts each (tests/programs/coupled_models.c): the probes measure
+// the pairs within each model only (h0-h1, h2-h3), and the coupling's messages cross between
+// them (h0-h2, h1-h3). With h3's network delayed both ways, h2 and h3 each have one probed peer,
+// and that pair reads slow both ways whichever of them is at fault: no host finding from the
+// probes alone. The coupling's messages into and out of h3 say it is h3.
+TEST(Health, AHostProbedWithOnePeerOnlyIsNotNamedForThatPair) {
+  SyntheticJob job;
+  job.probe_every_s = 2;
+  job.probed = [](int from, int to) { return from / 2 == to / 2; };
+  job.sends_to = [](int from_rank, int to_rank) {
+    const int from = from_rank / 2, to = to_rank / 2;
+    return from != to && (from / 2 == to / 2 || from % 2 == to % 2);
+  };
+  job.probe_latency_us = [](int from, int to, double) {
+    return from == 3 || to == 3 ? 3000.0 : 30.0;
+  };
+  job.probe_mb_per_s = [](int from, int to, double) {
+    return from == 3 || to == 3 ? 20.0 : 1000.0;
+  };
+  job.link_us = [](int from, int to, double) { return from == 3 || to == 3 ? 3000.0 : 0.0; };
+  const JobHealth health = analyze(job);
+  for (const Finding& f : health.findings) EXPECT_NE(f.subject, "host h2") << describe(health);
+  EXPECT_TRUE(std::any_of(health.findings.begin(), health.findings.end(), [](const Finding& f) {
+    return f.subject == "host h3";
+  })) << describe(health);
+}
+
 // Severity by cost (detect/network_cost.cpp). Every pair's messages read slow 15% of the time
 // at random (a loaded machine), and from 24 s of the 30 s job 70% of h0 -> h2's: named on
 // moderate evidence, which alone makes it a WARNING. Where the job's pace (operations completed
