@@ -169,9 +169,9 @@ CREATE TABLE IF NOT EXISTS clock_offsets (
 -- Link probes (COMMTAP_PROBE_INTERVAL): at points all ranks agree on, the node leaders measure
 -- every directed host pair, disjoint pairs at a time. Each row is one measurement, by the sending
 -- host's leader: bytes = 1 is the latency (half the fastest of 2-5 one-byte round trips: more
--- while the two fastest differ by over 25%), a larger size the time to deliver that many bytes
--- (the fastest of 1-3 sends, alike, each timed to the receiver's acknowledgement, less half a
--- round trip); throughput is bytes / ns.
+-- while the two fastest differ by over 25%), a
+-- larger size the time to deliver that many bytes (the fastest of 1-3 sends, alike, each timed to
+-- the receiver's acknowledgement, less half a round trip); throughput is bytes / ns.
 CREATE TABLE IF NOT EXISTS probes (
   rank      INTEGER NOT NULL,  -- the measuring leader
   at_ns     INTEGER NOT NULL,  -- its monotonic ns when the probe round began
