@@ -10,11 +10,11 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 11;
+constexpr int kSchemaVersion = 12;
 // The oldest version the readers still accept. Each version since has only added tables and
 // nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
 // probes.slowest_ns; 9: probes.slowest_oneway_ns; 10: tcp_links; 11: heartbeats.sample_level and
-// instances_thinned), so an older file
+// instances_thinned; 12: transfers.seen_pending_ns), so an older file
 // is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 extern const char* const kCommtapVersion;

@@ -105,16 +105,19 @@ json rule_json(const MessageHostEvidence& e) {
 }
 
 json rule_json(const MessageLinkEvidence& e) {
-  return {{"from", e.from},
-          {"to", e.to},
-          {"both_directions", e.both_directions},
-          {"median_latency_ns", e.median_latency_ns},
-          {"baseline_ns", e.baseline_ns},
-          {"ratio", e.ratio},
-          {"recent_slow", e.recent_slow},
-          {"recent_fast", e.recent_fast},
-          {"messages", e.messages},
-          {"test", evidence_test_json(e.test)}};
+  json out = {{"from", e.from},
+              {"to", e.to},
+              {"both_directions", e.both_directions},
+              {"median_latency_ns", e.median_latency_ns},
+              {"baseline_ns", e.baseline_ns},
+              {"ratio", e.ratio},
+              {"recent_slow", e.recent_slow},
+              {"recent_fast", e.recent_fast},
+              {"messages", e.messages},
+              {"test", evidence_test_json(e.test)}};
+  // Only where some were: files before version 12 have none.
+  if (e.recent_censored > 0) out["recent_censored"] = e.recent_censored;
+  return out;
 }
 
 json rule_json(const ProbedHostEvidence& e) {

@@ -291,6 +291,31 @@ TEST(Health, APairThatBecameSlowerThanItsOwnPatternIsNamed) {
   expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
 }
 
+// A receiver that posts early and computes 2 ms before it first looks at its receive (a
+// pipeline stage, LULESH) completes every message at that look, 2 ms after the send: by
+// completion times alone the pair h0 -> h2 reads as a 2 ms slow link from the job's start, which
+// no history tells from a link. Its receives were found done at their first look, last seen
+// pending at their post (transfers.seen_pending_ns): censored, only bounded above, so not slow.
+// A link whose messages come in 3 ms late both ways while the receivers wait for them (h1 <-> h3,
+// both ways so that the clocks' alignment is not in question) is named.
+TEST(Health, ReceivesFoundDoneAtTheFirstLookAfterComputeDoNotMakeALinkSlow) {
+  SyntheticJob job;
+  job.receiver_compute_us = [](int from, int to, double) {
+    return from == 0 && to == 2 ? 2000.0 : 0.0;
+  };
+  job.link_us = [](int from, int to, double) {
+    return (from == 1 && to == 3) || (from == 3 && to == 1) ? 3000.0 : 0.0;
+  };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_link", "link h1 <-> h3"}});
+  // The censored pair's messages are no evidence either way: none slow, none fast.
+  for (const auto& link : health.evidence.messages.links)
+    if (link.from == "h0" && link.to == "h2") {
+      EXPECT_EQ(link.recent_slow, 0u) << describe(health);
+      EXPECT_FALSE(link.suspect) << describe(health);
+    }
+}
+
 // A 6 s job on 3 hosts, the link h1 -> h2 3 ms slower from its start: its messages say so
 // overwhelmingly, though the job is shorter than one window. A sender whose MPI_Waitall holds
 // its receives until its send on the slow link goes through completes them late: its incoming
