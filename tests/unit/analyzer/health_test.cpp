@@ -346,7 +346,8 @@ TEST(Health, AHostProbedWithOnePeerOnlyIsNotNamedForThatPair) {
 // Severity by cost (detect/network_cost.cpp). Every pair's messages read slow 15% of the time
 // at random (a loaded machine), and from 24 s of the 30 s job 70% of h0 -> h2's: named on
 // moderate evidence, which alone makes it a WARNING. Where the job's pace (operations completed
-// per second) fell by 30% at that moment, the link is what cost it: an ERROR. A slow rank named
+// per second) fell by 30% at that moment, the link is what cost it: an ERROR; not where the pace
+// fell for a while and came back. A slow rank named
 // in the same job could explain the fall instead: then the link keeps its evidence's severity.
 namespace {
 bool slow_by_chance(int from, int to, double t, int percent) {
@@ -379,6 +380,15 @@ TEST(Health, ANetworkFindingThatSlowsTheJobByTenPercentIsAnError) {
   EXPECT_NEAR(evidence_json(costly.findings[0].evidence).at("job_pace_fall").get<double>(), 0.3,
               0.05);
 
+  // A fall the job recovered from (another job's load that came and went) is not its cost now.
+  job.progress = [](double t) { return t >= 10 && t < 23 ? 0.7 : 1.0; };
+  const JobHealth recovered = analyze(job);
+  expect_exactly(recovered, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(recovered.findings.empty());
+  EXPECT_EQ(recovered.findings[0].severity, Severity::warning) << describe(recovered);
+  EXPECT_LT(recovered.findings[0].evidence.job_pace_fall.value_or(0), 0.05);
+
+  job.progress = [](double t) { return t >= 24 ? 0.7 : 1.0; };
   // Rank 2 (h1, which neither end of the link is) late at every all-reduce.
   job.late_us = [](int rank, double) { return rank == 2 ? 6000.0 : 0.0; };
   job.receive_wait_ms = [](int rank) { return rank == 2 ? 0.0 : 120.0; };
