@@ -73,18 +73,27 @@ inline std::uint64_t number_message(const world::CommState* comm, int peer_world
 inline void record_transfer(monitor::ThreadState& self, Fn fn, Direction direction,
                             const world::CommState* comm, int peer_world, int tag,
                             std::uint64_t msg, std::uint64_t bytes, std::uint32_t site,
-                            std::uint64_t start_ns, std::uint64_t end_ns) {
+                            std::uint64_t start_ns, std::uint64_t end_ns,
+                            std::uint64_t seen_pending_ns = 0) {
   if (msg == 0) return;
   const int own_rank = runtime().world_rank;
   if (!monitor::is_message_sampled(comm->id, direction == Direction::send ? own_rank : peer_world,
                                    direction == Direction::send ? peer_world : own_rank, tag, msg,
                                    runtime().sample))
     return;
-  runtime().counters->record(
-      {comm->id, msg, bytes, start_ns, end_ns, static_cast<std::uint32_t>(index_of(fn)), peer_world,
-       site, tag,
-       direction == Direction::send ? monitor::RecordKind::send : monitor::RecordKind::recv},
-      self.counters);
+  monitor::InstanceRecord record{
+      comm->id,
+      msg,
+      bytes,
+      start_ns,
+      end_ns,
+      static_cast<std::uint32_t>(index_of(fn)),
+      peer_world,
+      site,
+      tag,
+      direction == Direction::send ? monitor::RecordKind::send : monitor::RecordKind::recv};
+  record.seen_pending_ns = seen_pending_ns;
+  runtime().counters->record(record, self.counters);
 }
 
 // The tag of commtap's own all-reduce messages in the transfers table: negative, so that it never
@@ -116,10 +125,12 @@ inline std::uint64_t received_bytes(const MPI_Status& status) {
 // A receive's side of a transfer, once its status is known. A receive posted for a specific
 // source and tag was numbered when posted (`msg`), since MPI matches such receives in the order
 // they are posted; a wildcard one is numbered now, from the source and tag that matched.
+// `seen_pending_ns`: the last moment it was seen not yet done (0: not known; monitor/schema.sql).
 inline void finish_receive(monitor::ThreadState& self, Fn fn, const world::CommState* comm,
                            std::uint64_t msg, int posted_peer, int posted_tag,
                            const MPI_Status* status, std::uint64_t posted_bytes, std::uint32_t site,
-                           std::uint64_t start_ns, std::uint64_t end_ns) {
+                           std::uint64_t start_ns, std::uint64_t end_ns,
+                           std::uint64_t seen_pending_ns = 0) {
   int peer_world = posted_peer, tag = posted_tag;
   if (status != nullptr) {
     if (status->MPI_SOURCE == MPI_PROC_NULL) return;
@@ -133,7 +144,7 @@ inline void finish_receive(monitor::ThreadState& self, Fn fn, const world::CommS
     return;
   const std::uint64_t bytes = status != nullptr ? received_bytes(*status) : posted_bytes;
   record_transfer(self, fn, Direction::recv, comm, peer_world, tag, msg, bytes, site, start_ns,
-                  end_ns);
+                  end_ns, seen_pending_ns);
 }
 
 template <Fn id>

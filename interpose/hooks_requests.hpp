@@ -35,15 +35,31 @@ void snapshot_requests(RequestSnapshot& snapshot, A... a) {
   }
 }
 
+// The last moment a completed receive was seen not yet done (transfers.seen_pending_ns, whose
+// comment in monitor/schema.sql says what it bounds), given what the completing call's first
+// look saw; 0 where that is not known. Stamped earlier, while the rank waited in another call:
+// that call's polls kept it. Found pending by its own call: that call looked until it was done,
+// so `arrival` itself. Found done: the last earlier look that found it pending, else its post.
+inline std::uint64_t seen_pending_ns(const RequestTable::Completed& done, FirstLook look,
+                                     std::uint64_t arrival) {
+  const std::uint64_t earlier = done.pending_ns != 0 ? done.pending_ns : done.started_ns;
+  if (done.arrived_ns != 0 || look == FirstLook::done) return std::min(earlier, arrival);
+  return look == FirstLook::pending ? arrival : 0;
+}
+
 // After it: attribute each operation the call completed to the function that started it.
-// `arrived_ns`: where not null, when each request of an MPI_Waitall was seen done (0: at `now`).
+// `arrived_ns`: where not null, when each request of an MPI_Waitall was seen done (0: at `now`),
+// and `first_look` what its first round saw of each. `own_look`: what MPI_Wait's first look saw
+// of its request (wait_watching).
 template <Fn id, typename... A>
-void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t call_end,
-                     const std::uint64_t* arrived_ns, monitor::ThreadState& self,
+void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t call_start,
+                     std::uint64_t call_end, const std::uint64_t* arrived_ns,
+                     const FirstLook* first_look, FirstLook own_look, monitor::ThreadState& self,
                      monitor::CallStats* stats, A... a) {
   if (rc != MPI_SUCCESS) return;
   // `status`: the completed operation's status, or nullptr if the application ignored it.
-  auto complete = [&](MPI_Request request, const MPI_Status* status, std::uint64_t now) {
+  auto complete = [&](MPI_Request request, const MPI_Status* status, std::uint64_t now,
+                      FirstLook look = FirstLook::unknown) {
     if (auto done = runtime().requests.complete(request, snapshot.epoch())) {
       // Seen done earlier, while the rank waited in another call (RequestTable::watch).
       if (done->arrived_ns != 0 && done->arrived_ns < now) now = done->arrived_ns;
@@ -67,8 +83,10 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t call
                           done->started_ns, now);
           break;
         case monitor::RecordKind::recv:
+          // Under MPI_THREAD_MULTIPLE nothing is watched: not known.
           finish_receive(self, done->fn, instance.comm, instance.seq, instance.root, instance.tag,
-                         status, instance.bytes, instance.site, done->started_ns, now);
+                         status, instance.bytes, instance.site, done->started_ns, now,
+                         runtime().thread_multiple ? 0 : seen_pending_ns(*done, look, now));
           break;
       }
     }
@@ -78,17 +96,22 @@ void settle_requests(int rc, const RequestSnapshot& snapshot, std::uint64_t call
                                                                             : &statuses[i];
   };
   if constexpr (id == Fn::Wait) {
-    complete(snapshot[0], status_at(arg<1>(a...), 0), call_end);
+    complete(snapshot[0], status_at(arg<1>(a...), 0), call_end, own_look);
   } else if constexpr (id == Fn::Test) {
-    if (*arg<1>(a...)) complete(snapshot[0], status_at(arg<2>(a...), 0), call_end);
+    // A test is one look: done, at its first; not done, a moment the receive was pending.
+    if (*arg<1>(a...))
+      complete(snapshot[0], status_at(arg<2>(a...), 0), call_end, FirstLook::done);
+    else if (!runtime().thread_multiple && runtime().requests.watching())
+      runtime().requests.seen_pending(snapshot[0], snapshot.epoch(), call_start);
   } else if constexpr (id == Fn::Waitall) {
     for (int i = 0; i < snapshot.size(); ++i)
       complete(snapshot[i], status_at(arg<2>(a...), i),
-               arrived_ns != nullptr && arrived_ns[i] != 0 ? arrived_ns[i] : call_end);
+               arrived_ns != nullptr && arrived_ns[i] != 0 ? arrived_ns[i] : call_end,
+               first_look != nullptr ? first_look[i] : FirstLook::unknown);
   } else if constexpr (id == Fn::Testall) {
     if (*arg<2>(a...))
       for (int i = 0; i < snapshot.size(); ++i)
-        complete(snapshot[i], status_at(arg<3>(a...), i), call_end);
+        complete(snapshot[i], status_at(arg<3>(a...), i), call_end, FirstLook::done);
   } else if constexpr (id == Fn::Waitany) {
     if (*arg<2>(a...) != MPI_UNDEFINED)
       complete(snapshot[*arg<2>(a...)], status_at(arg<3>(a...), 0), call_end);
@@ -112,10 +135,10 @@ template <Fn id>
 inline constexpr bool kWatchesArrivals = id == Fn::Wait || id == Fn::Recv || id == Fn::Send;
 
 template <Fn id, typename... A>
-int call_watching(A... a) {
+int call_watching(FirstLook& own_look, A... a) {
   const bool yield = runtime().yield;
   if constexpr (id == Fn::Wait)
-    return wait_watching(a..., yield);
+    return wait_watching(a..., yield, own_look);
   else if constexpr (id == Fn::Recv)
     return recv_watching(a..., yield);
   else
@@ -165,7 +188,12 @@ struct RequestHooks {
   [[no_unique_address]] std::conditional_t<kStampsArrivals, std::array<std::uint64_t, kMaxStamped>,
                                            Nothing>
       arrived_ns;
+  [[no_unique_address]] std::conditional_t<kStampsArrivals, std::array<FirstLook, kMaxStamped>,
+                                           Nothing>
+      first_look;
   bool stamped = false;
+  // MPI_Wait on a watched receive: what its first look saw (wait_watching).
+  FirstLook own_look = FirstLook::unknown;
 
   template <typename... A>
   [[gnu::always_inline]] void before(A&... a) {
@@ -195,7 +223,7 @@ struct RequestHooks {
                                                       runtime().world_rank, runtime().sample)) &&
           !runtime().requests.watching())
         return;
-      poll_arrivals(count, requests, arrived_ns.data(), runtime().yield);
+      poll_arrivals(count, requests, arrived_ns.data(), first_look.data(), runtime().yield);
       stamped = true;
     }
   }
@@ -203,11 +231,15 @@ struct RequestHooks {
   [[gnu::always_inline]] void after(int rc, const CallScope& scope, A... a) {
     if constexpr (kConsumes) {
       const std::uint64_t* arrivals = nullptr;
+      const FirstLook* looks = nullptr;
       if constexpr (kStampsArrivals)
-        if (stamped) arrivals = arrived_ns.data();
+        if (stamped) {
+          arrivals = arrived_ns.data();
+          looks = first_look.data();
+        }
       if (snapshot.size() > 0)
-        settle_requests<id>(rc, snapshot, scope.t1(), arrivals, scope.thread(), scope.stats(),
-                            a...);
+        settle_requests<id>(rc, snapshot, scope.t0(), scope.t1(), arrivals, looks, own_look,
+                            scope.thread(), scope.stats(), a...);
     } else if constexpr (family_of(id) == Family::start) {
       if (rc == MPI_SUCCESS) start_requests<id>(scope.t0(), a...);
     }

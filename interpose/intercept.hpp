@@ -117,7 +117,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     else if constexpr (family == Family::pack && id != Fn::Pack_size && id != Fn::Pack_size_c)
       rc = pack_call<id>(real, a...);
     else if constexpr (kWatchesArrivals<id>)
-      rc = watching_arrivals() ? call_watching<id>(a...) : library();
+      rc = watching_arrivals() ? call_watching<id>(requests.own_look, a...) : library();
     else
       rc = library();
     datatypes.after_library(rc, a...);

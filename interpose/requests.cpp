@@ -138,9 +138,10 @@ std::optional<RequestTable::Completed> RequestTable::complete(MPI_Request reques
     const Found found = find_newest_before(s, request, epoch);
     if (found.entry == nullptr || !found.entry->active) return std::nullopt;
     done = Completed{found.entry->fn, found.entry->started_ns, found.entry->instance,
-                     found.entry->arrived_ns};
+                     found.entry->arrived_ns, found.entry->pending_ns};
     sequence = found.entry->sequence;
     found.entry->arrived_ns = 0;
+    found.entry->pending_ns = 0;
     if (found.entry->persistent)
       found.entry->active = false;  // stays, inactive, until freed
     else
@@ -204,12 +205,32 @@ int RequestTable::watched(Watched out[]) {
   return count;
 }
 
-void RequestTable::stamp(const Watched& receive, std::uint64_t now_ns) {
+void RequestTable::stamp(const Watched& receive, std::uint64_t now_ns, std::uint64_t pending_ns) {
   Shard& s = shard(receive.request);
   ShardLock lock(s);
   s.for_each(receive.request, [&](Entry& e) {
-    if (e.sequence == receive.sequence && e.active && e.arrived_ns == 0) e.arrived_ns = now_ns;
+    if (e.sequence != receive.sequence || !e.active || e.arrived_ns != 0) return;
+    e.arrived_ns = now_ns;
+    e.pending_ns = std::max(e.pending_ns, pending_ns);
   });
+}
+
+void RequestTable::seen_pending(const Watched& receive, std::uint64_t ns) {
+  Shard& s = shard(receive.request);
+  ShardLock lock(s);
+  s.for_each(receive.request, [&](Entry& e) {
+    if (e.sequence == receive.sequence && e.active && e.arrived_ns == 0)
+      e.pending_ns = std::max(e.pending_ns, ns);
+  });
+}
+
+void RequestTable::seen_pending(MPI_Request request, std::uint64_t epoch, std::uint64_t ns) {
+  if (request == MPI_REQUEST_NULL) return;
+  Shard& s = shard(request);
+  ShardLock lock(s);
+  const Found found = find_newest_before(s, request, epoch);
+  if (found.entry != nullptr && found.entry->active && found.entry->arrived_ns == 0)
+    found.entry->pending_ns = std::max(found.entry->pending_ns, ns);
 }
 
 bool RequestTable::holds_recorded_receive(const MPI_Request* requests, int count,

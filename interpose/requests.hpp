@@ -36,6 +36,12 @@ struct Instance {
 
 using monitor::is_sampled;
 
+// What the call that completed a request saw of it at its first look: nothing commtap could tell
+// (the library's call did the looking), done (the message may have come any time since the
+// receive was last seen pending: the program computed in between), or pending (the call then
+// looked until it was done, so its completion is the arrival).
+enum class FirstLook : std::uint8_t { unknown, done, pending };
+
 class RequestTable {
  public:
   struct Completed {
@@ -43,6 +49,9 @@ class RequestTable {
     std::uint64_t started_ns;
     Instance instance;
     std::uint64_t arrived_ns;  // when it was seen done while the rank waited elsewhere; 0: not
+    // The last moment a look found it not yet done (commtap's polls, a failed MPI_Test); 0: none
+    // since it was posted.
+    std::uint64_t pending_ns;
   };
   // A recorded receive outstanding: its handle and the table entry it stands for.
   struct Watched {
@@ -84,8 +93,13 @@ class RequestTable {
   int watched(Watched out[]);
   // Whether any receive is watched (one relaxed load).
   bool watching() const { return watched_count_.load(std::memory_order_relaxed) > 0; }
-  // The watched receive was seen done at `now_ns` (the first stamp stays).
-  void stamp(const Watched& receive, std::uint64_t now_ns);
+  // The watched receive was seen done at `now_ns` (the first stamp stays), having been seen
+  // pending by the same call at `pending_ns` (0: that call found it done at its first look).
+  void stamp(const Watched& receive, std::uint64_t now_ns, std::uint64_t pending_ns);
+  // A look at `ns` found the receive not yet done (the latest such moment stays).
+  void seen_pending(const Watched& receive, std::uint64_t ns);
+  // The same for a request an MPI_Test begun at `epoch` found not yet done.
+  void seen_pending(MPI_Request request, std::uint64_t epoch, std::uint64_t ns);
   // Fast check for the completion wrappers: nothing tracked means nothing to snapshot.
   bool empty() const { return size_.load(std::memory_order_relaxed) == 0; }
   void clear();
@@ -108,6 +122,7 @@ class RequestTable {
     bool erased;  // a tombstone: keeps probe chains intact until the next rebuild
     Instance instance;
     std::uint64_t arrived_ns = 0;  // Completed::arrived_ns
+    std::uint64_t pending_ns = 0;  // Completed::pending_ns
   };
   // The open-addressing table keeps this many entries per handle; older ones move to the
   // shard's overflow list for that handle (only shared handles and reused ones ever get there).

@@ -78,7 +78,9 @@ namespace {
 // The watched receives (RequestTable::watch) a blocking call polls while it waits, in the order
 // they were posted: two receives seen done in one round are stamped in that order, MPI's order
 // for messages from one sender. The call's own requests are left out (`own`): the call stamps
-// those itself, in its own order.
+// those itself, in its own order. A receive seen pending keeps the moment its round began (it
+// was not done then either): stamped with it when seen done later in the call, or left in the
+// table when the call ends first.
 class WatchedReceives {
  public:
   WatchedReceives(const MPI_Request* own, int own_count) {
@@ -87,38 +89,58 @@ class WatchedReceives {
     for (int i = 0; i < watched; ++i)
       if (std::find(own, own + own_count, all[i].request) == own + own_count)
         receives_[count_++] = all[i];
+      else
+        own_watched_ = true;
   }
+  ~WatchedReceives() {
+    for (int i = 0; i < count_; ++i)
+      if (!seen_[i] && pending_ns_[i] != 0)
+        runtime().requests.seen_pending(receives_[i], pending_ns_[i]);
+  }
+  WatchedReceives(const WatchedReceives&) = delete;
+  WatchedReceives& operator=(const WatchedReceives&) = delete;
   bool empty() const { return count_ == 0; }
+  // Whether one of the call's own requests is a watched receive.
+  bool own_watched() const { return own_watched_; }
   // One round: each receive not yet seen done is tested, and stamped if it is.
   void poll() {
+    std::uint64_t round_ns = 0;
     for (int i = 0; i < count_; ++i) {
       if (seen_[i]) continue;
+      if (round_ns == 0) round_ns = monitor::now_ns();
       int done = 0;
       if (PMPI_Request_get_status(receives_[i].request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         done = 1;
-      if (!done) continue;
+      if (!done) {
+        pending_ns_[i] = round_ns;
+        continue;
+      }
       seen_[i] = true;
-      runtime().requests.stamp(receives_[i], monitor::now_ns());
+      runtime().requests.stamp(receives_[i], monitor::now_ns(), pending_ns_[i]);
     }
   }
 
  private:
   std::array<RequestTable::Watched, RequestTable::kMaxWatched> receives_;
   std::array<bool, RequestTable::kMaxWatched> seen_{};
+  std::array<std::uint64_t, RequestTable::kMaxWatched> pending_ns_{};
   int count_ = 0;
+  bool own_watched_ = false;
 };
 
 }  // namespace
 
 void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
-                   bool yield_between) {
+                   FirstLook first_look[], bool yield_between) {
   const QuietWorldWhilePolling quiet;
   WatchedReceives others(requests, count);
   int pending = 0;
   for (int i = 0; i < count; ++i) {
     arrived_ns[i] = 0;
     pending += requests[i] != MPI_REQUEST_NULL ? 1 : 0;
+    first_look[i] = FirstLook::unknown;
   }
+  bool first_round = true;
   const auto seen_done = [&](int i) {
     if (requests[i] == MPI_REQUEST_NULL || arrived_ns[i] != 0) return false;
     int done = 0;
@@ -139,6 +161,11 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
         }
     }
     others.poll();
+    if (first_round) {
+      for (int i = 0; i < count; ++i)
+        first_look[i] = arrived_ns[i] != 0 ? FirstLook::done : FirstLook::pending;
+      first_round = false;
+    }
     if (pending == 0) break;
     if (yield_between) sched_yield();
   }
@@ -148,8 +175,25 @@ bool watching_arrivals() {
   return !runtime().thread_multiple && runtime().requests.watching();
 }
 
-int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between) {
+int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
+                  FirstLook& own_look) {
   WatchedReceives others(request, 1);
+  if (others.own_watched() && *request != MPI_REQUEST_NULL) {
+    // The first look at a watched receive: done already, MPI_Test has completed it, as MPI_Wait
+    // would have (a nonpersistent receive for a specific source and tag: the same status, error
+    // and handler), at no cost over MPI_Wait; pending, MPI_Wait follows.
+    int done = 0;
+    const int rc = PMPI_Test(request, &done, status);
+    if (rc != MPI_SUCCESS || done) {
+      own_look = FirstLook::done;
+      if (!others.empty()) {
+        const QuietWorldWhilePolling quiet;
+        others.poll();
+      }
+      return rc;
+    }
+    own_look = FirstLook::pending;
+  }
   if (!others.empty() && *request != MPI_REQUEST_NULL) {
     const QuietWorldWhilePolling quiet;
     for (;;) {
@@ -189,7 +233,8 @@ int send_watching(const void* buf, int count, MPI_Datatype datatype, int dest, i
                   MPI_Comm comm, bool yield_between) {
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, &request);
-  return rc != MPI_SUCCESS ? rc : wait_watching(&request, MPI_STATUS_IGNORE, yield_between);
+  FirstLook unused = FirstLook::unknown;
+  return rc != MPI_SUCCESS ? rc : wait_watching(&request, MPI_STATUS_IGNORE, yield_between, unused);
 }
 
 int wait_yielding(MPI_Request* request, MPI_Status* status) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "interpose/requests.hpp"
+
 namespace commtap::interpose {
 
 int wait_yielding(MPI_Request* request, MPI_Status* status);
@@ -12,12 +14,12 @@ int wait_yielding(MPI_Request* request, MPI_Status* status);
 // Before an MPI_Waitall: polls the requests without consuming them (MPI_Request_get_status)
 // until every one is done, inactive or null, and stamps arrived_ns[i] with the clock
 // (monitor::now_ns) when request i was first seen done (0 for a null one; an earlier request
-// found done right after a later one's test, which may have completed both, gets its stamp);
-// sched_yield between
-// rounds where `yield_between`. The blocking call that follows completes them all at once, with
-// the library's own statuses and errors.
+// found done right after a later one's test, which may have completed both, gets its stamp), and
+// first_look[i] with what the first round saw of it; sched_yield between rounds where
+// `yield_between`. The blocking call that follows completes them all at once, with the library's
+// own statuses and errors.
 void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
-                   bool yield_between);
+                   FirstLook first_look[], bool yield_between);
 
 // Arrivals stamped while the rank blocks elsewhere: where recorded receives are outstanding
 // (RequestTable::watch) and the program does not call MPI from several threads at once, MPI_Wait,
@@ -26,8 +28,13 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
 // MPI_Waitall. The blocking call itself is the library's: MPI_Wait after its request is seen
 // done, MPI_Recv after MPI_Iprobe sees its message, MPI_Send as MPI_Isend and the MPI_Wait
 // above (what the standard defines it as). sched_yield between rounds where `yield_between`.
+// Each poll that finds a watched receive not yet done keeps that moment, the lower end of the
+// window its message arrived in (RequestTable::seen_pending). MPI_Wait on a watched receive
+// itself first looks with MPI_Test (which completes it as MPI_Wait would, where it is done) and
+// says in `own_look` what that look saw.
 bool watching_arrivals();
-int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between);
+int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
+                  FirstLook& own_look);
 int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Status* status, bool yield_between);
 int send_watching(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,

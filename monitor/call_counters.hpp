@@ -77,6 +77,9 @@ struct InstanceRecord {
   RecordKind kind = RecordKind::collective;
   std::uint8_t algorithm = 0;  // collectives: index into Snapshot::algorithm_names; 0: the
                                // library's own
+  // Received transfers: the last moment the receive was seen not yet done (transfers.
+  // seen_pending_ns; monitor/schema.sql says what it bounds); 0: not known.
+  std::uint64_t seen_pending_ns = 0;
 };
 
 // Size classes for the per-window aggregates: the byte count rounded down to three significant

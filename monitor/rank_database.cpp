@@ -146,8 +146,9 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
       });
   db_.insert_many(
       "INSERT OR IGNORE INTO transfers(rank, direction, peer, comm_id, tag, msg, function, "
-      "bytes, site, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-      11, transfers.size(), [&](sqlite3_stmt* stmt, std::size_t row, int at) {
+      "bytes, site, start_ns, end_ns, seen_pending_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+      "?10, ?11, ?12)",
+      12, transfers.size(), [&](sqlite3_stmt* stmt, std::size_t row, int at) {
         const InstanceRecord& r = *transfers[row];
         sqlite3_bind_int(stmt, at + 1, facts_.rank);
         bind_stable_text(stmt, at + 2, r.kind == RecordKind::send ? "send" : "recv");
@@ -160,6 +161,8 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
         if (r.site != 0) sqlite3_bind_int64(stmt, at + 9, r.site);
         bind_u64(stmt, at + 10, r.enter_ns);
         bind_u64(stmt, at + 11, r.exit_ns);
+        if (r.kind == RecordKind::recv && r.seen_pending_ns != 0)
+          bind_u64(stmt, at + 12, r.seen_pending_ns);
       });
   next = 0;
   db_.insert_rows(

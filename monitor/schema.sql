@@ -1,4 +1,4 @@
--- commtap trace database, schema version 11 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 13 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -151,7 +151,18 @@ CREATE TABLE IF NOT EXISTS transfers (
   bytes     INTEGER NOT NULL,  -- as sent, or as received
   site      INTEGER,           -- call_sites.site; NULL: unknown
   start_ns  INTEGER NOT NULL,  -- send: the send call's entry; recv: the receive's post
-  end_ns    INTEGER NOT NULL,  -- send: local completion; recv: the message is in the buffer
+  end_ns    INTEGER NOT NULL,  -- send: local completion; recv: the receive was first seen done
+                               -- (the message is in the buffer)
+  -- recv: the last moment the receive was seen not yet done, so the message arrived in
+  -- (seen_pending_ns, end_ns]. Where the call that completed it found it pending and waited (the
+  -- MPI library, or commtap's polls, looking until it was done), end_ns itself. Where that call
+  -- found it done at its first look (the program computed between post and wait), the last
+  -- earlier look that found it pending (commtap's polls while the rank waited in another call, a
+  -- failed MPI_Test), else start_ns: its arrival is known only to lie in that window. NULL: not
+  -- known (sends; blocking receives, whose post is their first look; receives completed by
+  -- MPI_Waitany, MPI_Waitsome, MPI_Testany, MPI_Testsome, or not watched (more than 16
+  -- outstanding, MPI_THREAD_MULTIPLE); files before version 12): end_ns is taken as the arrival.
+  seen_pending_ns INTEGER,
   PRIMARY KEY (rank, direction, comm_id, peer, tag, msg)
 ) WITHOUT ROWID;
 
@@ -200,7 +211,7 @@ CREATE TABLE IF NOT EXISTS probes (
   -- how long the kept measurement's messages may have waited off the CPU for the measuring
   -- leader (from_held_ns) and for the peer's (to_held_ns): at each completion it waited for, the
   -- time since that leader last found it incomplete; the rest of ns is the network's at least
-  -- (NULL: not recorded, files before version 12)
+  -- (NULL: not recorded, files before version 13)
   from_held_ns     INTEGER,
   to_held_ns       INTEGER,
   PRIMARY KEY (rank, at_ns, to_node, bytes)

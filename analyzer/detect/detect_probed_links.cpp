@@ -31,7 +31,7 @@ constexpr int kMessagesKnownFine = 3;
 
 // One measurement: its aligned time, its value, and the value with the time its messages may have
 // waited for the two leaders off the CPU taken out (probes.from_held_ns, to_held_ns): the
-// network's part at least. Files before version 12 have no such times: both values alike.
+// network's part at least. Files before version 13 have no such times: both values alike.
 struct Sample {
   std::int64_t at = 0;
   double value = 0, network = 0;

@@ -37,11 +37,18 @@ struct Reservoir {
 // done minus post (its transit once both sides were ready: a large message cannot move before
 // its receive is posted, so a receiver that posts late, as a pipeline stage that computes first
 // does, would otherwise read as a slow link). Already there when posted: only the upper bound.
+// Censored: its receive was found done at the first look of the call that completed it, long
+// after it was last seen pending (the receiver computed between post and wait;
+// transfers.seen_pending_ns): it arrived somewhere in between, so its transit is bounded below
+// by the last moment seen pending, not by its completion.
 struct LinkObservation {
   std::int64_t start = 0;  // its send, on rank 0's clock
   double ns = 0;  // the upper bound; negative where the clocks' alignment is off by more than it
-  double transit_ns = 0;  // the lower bound: done minus the later of send start and post
+  // The lower bound: the earliest it can have arrived (its completion, or where censored the last
+  // moment seen pending) minus the later of send start and post.
+  double transit_ns = 0;
   bool upper_bound = false;
+  bool censored = false;
   int size_class = 0;
   bool operator<(const LinkObservation& other) const { return start < other.start; }
 };
@@ -50,6 +57,8 @@ struct LinkObservation {
 struct PairCell {
   double ratio = 0, median = 0, base = 0;
   std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
+  // Recent messages censored (LinkObservation) and not shown fast: neither slow nor fast.
+  std::uint64_t recent_censored = 0;
   std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
   // Each recent message's time over its size class's baseline, and the excess a slow one
   // has at least (threshold less baseline), for the round-trip check.
@@ -139,23 +148,27 @@ MessageSamples sample_messages(const Job& job, const HealthOptions& options,
     const auto receiver =
         static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.to_host)]);
     const std::int64_t start = m.start + sender, posted = m.posted + receiver,
-                       done = m.done + receiver;
+                       done = m.done + receiver, pending = m.pending + receiver;
     // In flight (the receive was posted before the send, or the data came in well after the
     // post): its one-way time lies between its transit (completion minus the later of send and
     // post) and completion minus send (LinkObservation). Otherwise the data was there when the
     // receive was posted: the one-way time was at most that, and a receiver that posts late
-    // says nothing more about the link. The baselines are of transits.
+    // says nothing more about the link. The baselines are of transits measured: not of censored
+    // ones, whose completion is the receiver's first look, not the arrival.
     constexpr std::int64_t kCopyNs = 50'000;  // a receive of data already there
     const bool in_flight = posted <= start || done - posted >= kCopyNs;
+    const bool censored = done - pending >= kCopyNs;
     const CellKey key{m.from_host, m.to_host, size_class(m.bytes)};
     const auto one_way = static_cast<double>(done - start);
-    const auto transit = static_cast<double>(done - std::max(start, posted));
-    if (in_flight) out.cells[key].add(std::max(0.0, transit), random);
+    const std::int64_t earliest = censored ? std::max(pending, posted) : done;
+    const std::int64_t transit = earliest - std::max(start, posted);
+    if (in_flight && !censored) out.cells[key].add(std::max(0.0, double(transit)), random);
     out.observed[{m.from_host, m.to_host}].push_back(
-        {start, one_way, transit, !in_flight, std::get<2>(key)});
+        {start, one_way, static_cast<double>(transit), !in_flight, censored, std::get<2>(key)});
     // Stalled: counted from the moment both sides were ready (a message that waited for a late
-    // receive did not stall).
-    const std::int64_t stalled = done - std::max(start, posted);
+    // receive did not stall), to the earliest it can have arrived (a censored one's stall is not
+    // known).
+    const std::int64_t stalled = transit;
     if (start >= stall_since && stalled >= kStallNs)
       out.stall_candidates.push_back(
           {m.from_host, m.to_host, std::get<2>(key), start, static_cast<double>(stalled)});
@@ -310,7 +323,7 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
       if (!t) continue;
       const auto [base, threshold] = *t;
       cell.recent_excess.push_back(o.ns - base);
-      if (!o.upper_bound) cell.recent_ns.push_back(o.transit_ns);
+      if (!o.upper_bound && !o.censored) cell.recent_ns.push_back(o.transit_ns);
       cell.slow_excess.push_back(threshold - base);
       if (o.ns < threshold) {
         ++cell.recent_fast;
@@ -318,6 +331,8 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
       } else if (!o.upper_bound && o.transit_ns >= threshold) {
         ++cell.recent_slow;
         decided[pair].emplace_back(o.start, true);
+      } else if (o.censored) {
+        ++cell.recent_censored;
       }
     }
   }
@@ -641,7 +656,12 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                 std::to_string(static_cast<int>(std::lround(options.link_factor))) +
                 "x the baseline " + ms_text(cell.base) + " or more (median " +
                 ms_text(cell.median) + " over " + with_commas(cell.messages) + " messages)" +
-                (both ? ", both directions" : ", this direction only") + "; " + cell.test.text();
+                (both ? ", both directions" : ", this direction only") +
+                (cell.recent_censored > 0
+                     ? "; " + std::to_string(cell.recent_censored) +
+                           " more found done at the receiver's first look, arrival unknown"
+                     : "") +
+                "; " + cell.test.text();
     f.evidence.rule = MessageLinkEvidence{.from = from,
                                           .to = to,
                                           .both_directions = both,
@@ -651,6 +671,7 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                                           .recent_slow = cell.recent_slow,
                                           .recent_fast = cell.recent_fast,
                                           .messages = cell.messages,
+                                          .recent_censored = cell.recent_censored,
                                           .test = cell.test};
     f.from = from;
     f.to = to;

@@ -150,6 +150,9 @@ struct MessageLinkEvidence {
   double median_latency_ns = 0, baseline_ns = 0;
   double ratio = 0;  // how much slower than the baseline
   std::uint64_t recent_slow = 0, recent_fast = 0, messages = 0;
+  // Recent messages neither slow nor fast because censored: found done at the receiver's first
+  // look long after last seen pending (transfers.seen_pending_ns), so their arrival is not known.
+  std::uint64_t recent_censored = 0;
   EvidenceTest test;
 };
 

@@ -115,17 +115,26 @@ std::size_t first_paced_bin(const RankBins& times, double bin_ns) {
 
 std::optional<double> pace_fall_since(const RankBins& times, const BinGrid& grid,
                                       std::int64_t onset_wall, int min_before, int min_after) {
-  if (grid.bins <= 0 || onset_wall < grid.first) return std::nullopt;
+  return pace_fall_between(times, grid, onset_wall, onset_wall, min_before, min_after);
+}
+
+std::optional<double> pace_fall_between(const RankBins& times, const BinGrid& grid,
+                                        std::int64_t onset_wall, std::int64_t since_wall,
+                                        int min_before, int min_after) {
+  if (grid.bins <= 0 || onset_wall < grid.first || since_wall < onset_wall) return std::nullopt;
   const auto bin_ns = static_cast<double>(grid.bin_ns);
   const std::size_t set_up = first_paced_bin(times, bin_ns);
   // The onset's own bin is partly before and partly since: neither side's.
   const auto onset = static_cast<std::size_t>((onset_wall - grid.first) / grid.bin_ns);
+  const auto since_bin = static_cast<std::size_t>((since_wall - grid.first) / grid.bin_ns);
   std::vector<double> paces;
   for (const auto& [rank, bins] : times) {
     std::vector<double> before, since;
-    for (std::size_t b = set_up; b < bins.size(); ++b)
-      if (bins[b].paced(bin_ns) && b != onset)
-        (b < onset ? before : since).push_back(bins[b].completed);
+    for (std::size_t b = set_up; b < bins.size(); ++b) {
+      if (!bins[b].paced(bin_ns)) continue;
+      if (b < onset) before.push_back(bins[b].completed);
+      if (b > onset && b >= since_bin) since.push_back(bins[b].completed);
+    }
     if (static_cast<int>(before.size()) < min_before || static_cast<int>(since.size()) < min_after)
       continue;
     if (const double pace_before = median_of(before); pace_before > 0)
@@ -177,8 +186,15 @@ std::optional<PaceFall> largest_pace_fall(const RankBins& times, const BinGrid& 
   if (best == 0) return std::nullopt;
   const std::int64_t onset = grid.first + static_cast<std::int64_t>(bin[best]) * grid.bin_ns;
   const std::optional<double> fall = pace_fall_since(times, grid, onset, min_before, min_after);
-  if (!fall) return std::nullopt;
-  return PaceFall{.onset_wall = onset, .fall = *fall};
+  // The latest min_after bins against the same baseline: a fall the job has recovered from is
+  // not what a fault that still holds costs it now.
+  const std::int64_t latest =
+      grid.first +
+      static_cast<std::int64_t>(bin[n - static_cast<std::size_t>(min_after)]) * grid.bin_ns;
+  const std::optional<double> latest_fall =
+      pace_fall_between(times, grid, onset, std::max(onset, latest), min_before, 1);
+  if (!fall || !latest_fall) return std::nullopt;
+  return PaceFall{.onset_wall = onset, .fall = *fall, .latest_fall = *latest_fall};
 }
 
 }  // namespace commtap::analyzer

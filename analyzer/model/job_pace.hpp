@@ -49,14 +49,19 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
 // reads 0.
 std::optional<double> pace_fall_since(const RankBins& times, const BinGrid& grid,
                                       std::int64_t onset_wall, int min_before, int min_after);
+// The same, with the bins since counted from `since_wall` (at or after the onset) only.
+std::optional<double> pace_fall_between(const RankBins& times, const BinGrid& grid,
+                                        std::int64_t onset_wall, std::int64_t since_wall,
+                                        int min_before, int min_after);
 
 // The moment the job's pace fell most clearly (the split of its operations per bin, summed over
-// the ranks, whose fall weighted by the bins on each side is largest) and how much it fell then,
-// as pace_fall_since measures it. Unknown where the job has fewer known bins than that or its
+// the ranks, whose fall weighted by the bins on each side is largest), how much it fell then, as
+// pace_fall_since measures it, and how far down its latest bins (as many as `min_after`) still
+// are against the same baseline. Unknown where the job has fewer known bins than that or its
 // pace never fell.
 struct PaceFall {
   std::int64_t onset_wall = 0;
-  double fall = 0;
+  double fall = 0, latest_fall = 0;
 };
 std::optional<PaceFall> largest_pace_fall(const RankBins& times, const BinGrid& grid,
                                           int min_before, int min_after);

@@ -62,8 +62,13 @@ bool join_messages(const Job& job, const HealthOptions& options, JoinedMessages&
             if (done > until_aligned) return;
             ++out.joined;
             if (r->second.host == p->second.host) return;  // shared memory: not a link
+            // A moment outside the receive's life (a damaged file) is taken as not known.
+            const bool pending_known =
+                t.seen_pending_ns >= t.start_ns && t.seen_pending_ns <= t.end_ns;
+            const std::int64_t pending =
+                pending_known ? r->second.aligned(t.seen_pending_ns) : done;
             out.between_hosts.push_back({p->second.host, r->second.host, found->second.start,
-                                         posted, done, found->second.bytes});
+                                         posted, done, found->second.bytes, pending});
           },
           error))
     return false;

@@ -13,10 +13,14 @@
 namespace commtap::analyzer {
 
 // The job's point-to-point messages between hosts, sends joined with their receives, times on
-// rank 0's clock (message_links.cpp).
+// rank 0's clock (message_links.cpp). The message arrived in (pending, done]: `pending` is the
+// last moment its receive was seen not yet done (transfers.seen_pending_ns), or `done` where that
+// is not known (files before version 12, receives not watched), which reads the completion as
+// the arrival.
 struct JoinedMessage {
   int from_host, to_host;
   std::int64_t start, posted, done, bytes;
+  std::int64_t pending;
 };
 struct JoinedMessages {
   std::vector<JoinedMessage> between_hosts;

@@ -105,16 +105,19 @@ json rule_json(const MessageHostEvidence& e) {
 }
 
 json rule_json(const MessageLinkEvidence& e) {
-  return {{"from", e.from},
-          {"to", e.to},
-          {"both_directions", e.both_directions},
-          {"median_latency_ns", e.median_latency_ns},
-          {"baseline_ns", e.baseline_ns},
-          {"ratio", e.ratio},
-          {"recent_slow", e.recent_slow},
-          {"recent_fast", e.recent_fast},
-          {"messages", e.messages},
-          {"test", evidence_test_json(e.test)}};
+  json out = {{"from", e.from},
+              {"to", e.to},
+              {"both_directions", e.both_directions},
+              {"median_latency_ns", e.median_latency_ns},
+              {"baseline_ns", e.baseline_ns},
+              {"ratio", e.ratio},
+              {"recent_slow", e.recent_slow},
+              {"recent_fast", e.recent_fast},
+              {"messages", e.messages},
+              {"test", evidence_test_json(e.test)}};
+  // Only where some were: files before version 12 have none.
+  if (e.recent_censored > 0) out["recent_censored"] = e.recent_censored;
+  return out;
 }
 
 json rule_json(const ProbedHostEvidence& e) {
@@ -126,7 +129,7 @@ json rule_json(const ProbedHostEvidence& e) {
               {"baseline_latency_ns", e.baseline_latency_ns},
               {"baseline_mb_per_s", e.baseline_mb_per_s},
               {"rounds", e.rounds}};
-  if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 12
+  if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 13
   if (!e.message_links.empty()) out["message_links"] = e.message_links;
   return out;
 }
@@ -143,7 +146,7 @@ json rule_json(const ProbedLinkEvidence& e) {
               {"baseline_mb_per_s", e.baseline_mb_per_s},
               {"slow_rounds", e.slow_rounds},
               {"rounds", e.rounds}};
-  if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 12
+  if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 13
   return out;
 }
 

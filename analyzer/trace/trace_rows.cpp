@@ -11,12 +11,18 @@ namespace {
 
 // The transfers of one direction; in cron mode the recent ones (recent_rows.hpp): a send by its
 // start, a receive by its completion, which follows its send's start.
+// A receive also reads seen_pending_ns (NULL in files before version 12, which the reader
+// shadows with a NULL column: trace_files.cpp).
 bool each_transfer_of(const JobFiles& job, const std::string& direction,
                       const std::string& time_column,
                       const std::function<void(const TransferRow&)>& row, std::string& error) {
   TransferRow t;
+  const bool receives = direction == "recv";
   return each_recent_transfer_row(
-      job, direction, "rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns", time_column, {6, 7},
+      job, direction,
+      std::string("rank, peer, comm_id, tag, msg, bytes, start_ns, end_ns") +
+          (receives ? ", coalesce(seen_pending_ns, 0)" : ""),
+      time_column, {6, 7},
       [&](const ResultRow& s) {
         t.rank = static_cast<int>(column_i64(s, 0));
         t.peer = static_cast<int>(column_i64(s, 1));
@@ -26,6 +32,7 @@ bool each_transfer_of(const JobFiles& job, const std::string& direction,
         t.bytes = column_i64(s, 5);
         t.start_ns = static_cast<std::uint64_t>(column_i64(s, 6));
         t.end_ns = static_cast<std::uint64_t>(column_i64(s, 7));
+        t.seen_pending_ns = receives ? static_cast<std::uint64_t>(column_i64(s, 8)) : 0;
         row(t);
       },
       error);

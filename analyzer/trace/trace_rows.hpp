@@ -33,6 +33,9 @@ struct TransferRow {
   std::int64_t bytes = 0;
   std::uint64_t start_ns = 0;  // the send's start, or the receive's post
   std::uint64_t end_ns = 0;    // its completion
+  // A receive's last moment seen not yet done (transfers.seen_pending_ns); 0: not known. Read by
+  // each_receive only.
+  std::uint64_t seen_pending_ns = 0;
   // Read by each_transfer only:
   bool send = false;       // direction 'send' (else 'recv')
   std::string function;    // the call that made it

@@ -53,7 +53,7 @@ for mode in 0 1; do
              l.from_node = t.from_node AND l.to_node = t.to_node))")
   expect_equal 0 "$legs" "rows without a one-way leg, or a data leg longer than its transfer (yield $mode)"
   # Each row says how long its messages may have waited off the CPU for either leader (schema
-  # 12); the measuring leader's wait for a reply is part of its round trip.
+  # 13); the measuring leader's wait for a reply is part of its round trip.
   held=$(db_query trace-$mode "SELECT count(*) FROM probes WHERE from_held_ns IS NULL OR
            to_held_ns IS NULL OR (bytes = 1 AND from_held_ns > 2 * ns + 1)")
   expect_equal 0 "$held" "rows without held times, or a reply held longer than its round trip (yield $mode)"

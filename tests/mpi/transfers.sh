@@ -57,6 +57,21 @@ read -r pairs ordered < <(db_query trace3 "SELECT count(*), sum(a.end_ns <= b.en
 expect_equal "$pairs" "$ordered" "receives waited for in reverse whose first completes no later"
 pass "$pairs receive pairs waited for in reverse, stamped in arrival order"
 
+# 2d. What a receive's seen_pending_ns says (monitor/schema.sql): its message arrived in
+# (seen_pending_ns, end_ns]. Every recorded one lies within the receive's life. Step 4c's receive
+# arrived during the barrier before its MPI_Wait, which found it done at its first look: its
+# window spans that barrier, so it reads as censored, not as a transit as long as the barrier.
+outside=$(db_query trace3 "SELECT count(*) FROM transfers WHERE seen_pending_ns IS NOT NULL
+  AND (direction = 'send' OR seen_pending_ns < start_ns OR seen_pending_ns > end_ns)")
+expect_equal 0 "$outside" "seen_pending_ns outside its receive's post and completion"
+read -r censored spanning < <(db_query trace3 "SELECT count(*), sum(EXISTS (SELECT 1 FROM
+  collectives c WHERE c.rank = t.rank AND c.function = 'MPI_Barrier'
+  AND c.enter_ns >= t.seen_pending_ns AND c.exit_ns <= t.end_ns))
+  FROM transfers t WHERE t.direction = 'recv' AND t.tag = 9" | tr '|' ' ')
+[ "${censored:-0}" -gt 0 ] || fail "no receive of step 4c recorded"
+expect_equal "$censored" "$spanning" "step 4c receives whose pending-to-done window spans the barrier"
+pass "$censored receives found done at the first look after a barrier: window spans it"
+
 # 3. Sampling picks the same messages on both sides (by a hash of the message's name, so about
 # one in four here).
 COMMTAP_DIR=trace-sampled COMMTAP_SAMPLE=4 \

@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
   const int rounds = argc > 2 ? atoi(argv[2]) : 8;
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
   static int out[MAX_INTS], out2[MAX_INTS], in[MAX_INTS], in2[MAX_INTS];
+  MPI_Comm busy;
+  MPI_Comm_dup(MPI_COMM_WORLD, &busy);
   const int B = (int)sizeof(int);
 
   for (int round = 0; round < rounds; ++round) {
@@ -150,6 +152,22 @@ int main(int argc, char** argv) {
     mix(in, 7);
     mix(in2, 7);
 
+    /* 4c: a receive that arrives while the receiver is busy elsewhere, then waited for: the
+     * barrier after the send (on a communicator of its own, so that MPI_COMM_WORLD's collectives
+     * stay as the test counts them; the left rank enters it after its MPI_Isend, and its
+     * messages from the left follow the data on the same channel) has the message in before the
+     * wait, so MPI_Wait finds it done at its first look, and the receive was last seen pending
+     * no later than its post. */
+    MPI_Irecv(in, 7, MPI_INT, left, 9, MPI_COMM_WORLD, &receive);
+    fill(out, 7, round + 800);
+    MPI_Isend(out, 7, MPI_INT, right, 9, MPI_COMM_WORLD, &send);
+    note('r', left, 9, 7L * B);
+    note('s', right, 9, 7L * B);
+    MPI_Barrier(busy);
+    MPI_Wait(&receive, MPI_STATUS_IGNORE);
+    MPI_Wait(&send, MPI_STATUS_IGNORE);
+    mix(in, 7);
+
     /* 5: to and from MPI_PROC_NULL: no transfer at all. */
     MPI_Send(out, 1, MPI_INT, MPI_PROC_NULL, 6, MPI_COMM_WORLD);
     MPI_Recv(in, 1, MPI_INT, MPI_PROC_NULL, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -167,6 +185,7 @@ int main(int argc, char** argv) {
   MPI_Wait(&receive, MPI_STATUS_IGNORE);
   note('r', left, 7, B);
 
+  MPI_Comm_free(&busy);
   char path[4096];
   snprintf(path, sizeof path, "%s/truth-rank-%d.txt", argv[1], rank);
   FILE* truth = fopen(path, "w");

@@ -291,6 +291,31 @@ TEST(Health, APairThatBecameSlowerThanItsOwnPatternIsNamed) {
   expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
 }
 
+// A receiver that posts early and computes 2 ms before it first looks at its receive (a
+// pipeline stage, LULESH) completes every message at that look, 2 ms after the send: by
+// completion times alone the pair h0 -> h2 reads as a 2 ms slow link from the job's start, which
+// no history tells from a link. Its receives were found done at their first look, last seen
+// pending at their post (transfers.seen_pending_ns): censored, only bounded above, so not slow.
+// A link whose messages come in 3 ms late both ways while the receivers wait for them (h1 <-> h3,
+// both ways so that the clocks' alignment is not in question) is named.
+TEST(Health, ReceivesFoundDoneAtTheFirstLookAfterComputeDoNotMakeALinkSlow) {
+  SyntheticJob job;
+  job.receiver_compute_us = [](int from, int to, double) {
+    return from == 0 && to == 2 ? 2000.0 : 0.0;
+  };
+  job.link_us = [](int from, int to, double) {
+    return (from == 1 && to == 3) || (from == 3 && to == 1) ? 3000.0 : 0.0;
+  };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_link", "link h1 <-> h3"}});
+  // The censored pair's messages are no evidence either way: none slow, none fast.
+  for (const auto& link : health.evidence.messages.links)
+    if (link.from == "h0" && link.to == "h2") {
+      EXPECT_EQ(link.recent_slow, 0u) << describe(health);
+      EXPECT_FALSE(link.suspect) << describe(health);
+    }
+}
+
 // Two coupled models of two hosts each (tests/programs/coupled_models.c): the probes measure
 // the pairs within each model only (h0-h1, h2-h3), and the coupling's messages cross between
 // them (h0-h2, h1-h3). With h3's network delayed both ways, h2 and h3 each have one probed peer,
@@ -321,7 +346,8 @@ TEST(Health, AHostProbedWithOnePeerOnlyIsNotNamedForThatPair) {
 // Severity by cost (detect/network_cost.cpp). Every pair's messages read slow 15% of the time
 // at random (a loaded machine), and from 24 s of the 30 s job 70% of h0 -> h2's: named on
 // moderate evidence, which alone makes it a WARNING. Where the job's pace (operations completed
-// per second) fell by 30% at that moment, the link is what cost it: an ERROR. A slow rank named
+// per second) fell by 30% at that moment, the link is what cost it: an ERROR; not where the pace
+// fell for a while and came back. A slow rank named
 // in the same job could explain the fall instead: then the link keeps its evidence's severity.
 namespace {
 bool slow_by_chance(int from, int to, double t, int percent) {
@@ -354,6 +380,15 @@ TEST(Health, ANetworkFindingThatSlowsTheJobByTenPercentIsAnError) {
   EXPECT_NEAR(evidence_json(costly.findings[0].evidence).at("job_pace_fall").get<double>(), 0.3,
               0.05);
 
+  // A fall the job recovered from (another job's load that came and went) is not its cost now.
+  job.progress = [](double t) { return t >= 10 && t < 23 ? 0.7 : 1.0; };
+  const JobHealth recovered = analyze(job);
+  expect_exactly(recovered, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(recovered.findings.empty());
+  EXPECT_EQ(recovered.findings[0].severity, Severity::warning) << describe(recovered);
+  EXPECT_LT(recovered.findings[0].evidence.job_pace_fall.value_or(0), 0.05);
+
+  job.progress = [](double t) { return t >= 24 ? 0.7 : 1.0; };
   // Rank 2 (h1, which neither end of the link is) late at every all-reduce.
   job.late_us = [](int rank, double) { return rank == 2 ? 6000.0 : 0.0; };
   job.receive_wait_ms = [](int rank) { return rank == 2 ? 0.0 : 120.0; };

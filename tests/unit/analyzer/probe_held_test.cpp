@@ -38,7 +38,7 @@ TEST(ProbeHeld, AHostSlowOnlyWhileItsLeaderWasOffTheCpuIsNoFinding) {
     job.probe_latency_us = [](int from, int to, double) {
       return touches(2, from, to) ? 800.0 : 30.0;
     };
-    // Without the held times (a file before version 12) it is h2's network, as before.
+    // Without the held times (a file before version 13) it is h2's network, as before.
     expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
     job.probe_held_us = [](int from, int to, double) {
       return std::pair{from == 2 ? 1500.0 : 0.0, to == 2 ? 1500.0 : 0.0};
@@ -56,7 +56,7 @@ TEST(ProbeHeld, TransfersSlowOnlyWhileALeaderWasOffTheCpuAreNoFinding) {
     return touches(2, from, to) ? std::pair{40'000.0, 40'000.0} : std::pair{0.0, 0.0};
   };
   expect_exactly(analyze(job, HealthOptions{}), {});
-  job.probe_held_us = nullptr;  // a file before version 12: h2's network, as before
+  job.probe_held_us = nullptr;  // a file before version 13: h2's network, as before
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
 }
 
