@@ -63,7 +63,7 @@ bool join_messages(const Job& job, const HealthOptions& options, JoinedMessages&
             ++out.joined;
             if (r->second.host == p->second.host) return;  // shared memory: not a link
             out.between_hosts.push_back({p->second.host, r->second.host, found->second.start,
-                                         posted, done, found->second.bytes});
+                                         posted, done, found->second.bytes, t.peer, t.rank});
           },
           error))
     return false;

@@ -17,6 +17,7 @@ namespace commtap::analyzer {
 struct JoinedMessage {
   int from_host, to_host;
   std::int64_t start, posted, done, bytes;
+  int from_rank = -1, to_rank = -1;  // world ranks: the sender's, the receiver's
 };
 struct JoinedMessages {
   std::vector<JoinedMessage> between_hosts;
