@@ -183,6 +183,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     if (f.kind != finding_kind::slow_host && f.kind != finding_kind::slow_rank) return false;
     return std::find(delayed.begin(), delayed.end(), f.host) != delayed.end();
   });
+  if (!cost_network_findings(job, options, findings, error)) return false;
   // A call that became slower because everyone now waits for a slow, stuck or lost rank, host or
   // link is that finding's consequence, not a second problem: the cause is reported alone.
   const bool explained = std::any_of(findings.begin(), findings.end(), [](const Finding& f) {

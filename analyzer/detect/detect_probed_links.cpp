@@ -349,6 +349,7 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
   std::set<int> slow_hosts;
   for (int node : nodes) {
     int out = 0, out_slow = 0, in = 0, in_slow = 0;
+    std::set<int> slow_peers;
     bool fine_elsewhere = false;
     for (const auto& [key, v] : verdicts) {
       if (!involves(key, node)) {
@@ -357,10 +358,15 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
       }
       (key.first == node ? out : in) += 1;
       (key.first == node ? out_slow : in_slow) += v.slow_for_host;
+      if (v.slow_for_host) slow_peers.insert(key.first == node ? key.second : key.first);
     }
+    // Two peers at least: a host probed with one peer only (a program whose communicators pair
+    // hosts, as two coupled models of two hosts each do) has that pair's two directions slow
+    // whether the fault is its NIC, the peer's or the link, and is no host finding on its own.
     const int slow = out_slow + in_slow;
-    const bool host_wide = (out_slow >= 2 && out_slow == out) || (in_slow >= 2 && in_slow == in) ||
-                           (slow >= 2 && slow >= options.host_cell_fraction * (out + in));
+    const bool host_wide =
+        slow_peers.size() >= 2 &&
+        ((out_slow == out) || (in_slow == in) || slow >= options.host_cell_fraction * (out + in));
     if (host_wide && fine_elsewhere && !one_link_and_echo(node, verdicts)) slow_hosts.insert(node);
   }
   return slow_hosts;

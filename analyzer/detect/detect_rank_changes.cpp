@@ -18,6 +18,7 @@
 #include <set>
 
 #include "analyzer/findings/statistics.hpp"
+#include "analyzer/model/job_pace.hpp"
 #include "analyzer/trace/trace_rows.hpp"
 
 namespace commtap::analyzer {
@@ -48,112 +49,6 @@ constexpr double kOwnFall = 0.05;
 // draws at the baseline's rate would call those bursts a change.
 constexpr double kPersistent = 0.75;
 
-// One rank's time in one bin of the job's wall clock.
-struct BinTime {
-  double covered = 0, mpi = 0, held_off = 0;  // ns
-  // Operations completed (the aggregates' calls): the rank's progress, over `counted` ns of the
-  // bin. The first write's are not counted: it spans MPI_Init and the program's set-up (3 s of
-  // 40 in sweep 18's OSU runs), which complete few.
-  double completed = 0, counted = 0;
-  bool paced(double bin_ns) const { return counted >= 0.5 * bin_ns; }
-  bool known(double bin_ns) const { return covered >= 0.5 * bin_ns; }
-  // Inside MPI (waiting, in a coupled program).
-  double waiting() const { return covered > 0 ? std::min(mpi, covered) / covered : 0; }
-  // Not waiting for the others: computing, or held off the CPU wherever it was (a rank stopped
-  // inside an MPI call counts its stop as time inside MPI).
-  double own() const { return std::min(1.0, 1 - waiting() + held_off / std::max(1.0, covered)); }
-};
-
-struct BinGrid {
-  std::int64_t first = 0, bin_ns = 1'000'000'000;
-  int bins = 0;
-};
-
-// Spreads `amount` over [from, to) in proportion to the bins it overlaps.
-template <class Add>
-void spread(const BinGrid& grid, std::int64_t from, std::int64_t to, double amount, Add add) {
-  if (to <= from) return;
-  const double per_ns = amount / static_cast<double>(to - from);
-  for (std::int64_t at = from; at < to;) {
-    const std::int64_t bin = (at - grid.first) / grid.bin_ns;
-    const std::int64_t bin_end = grid.first + (bin + 1) * grid.bin_ns;
-    const std::int64_t until = std::min(to, bin_end);
-    if (bin >= 0 && bin < grid.bins)
-      add(static_cast<std::size_t>(bin), per_ns * static_cast<double>(until - at),
-          static_cast<double>(until - at));
-    at = until;
-  }
-}
-
-// Per rank and bin, from the writer's rows since `since_wall`.
-bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid,
-                    std::map<int, std::vector<BinTime>>& out, std::string& error) {
-  std::map<int, std::map<std::int64_t, double>> writes;     // rank -> write -> MPI ns
-  std::map<int, std::map<std::int64_t, double>> completed;  // rank -> write -> operations
-  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls;
-  if (!each_aggregate_total(
-          job,
-          [&](const WindowWriteRow& s) {
-            if (s.wall_ns > job.until_wall) return;
-            writes[s.rank][s.wall_ns] += static_cast<double>(s.mpi_ns);
-            completed[s.rank][s.wall_ns] += static_cast<double>(s.calls);
-          },
-          error) ||
-      !each_heartbeat_write(
-          job,
-          [&](const WindowWriteRow& s) {
-            if (s.wall_ns <= job.until_wall && job.ranks.count(s.rank))
-              writes[s.rank].try_emplace(s.wall_ns, 0.0);
-          },
-          error) ||
-      !each_stall_row(
-          job,
-          [&](const StallRow& s) {
-            if (s.wall_ns <= job.until_wall) stalls[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
-          },
-          error))
-    return false;
-  std::int64_t last = INT64_MIN;
-  for (const auto& [rank, w] : writes)
-    if (!w.empty()) last = std::max(last, w.rbegin()->first);
-  if (last == INT64_MIN) return true;
-  grid.bin_ns = static_cast<std::int64_t>(std::max(1.0, job.interval_s) * 1e9);
-  grid.first = std::max(since_wall, job.start_wall());
-  if (last <= grid.first) return true;
-  grid.bins = static_cast<int>((last - grid.first) / grid.bin_ns);  // whole bins only
-  for (const auto& [rank, w] : writes) {
-    auto r = job.ranks.find(rank);
-    if (r == job.ranks.end()) continue;
-    std::vector<BinTime>& bins = out[rank];
-    bins.assign(static_cast<std::size_t>(grid.bins), {});
-    // The first write covers the time since the rank's MPI_Init (mpi_time_shares).
-    auto previous = static_cast<std::int64_t>(r->second.start_ns);
-    const std::map<std::int64_t, double>& done = completed[rank];
-    for (const auto& [wall, ns] : w) {
-      spread(grid, previous, wall, std::min(ns, static_cast<double>(wall - previous)),
-             [&](std::size_t b, double part, double span) {
-               bins[b].mpi += part;
-               bins[b].covered += span;
-             });
-      auto ops = done.find(wall);
-      if (previous != static_cast<std::int64_t>(r->second.start_ns))
-        spread(grid, previous, wall, ops == done.end() ? 0.0 : ops->second,
-               [&](std::size_t b, double part, double span) {
-                 bins[b].completed += part;
-                 bins[b].counted += span;
-               });
-      previous = wall;
-    }
-    auto& rows = stalls[rank];
-    std::sort(rows.begin(), rows.end());
-    for (std::size_t k = 1; k < rows.size(); ++k)
-      spread(grid, rows[k - 1].first, rows[k].first,
-             static_cast<double>(std::max<std::int64_t>(0, rows[k].second - rows[k - 1].second)),
-             [&](std::size_t b, double part, double) { bins[b].held_off += part; });
-  }
-  return true;
-}
-
 // A rank's bins where it and at least two others are known: its own share against the others'
 // median, and the others' median share of waiting.
 struct RankSeries {
@@ -164,8 +59,7 @@ struct RankSeries {
   std::map<int, std::vector<double>> completed;
 };
 
-std::map<int, RankSeries> series_of(const std::map<int, std::vector<BinTime>>& times,
-                                    const BinGrid& grid) {
+std::map<int, RankSeries> series_of(const RankBins& times, const BinGrid& grid) {
   std::map<int, RankSeries> out;
   const auto bin_ns = static_cast<double>(grid.bin_ns);
   for (int b = 0; b < grid.bins; ++b) {
@@ -354,7 +248,7 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
                          std::string& error) {
   if (job.ranks.size() < 3) return true;
   BinGrid grid;
-  std::map<int, std::vector<BinTime>> times;
+  RankBins times;
   if (!read_bin_times(job, since_wall_ns(job, options), grid, times, error)) return false;
   const std::map<int, RankSeries> series = series_of(times, grid);
   const double subjects = static_cast<double>(job.ranks.size() + job.hosts.size());

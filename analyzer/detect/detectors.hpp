@@ -22,9 +22,9 @@ namespace commtap::analyzer {
 // Each detector's parameters say what it reads (const) and what it writes; health.cpp runs them
 // in an order that follows from that.
 
-// The severity of a finding its evidence alone decides (network findings, whose cost to the job
-// the trace does not say): an error a thousand times less likely in a healthy job than the
-// finding's own bar (evidence.hpp), else a warning.
+// The severity of a finding its evidence alone decides (network findings, until
+// cost_network_findings weighs what they cost): an error a thousand times less likely in a healthy
+// job than the finding's own bar (evidence.hpp), else a warning.
 inline Severity severity_by_evidence(const EvidenceTest& test, const HealthOptions& options) {
   return test.false_alarm() <= options.false_alarm_rate * kErrorEvidenceFactor ? Severity::error
                                                                                : Severity::warning;
@@ -87,6 +87,12 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
 bool detect_stalled_links(const Job& job, const HealthOptions& options,
                           const std::vector<MessageStall>& message_stalls,
                           std::vector<Finding>& findings, std::string& error);
+// What the network findings cost: the largest fall of the job's pace (operations its ranks
+// complete per second, model/job_pace) goes into each one's evidence, and one that cost the job
+// options.error_cost_share or more is an ERROR. Only where no finding of another kind (a slow
+// rank or host, a hang, a lost rank) could explain the fall instead.
+bool cost_network_findings(const Job& job, const HealthOptions& options,
+                           std::vector<Finding>& findings, std::string& error);
 // What counts as a stalled transfer, and over what span stalls are counted.
 inline constexpr double kStallNs = 20e6, kStallFactor = 20;
 std::int64_t stall_span_ns(const HealthOptions& options);  // six persistence windows

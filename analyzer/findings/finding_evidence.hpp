@@ -245,6 +245,10 @@ struct FindingEvidence {
   std::shared_ptr<const FindingEvidence> also;
   // Slow links at this host merged into its slow_host_network finding (health.cpp).
   std::vector<std::string> absorbed_links;
+  // A network finding's cost (detect/network_cost.cpp): how much the job's pace (operations its
+  // ranks complete per second) fell from the finding's first moment on, where it was measured
+  // and nothing else explains the fall; a fraction, 0.1 = 10%.
+  std::optional<double> job_pace_fall;
 };
 
 // The slow_rank or slow_host subject of `evidence`, or null.

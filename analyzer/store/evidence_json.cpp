@@ -223,6 +223,7 @@ json evidence_json(const FindingEvidence& evidence) {
   json out = std::visit([](const auto& rule) { return rule_json(rule); }, evidence.rule);
   if (evidence.also) out["also"] = evidence_json(*evidence.also);
   for (const std::string& link : evidence.absorbed_links) out["links"].push_back(link);
+  if (evidence.job_pace_fall) out["job_pace_fall"] = *evidence.job_pace_fall;
   return out;
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Link probes in programs whose collectives are not on MPI_COMM_WORLD (issue 48): a 2-D stencil
 # whose every collective is on a Cartesian communicator, a parameter server on a duplicate of
-# MPI_COMM_WORLD, and a pipeline whose only collectives are on a communicator split off without
-# rank 0. On 4 pretend hosts (COMMTAP_TEST_NODES, one rank each) the probes run on the
+# MPI_COMM_WORLD, a pipeline whose only collectives are on a communicator split off without
+# rank 0, and two coupled models joined by an intercommunicator. On 4 pretend hosts (COMMTAP_TEST_NODES, one rank each) the probes run on the
 # communicators' own collectives: every directed pair of the hosts each communicator spans, and
 # no other; the programs print what they print natively. Before probes followed any
 # communicator, these jobs had no probe rows at all.
@@ -37,3 +37,8 @@ check stencil_cart 24 -1 "collectives on a Cartesian communicator only" 300 64 3
 check param_server 24 -1 "collectives on a duplicate of MPI_COMM_WORLD" 300 64 3000
 # The split communicator spans hosts 1-3: their 6 directed pairs, none with host 0.
 check split_pipeline 12 0 "collectives on a split communicator without rank 0 only" 300 1024 3000
+# Two models of 2 ranks (hosts 0-1 and 2-3), each all-reducing on its own communicator, coupled
+# through an intercommunicator: the pairs within each model, 4 directed pairs. The pairs across
+# the models carry only the coupling's messages (measured by the transfers, not by probes).
+check coupled_models 8 -1 "collectives on two split communicators and an intercommunicator" \
+  300 64 3000

@@ -291,6 +291,94 @@ TEST(Health, APairThatBecameSlowerThanItsOwnPatternIsNamed) {
   expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
 }
 
+// Two coupled models of two hosts each (tests/programs/coupled_models.c): the probes measure
+// the pairs within each model only (h0-h1, h2-h3), and the coupling's messages cross between
+// them (h0-h2, h1-h3). With h3's network delayed both ways, h2 and h3 each have one probed peer,
+// and that pair reads slow both ways whichever of them is at fault: no host finding from the
+// probes alone. The coupling's messages into and out of h3 say it is h3.
+TEST(Health, AHostProbedWithOnePeerOnlyIsNotNamedForThatPair) {
+  SyntheticJob job;
+  job.probe_every_s = 2;
+  job.probed = [](int from, int to) { return from / 2 == to / 2; };
+  job.sends_to = [](int from_rank, int to_rank) {
+    const int from = from_rank / 2, to = to_rank / 2;
+    return from != to && (from / 2 == to / 2 || from % 2 == to % 2);
+  };
+  job.probe_latency_us = [](int from, int to, double) {
+    return from == 3 || to == 3 ? 3000.0 : 30.0;
+  };
+  job.probe_mb_per_s = [](int from, int to, double) {
+    return from == 3 || to == 3 ? 20.0 : 1000.0;
+  };
+  job.link_us = [](int from, int to, double) { return from == 3 || to == 3 ? 3000.0 : 0.0; };
+  const JobHealth health = analyze(job);
+  for (const Finding& f : health.findings) EXPECT_NE(f.subject, "host h2") << describe(health);
+  EXPECT_TRUE(std::any_of(health.findings.begin(), health.findings.end(), [](const Finding& f) {
+    return f.subject == "host h3";
+  })) << describe(health);
+}
+
+// Severity by cost (detect/network_cost.cpp). Every pair's messages read slow 15% of the time
+// at random (a loaded machine), and from 24 s of the 30 s job 70% of h0 -> h2's: named on
+// moderate evidence, which alone makes it a WARNING. Where the job's pace (operations completed
+// per second) fell by 30% at that moment, the link is what cost it: an ERROR; not where the pace
+// fell for a while and came back. A slow rank named
+// in the same job could explain the fall instead: then the link keeps its evidence's severity.
+namespace {
+bool slow_by_chance(int from, int to, double t, int percent) {
+  std::uint64_t x = static_cast<std::uint64_t>(std::llround(t * 1e3)) * 31 +
+                    static_cast<std::uint64_t>(from * 7 + to) + 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;  // splitmix64: a fixed, seedless shuffle
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<int>(x % 100) < percent;
+}
+}  // namespace
+
+TEST(Health, ANetworkFindingThatSlowsTheJobByTenPercentIsAnError) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double t) {
+    const int percent = from == 0 && to == 2 && t >= 24 ? 70 : 15;
+    return slow_by_chance(from, to, t, percent) ? 2000.0 : 0.0;
+  };
+  const JobHealth held = analyze(job);
+  expect_exactly(held, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(held.findings.empty());
+  EXPECT_EQ(held.findings[0].severity, Severity::warning) << describe(held);
+  EXPECT_LT(held.findings[0].evidence.job_pace_fall.value_or(0), 0.05) << describe(held);
+
+  job.progress = [](double t) { return t >= 24 ? 0.7 : 1.0; };
+  const JobHealth costly = analyze(job);
+  expect_exactly(costly, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(costly.findings.empty());
+  EXPECT_EQ(costly.findings[0].severity, Severity::error) << describe(costly);
+  EXPECT_NEAR(evidence_json(costly.findings[0].evidence).at("job_pace_fall").get<double>(), 0.3,
+              0.05);
+
+  // A fall the job recovered from (another job's load that came and went) is not its cost now.
+  job.progress = [](double t) { return t >= 10 && t < 23 ? 0.7 : 1.0; };
+  const JobHealth recovered = analyze(job);
+  expect_exactly(recovered, {{"slow_link", "link h0 -> h2"}});
+  ASSERT_FALSE(recovered.findings.empty());
+  EXPECT_EQ(recovered.findings[0].severity, Severity::warning) << describe(recovered);
+  EXPECT_LT(recovered.findings[0].evidence.job_pace_fall.value_or(0), 0.05);
+
+  job.progress = [](double t) { return t >= 24 ? 0.7 : 1.0; };
+  // Rank 2 (h1, which neither end of the link is) late at every all-reduce.
+  job.late_us = [](int rank, double) { return rank == 2 ? 6000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 2 ? 0.0 : 120.0; };
+  const JobHealth also_slow_rank = analyze(job);
+  bool link_named = false;
+  for (const Finding& f : also_slow_rank.findings)
+    if (f.kind == "slow_link") {
+      link_named = true;
+      EXPECT_EQ(f.severity, Severity::warning) << describe(also_slow_rank);
+      EXPECT_FALSE(f.evidence.job_pace_fall.has_value()) << describe(also_slow_rank);
+    }
+  EXPECT_TRUE(link_named) << describe(also_slow_rank);
+  EXPECT_GT(also_slow_rank.findings.size(), 1u) << describe(also_slow_rank);
+}
+
 // A 6 s job on 3 hosts, the link h1 -> h2 3 ms slower from its start: its messages say so
 // overwhelmingly, though the job is shorter than one window. A sender whose MPI_Waitall holds
 // its receives until its send on the slow link goes through completes them late: its incoming

@@ -1,0 +1,69 @@
+// analyzer/model/job_pace: each rank's time per second of the job's wall clock, from the
+// writer's windows (aggregates: time inside MPI and operations completed; heartbeats: time held
+// off the CPU), and the job's pace from them: how many operations its ranks complete per second.
+// The rules that ask what a change cost the job read it here (detect_rank_changes, network_cost).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/model/job_model.hpp"
+
+namespace commtap::analyzer {
+
+// One rank's time in one bin of the job's wall clock.
+struct BinTime {
+  double covered = 0, mpi = 0, held_off = 0;  // ns
+  // Operations completed (the aggregates' calls): the rank's progress, over `counted` ns of the
+  // bin. The first write's are not counted: it spans MPI_Init and the program's set-up (3 s of
+  // 40 in sweep 18's OSU runs), which complete few.
+  double completed = 0, counted = 0;
+  bool paced(double bin_ns) const { return counted >= 0.5 * bin_ns; }
+  bool known(double bin_ns) const { return covered >= 0.5 * bin_ns; }
+  // Inside MPI (waiting, in a coupled program).
+  double waiting() const { return covered > 0 ? std::min(mpi, covered) / covered : 0; }
+  // Not waiting for the others: computing, or held off the CPU wherever it was (a rank stopped
+  // inside an MPI call counts its stop as time inside MPI).
+  double own() const { return std::min(1.0, 1 - waiting() + held_off / std::max(1.0, covered)); }
+};
+
+// Whole bins of the job's COMMTAP_INTERVAL (at least 1 s) from `first` (wall clock).
+struct BinGrid {
+  std::int64_t first = 0, bin_ns = 1'000'000'000;
+  int bins = 0;
+};
+
+using RankBins = std::map<int, std::vector<BinTime>>;  // rank -> one per bin of the grid
+
+// Per rank and bin, from the writer's rows since `since_wall`.
+bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, RankBins& out,
+                    std::string& error);
+
+// How much the job's pace fell from `onset_wall` on: one minus the median over ranks of each
+// rank's median operations per bin since against before, over the bins it is paced in from the
+// first bin every rank is paced in (the job's set-up is no baseline). Unknown (nullopt) where
+// fewer than 3 ranks have `min_before` bins before and `min_after` since. A pace that rose
+// reads 0.
+std::optional<double> pace_fall_since(const RankBins& times, const BinGrid& grid,
+                                      std::int64_t onset_wall, int min_before, int min_after);
+// The same, with the bins since counted from `since_wall` (at or after the onset) only.
+std::optional<double> pace_fall_between(const RankBins& times, const BinGrid& grid,
+                                        std::int64_t onset_wall, std::int64_t since_wall,
+                                        int min_before, int min_after);
+
+// The moment the job's pace fell most clearly (the split of its operations per bin, summed over
+// the ranks, whose fall weighted by the bins on each side is largest), how much it fell then, as
+// pace_fall_since measures it, and how far down its latest bins (as many as `min_after`) still
+// are against the same baseline. Unknown where the job has fewer known bins than that or its
+// pace never fell.
+struct PaceFall {
+  std::int64_t onset_wall = 0;
+  double fall = 0, latest_fall = 0;
+};
+std::optional<PaceFall> largest_pace_fall(const RankBins& times, const BinGrid& grid,
+                                          int min_before, int min_after);
+
+}  // namespace commtap::analyzer
