@@ -128,6 +128,8 @@ struct StallCandidate {
   int from, to, size_class;
   std::int64_t start;
   double ns;
+  int from_rank, to_rank;
+  std::int64_t done;
 };
 struct MessageSamples {
   std::map<CellKey, Reservoir> cells;
@@ -170,8 +172,8 @@ MessageSamples sample_messages(const Job& job, const HealthOptions& options,
     // known).
     const std::int64_t stalled = transit;
     if (start >= stall_since && stalled >= kStallNs)
-      out.stall_candidates.push_back(
-          {m.from_host, m.to_host, std::get<2>(key), start, static_cast<double>(stalled)});
+      out.stall_candidates.push_back({m.from_host, m.to_host, std::get<2>(key), start,
+                                      static_cast<double>(stalled), m.from_rank, m.to_rank, done});
   }
   return out;
 }
@@ -201,8 +203,8 @@ void record_stalls(const Job& job, const std::vector<StallCandidate>& candidates
     auto c = b.of_class.find(s.size_class);
     if (c == b.of_class.end() || s.ns < kStallFactor * std::max(1000.0, c->second)) continue;
     evidence.stalls.push_back({job.hosts[static_cast<std::size_t>(s.from)],
-                               job.hosts[static_cast<std::size_t>(s.to)], s.start, s.ns,
-                               c->second});
+                               job.hosts[static_cast<std::size_t>(s.to)], s.start, s.ns, c->second,
+                               s.from_rank, s.to_rank, s.done});
   }
 }
 

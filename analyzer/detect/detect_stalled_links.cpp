@@ -26,9 +26,54 @@ struct Stall {
   std::string from, to;
   std::int64_t at = 0;  // aligned
   double ns = 0, baseline_ns = 0;
-  bool probe = false;       // a link probe's measurement (else a message)
-  bool both_ways = false;   // direction unknown: a probe's transfer, or round trip before v9
-  bool round_trip = false;  // a latency probe (else a transfer)
+  bool probe = false;             // a link probe's measurement (else a message)
+  bool both_ways = false;         // direction unknown: a probe's transfer, or round trip before v9
+  bool round_trip = false;        // a latency probe (else a transfer)
+  std::int64_t transit_wall = 0;  // a message's transit's start, on the job's wall clock
+  StalledEnd sender, receiver;    // a message's
+  bool by_scheduler = false;
+};
+
+// Each rank's cumulative time held off the CPU (heartbeats' stalled_ns) by wall time.
+class HeldOffCounters {
+ public:
+  bool load(const Job& job, std::string& error) {
+    if (!each_stall_row(
+            job,
+            [&](const StallRow& s) {
+              if (s.wall_ns <= job.until_wall) rows_[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
+            },
+            error))
+      return false;
+    // The count starts at 0 with the rank (its writer starts at MPI_Init): a job's first second,
+    // before the first heartbeat, is its busiest (set-up on every rank at once).
+    for (auto& [rank, rows] : rows_) {
+      auto found = job.ranks.find(rank);
+      if (found == job.ranks.end() || found->second.start_ns == 0) continue;
+      const auto start = static_cast<std::int64_t>(found->second.start_ns);
+      if (!rows.empty() && start < rows.front().first) rows.insert(rows.begin(), {start, 0});
+    }
+    return true;
+  }
+  // `rank`'s time held off over its heartbeat interval(s) covering [from, to] (wall clock): from
+  // its last heartbeat at or before `from` to its first at or after `to`.
+  StalledEnd end(int rank, std::int64_t from, std::int64_t to) const {
+    StalledEnd out{.rank = rank};
+    auto found = rows_.find(rank);
+    if (found == rows_.end()) return out;
+    const auto& rows = found->second;
+    auto after = std::lower_bound(rows.begin(), rows.end(), std::make_pair(to, INT64_MIN));
+    auto before = std::upper_bound(rows.begin(), rows.end(), std::make_pair(from, INT64_MAX));
+    if (after == rows.end() || before == rows.begin()) return out;
+    --before;
+    out.held_off_ns =
+        static_cast<double>(std::max<std::int64_t>(0, after->second - before->second));
+    out.interval_ns = static_cast<double>(after->first - before->first);
+    return out;
+  }
+
+ private:
+  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> rows_;
 };
 
 }  // namespace
@@ -114,6 +159,36 @@ struct StallFindings {
   std::int64_t recent_since;
   std::string span;
   std::vector<Finding>& findings;
+  const std::vector<Stall>& all;  // the counted stalls and those taken for the scheduler's
+
+  // The subject's stalls among `all`, counted or not, the longest first.
+  StalledTransfersEvidence transfers_of(const NetworkSubject& subject) const {
+    StalledTransfersEvidence out;
+    std::vector<const Stall*> its;
+    for (const Stall& s : all) {
+      const bool on_it = subject.host.empty()
+                             ? std::minmax(s.from, s.to) == std::minmax(subject.from, subject.to)
+                             : s.from == subject.host || s.to == subject.host;
+      if (!on_it) continue;
+      its.push_back(&s);
+      out.by_scheduler += s.by_scheduler;
+    }
+    std::stable_sort(its.begin(), its.end(),
+                     [](const Stall* a, const Stall* b) { return a->ns > b->ns; });
+    if (its.size() > StalledTransfersEvidence::kListed)
+      its.resize(StalledTransfersEvidence::kListed);
+    for (const Stall* s : its)
+      out.transfers.push_back({.from = s->from,
+                               .to = s->to,
+                               .at_ns = s->probe ? s->at + job.wall_minus_aligned : s->transit_wall,
+                               .ns = s->ns,
+                               .baseline_ns = s->baseline_ns,
+                               .probe = s->probe,
+                               .sender = s->sender,
+                               .receiver = s->receiver,
+                               .by_scheduler = s->by_scheduler});
+    return out;
+  }
 
   void add(const std::string& kind, const std::string& subject,
            const std::vector<const Stall*>& mine, std::size_t elsewhere,
@@ -136,12 +211,14 @@ struct StallFindings {
                 " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
                 "switch port)";
     f.source = "stalls";
-    f.evidence.rule = StalledTransfersEvidence{.subject = network,
-                                               .stalls = mine.size(),
-                                               .moments = sum.moments,
-                                               .longest_ns = sum.longest,
-                                               .baseline_ns = sum.baseline,
-                                               .stalls_elsewhere = elsewhere};
+    StalledTransfersEvidence evidence = transfers_of(network);
+    evidence.subject = network;
+    evidence.stalls = mine.size();
+    evidence.moments = sum.moments;
+    evidence.longest_ns = sum.longest;
+    evidence.baseline_ns = sum.baseline;
+    evidence.stalls_elsewhere = elsewhere;
+    f.evidence.rule = std::move(evidence);
     f.host = network.host;
     f.from = network.from;
     f.to = network.to;
@@ -153,25 +230,32 @@ struct StallFindings {
 // A host: stalls on its pairs with two other hosts at least, into it and out of it (a receiver
 // that posts early and completes late after computing inflates only what it receives), at
 // separate moments, and few elsewhere. Of several, the one with the most moments: a stall on
-// one pair can hold up the next pair its hosts meet. "" where none.
+// one pair can hold up the next pair its hosts meet. "" where none. A host's own stalls are those
+// not taken for the scheduler's; those elsewhere are all of them (the scheduler's too show that
+// the machine stalls everywhere, not on one host's pairs).
 std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_since,
-                       std::vector<const Stall*>& lossy_stalls) {
+                       std::vector<const Stall*>& lossy_stalls, std::size_t& lossy_elsewhere) {
   std::set<std::string> hosts;
-  for (const Stall& s : stalls) hosts.insert({s.from, s.to});
+  for (const Stall& s : stalls)
+    if (!s.by_scheduler) hosts.insert({s.from, s.to});
   std::string lossy;
   std::pair<int, std::size_t> lossy_rank{0, 0};  // moments, stalls
   for (const std::string& h : hosts) {
     std::vector<const Stall*> mine;
     std::set<std::string> peers;
     bool into = false, out_of = false;
+    std::size_t elsewhere = 0;
     for (const Stall& s : stalls) {
-      if (s.from != h && s.to != h) continue;
+      if (s.from != h && s.to != h) {
+        ++elsewhere;
+        continue;
+      }
+      if (s.by_scheduler) continue;
       mine.push_back(&s);
       peers.insert(s.from == h ? s.to : s.from);
       into |= s.to == h || s.both_ways;
       out_of |= s.from == h || s.both_ways;
     }
-    const std::size_t elsewhere = stalls.size() - mine.size();
     const int moments = summarize(mine, recent_since).moments;
     if (peers.size() < 2 || !into || !out_of || 4 * elsewhere > mine.size() ||
         moments < kMinMoments || std::pair{moments, mine.size()} <= lossy_rank)
@@ -179,6 +263,7 @@ std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_sin
     lossy = h;
     lossy_stalls = std::move(mine);
     lossy_rank = {moments, lossy_stalls.size()};
+    lossy_elsewhere = elsewhere;
   }
   return lossy;
 }
@@ -188,9 +273,13 @@ std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_sin
 void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubjects& named,
                        StallFindings& out) {
   std::map<std::pair<std::string, std::string>, std::vector<const Stall*>> by_pair;
-  for (const Stall& s : stalls) by_pair[std::minmax(s.from, s.to)].push_back(&s);
+  std::map<std::pair<std::string, std::string>, std::size_t> on_pair;  // the scheduler's too
+  for (const Stall& s : stalls) {
+    on_pair[std::minmax(s.from, s.to)] += 1;
+    if (!s.by_scheduler) by_pair[std::minmax(s.from, s.to)].push_back(&s);
+  }
   for (const auto& [pair, mine] : by_pair) {
-    const std::size_t elsewhere = stalls.size() - mine.size();
+    const std::size_t elsewhere = stalls.size() - on_pair[pair];
     if (4 * elsewhere > mine.size() || summarize(mine, out.recent_since).moments < kMinMoments)
       continue;
     int forth = 0, back = 0, messages_forth = 0, messages_back = 0;
@@ -216,29 +305,66 @@ void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubje
   }
 }
 
+// A stalled message is the scheduler's, not the network's, when its ends were held off the CPU
+// (heartbeats' stalled_ns) in the heartbeat intervals around its transit for shares that,
+// pro-rated to the transit's length, add up to kHeldOffPartOfExcess of its excess or more: on a
+// loaded machine a receiver waiting for its turn completes 20-40 ms late (docs/faults.md, sweeps
+// 21 and 22), and the two ends' waits add (the sender's before its data goes out, the
+// receiver's before it sees it arrive). An interval's share, not its total: one that spans two
+// heartbeats counts half as much per second. What it cannot tell apart: a link that stalls for
+// 20-100 ms (a tail-loss probe, a rate limiter's queue) on a machine that holds its ranks off
+// the CPU that much; those stalls are not counted there, and only the ones the scheduler does
+// not account for name the link. An excess of kProbeStallNs or more (a retransmission timeout)
+// is never the scheduler's, nor is a probe's (it counts only from kProbeStallNs).
+constexpr double kHeldOffPartOfExcess = 0.5;
+bool by_scheduler(const Stall& s) {
+  const double excess = s.ns - s.baseline_ns;
+  if (s.probe || excess >= kProbeStallNs) return false;
+  double held_off = 0;
+  bool known = false;
+  for (const StalledEnd* end : {&s.sender, &s.receiver}) {
+    if (end->held_off_ns < 0 || end->interval_ns <= 0) continue;
+    known = true;
+    held_off += end->held_off_ns / end->interval_ns * s.ns;
+  }
+  return known && held_off >= kHeldOffPartOfExcess * excess;
+}
+
 }  // namespace
 
 bool detect_stalled_links(const Job& job, const HealthOptions& options,
                           const std::vector<MessageStall>& message_stalls,
                           std::vector<Finding>& findings, std::string& error) {
-  std::vector<Stall> stalls;
-  for (const MessageStall& m : message_stalls)
-    stalls.push_back({m.from, m.to, m.at_ns, m.ns, m.baseline_ns});
+  HeldOffCounters held_off;
+  if (!message_stalls.empty() && !held_off.load(job, error)) return false;
+  std::vector<Stall> all;
+  for (const MessageStall& m : message_stalls) {
+    Stall s{m.from, m.to, m.at_ns, m.ns, m.baseline_ns};
+    const std::int64_t done = m.done_ns + job.wall_minus_aligned;
+    s.transit_wall = done - static_cast<std::int64_t>(m.ns);
+    s.sender = held_off.end(m.from_rank, s.transit_wall, done);
+    s.receiver = held_off.end(m.to_rank, s.transit_wall, done);
+    s.by_scheduler = by_scheduler(s);
+    all.push_back(std::move(s));
+  }
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
   const std::int64_t stall_span = stall_span_ns(options);
-  if (!read_probe_stalls(job, options, now - stall_span, stalls, error)) return false;
-  if (stalls.empty()) return true;
+  if (!read_probe_stalls(job, options, now - stall_span, all, error)) return false;
+  if (std::all_of(all.begin(), all.end(), [](const Stall& s) { return s.by_scheduler; }))
+    return true;
   const NamedNetworkSubjects named = named_network_subjects(findings);
-  StallFindings out{job, now - stall_span / 2, ms_text(static_cast<double>(stall_span)), findings};
+  StallFindings out{job, now - stall_span / 2, ms_text(static_cast<double>(stall_span)), findings,
+                    all};
   std::vector<const Stall*> host_stalls;
-  if (const std::string host = lossy_host(stalls, out.recent_since, host_stalls); !host.empty()) {
+  std::size_t elsewhere = 0;
+  if (const std::string host = lossy_host(all, out.recent_since, host_stalls, elsewhere);
+      !host.empty()) {
     if (!named.hosts.count(host))
-      out.add(finding_kind::slow_host_network, "host " + host, host_stalls,
-              stalls.size() - host_stalls.size(), NetworkSubject{.host = host}, avoid_host(host),
-              "to and from it");
+      out.add(finding_kind::slow_host_network, "host " + host, host_stalls, elsewhere,
+              NetworkSubject{.host = host}, avoid_host(host), "to and from it");
     return true;
   }
-  add_link_findings(stalls, named, out);
+  add_link_findings(all, named, out);
   return true;
 }
 

@@ -194,6 +194,23 @@ struct LostPacketsEvidence {
   double baseline_share = 0;  // on most links
 };
 
+// One end of a stalled message: the time its process was held off the CPU (heartbeats'
+// stalled_ns) over the heartbeat interval that covers the message's transit.
+struct StalledEnd {
+  int rank = -1;
+  double held_off_ns = -1;  // -1: unknown (no heartbeat before or after the transit)
+  double interval_ns = 0;
+};
+// A transfer that stalled: a message (its two ranks known) or a link probe (hosts only).
+struct StalledTransfer {
+  std::string from, to;    // hosts
+  std::int64_t at_ns = 0;  // its transit's start, on the job's wall clock
+  double ns = 0, baseline_ns = 0;
+  bool probe = false;
+  StalledEnd sender, receiver;  // messages only
+  bool by_scheduler = false;    // its excess is the time an end was held off the CPU
+};
+
 // slow_host_network or slow_link by transfers that stalled (a retransmission timeout).
 struct StalledTransfersEvidence {
   NetworkSubject subject;
@@ -201,6 +218,11 @@ struct StalledTransfersEvidence {
   int moments = 0;  // separate moments they happened at
   double longest_ns = 0, baseline_ns = 0;
   std::size_t stalls_elsewhere = 0;
+  // Stalls of the subject's pairs taken for the scheduler's and not counted above.
+  std::size_t by_scheduler = 0;
+  // The subject's stalls, counted or not, the longest first (at most kListed).
+  std::vector<StalledTransfer> transfers;
+  static constexpr std::size_t kListed = 16;
 };
 
 // ---- Functions (detect_degradation) --------------------------------------------------------

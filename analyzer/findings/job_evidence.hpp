@@ -68,8 +68,10 @@ struct MessageLink {
 // A message of the stall span that took kStallNs or more and kStallFactor times its baseline.
 struct MessageStall {
   std::string from, to;
-  std::int64_t at_ns = 0;  // its send, on rank 0's clock
-  double ns = 0, baseline_ns = 0;
+  std::int64_t at_ns = 0;            // its send, on rank 0's clock
+  double ns = 0, baseline_ns = 0;    // its transit (from both sides ready to done), the baseline
+  int from_rank = -1, to_rank = -1;  // the sender, the receiver (world ranks)
+  std::int64_t done_ns = 0;          // its receive's completion, on rank 0's clock
 };
 // A direction that read slow while its round trip is not: a clock error, not a slow link.
 struct ClockOnlyLink {

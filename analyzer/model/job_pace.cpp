@@ -113,11 +113,6 @@ std::size_t first_paced_bin(const RankBins& times, double bin_ns) {
 
 }  // namespace
 
-std::optional<double> pace_fall_since(const RankBins& times, const BinGrid& grid,
-                                      std::int64_t onset_wall, int min_before, int min_after) {
-  return pace_fall_between(times, grid, onset_wall, onset_wall, min_before, min_after);
-}
-
 std::optional<double> pace_fall_between(const RankBins& times, const BinGrid& grid,
                                         std::int64_t onset_wall, std::int64_t since_wall,
                                         int min_before, int min_after) {
@@ -185,7 +180,8 @@ std::optional<PaceFall> largest_pace_fall(const RankBins& times, const BinGrid& 
   }
   if (best == 0) return std::nullopt;
   const std::int64_t onset = grid.first + static_cast<std::int64_t>(bin[best]) * grid.bin_ns;
-  const std::optional<double> fall = pace_fall_since(times, grid, onset, min_before, min_after);
+  const std::optional<double> fall =
+      pace_fall_between(times, grid, onset, onset, min_before, min_after);
   // The latest min_after bins against the same baseline: a fall the job has recovered from is
   // not what a fault that still holds costs it now.
   const std::int64_t latest =

@@ -43,22 +43,19 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
                     std::string& error);
 
 // How much the job's pace fell from `onset_wall` on: one minus the median over ranks of each
-// rank's median operations per bin since against before, over the bins it is paced in from the
-// first bin every rank is paced in (the job's set-up is no baseline). Unknown (nullopt) where
-// fewer than 3 ranks have `min_before` bins before and `min_after` since. A pace that rose
-// reads 0.
-std::optional<double> pace_fall_since(const RankBins& times, const BinGrid& grid,
-                                      std::int64_t onset_wall, int min_before, int min_after);
-// The same, with the bins since counted from `since_wall` (at or after the onset) only.
+// rank's median operations per bin since (counted from `since_wall`, at or after the onset)
+// against before, over the bins it is paced in from the first bin every rank is paced in (the
+// job's set-up is no baseline). Unknown (nullopt) where fewer than 3 ranks have `min_before`
+// bins before and `min_after` since. A pace that rose reads 0.
 std::optional<double> pace_fall_between(const RankBins& times, const BinGrid& grid,
                                         std::int64_t onset_wall, std::int64_t since_wall,
                                         int min_before, int min_after);
 
 // The moment the job's pace fell most clearly (the split of its operations per bin, summed over
-// the ranks, whose fall weighted by the bins on each side is largest), how much it fell then, as
-// pace_fall_since measures it, and how far down its latest bins (as many as `min_after`) still
-// are against the same baseline. Unknown where the job has fewer known bins than that or its
-// pace never fell.
+// the ranks, whose fall weighted by the bins on each side is largest), how much it fell from then
+// on (pace_fall_between), and how far down its latest bins (as many as `min_after`) still are
+// against the same baseline. Unknown where the job has fewer known bins than that or its pace never
+// fell.
 struct PaceFall {
   std::int64_t onset_wall = 0;
   double fall = 0, latest_fall = 0;

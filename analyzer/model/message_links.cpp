@@ -68,7 +68,8 @@ bool join_messages(const Job& job, const HealthOptions& options, JoinedMessages&
             const std::int64_t pending =
                 pending_known ? r->second.aligned(t.seen_pending_ns) : done;
             out.between_hosts.push_back({p->second.host, r->second.host, found->second.start,
-                                         posted, done, found->second.bytes, pending});
+                                         posted, done, found->second.bytes, pending, t.peer,
+                                         t.rank});
           },
           error))
     return false;

@@ -21,6 +21,7 @@ struct JoinedMessage {
   int from_host, to_host;
   std::int64_t start, posted, done, bytes;
   std::int64_t pending;
+  int from_rank = -1, to_rank = -1;  // world ranks: the sender's, the receiver's
 };
 struct JoinedMessages {
   std::vector<JoinedMessage> between_hosts;

@@ -182,6 +182,24 @@ json rule_json(const StalledTransfersEvidence& e) {
   out["longest_ns"] = e.longest_ns;
   out["baseline_ns"] = e.baseline_ns;
   out["stalls_elsewhere"] = e.stalls_elsewhere;
+  out["by_scheduler"] = e.by_scheduler;
+  json transfers = json::array();
+  for (const StalledTransfer& t : e.transfers) {
+    json one = {{"from", t.from},
+                {"to", t.to},
+                {"at_ns", t.at_ns},
+                {"ns", t.ns},
+                {"baseline_ns", t.baseline_ns},
+                {"probe", t.probe},
+                {"by_scheduler", t.by_scheduler}};
+    if (!t.probe)
+      for (const auto& [name, end] : {std::pair{"sender", &t.sender}, {"receiver", &t.receiver}})
+        one[name] = {{"rank", end->rank},
+                     {"held_off_ns", end->held_off_ns},
+                     {"interval_ns", end->interval_ns}};
+    transfers.push_back(std::move(one));
+  }
+  out["transfers"] = std::move(transfers);
   return out;
 }
 

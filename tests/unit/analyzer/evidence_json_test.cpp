@@ -30,10 +30,23 @@ TEST(EvidenceJson, EachRulePrintsItsKeysWithTheirNumberFormats) {
             "{\"baseline_share\":0.001,\"both_directions\":true,\"from\":\"h1\",\"lost\":3,"
             "\"resent\":5,\"segments\":1000,\"share\":0.003,\"source\":\"tcp\",\"to\":\"h2\"}");
   FindingEvidence stalled;
-  stalled.rule = StalledTransfersEvidence{{"h3", "", "", false}, 7, 4, 2e8, 1e5, 1};
+  StalledTransfersEvidence stalls{{"h3", "", "", false}, 7, 4, 2e8, 1e5, 1, 2};
+  stalls.transfers.push_back({.from = "h3",
+                              .to = "h1",
+                              .at_ns = 5,
+                              .ns = 2e7,
+                              .baseline_ns = 1e5,
+                              .sender = {6, 1e8, 1e9},
+                              .receiver = {2, -1, 0},
+                              .by_scheduler = true});
+  stalled.rule = stalls;
   EXPECT_EQ(evidence_text(stalled),
-            "{\"baseline_ns\":100000.0,\"host\":\"h3\",\"longest_ns\":200000000.0,\"moments\":4,"
-            "\"source\":\"stalls\",\"stalls\":7,\"stalls_elsewhere\":1}");
+            "{\"baseline_ns\":100000.0,\"by_scheduler\":2,\"host\":\"h3\",\"longest_ns\":"
+            "200000000.0,\"moments\":4,\"source\":\"stalls\",\"stalls\":7,\"stalls_elsewhere\":1,"
+            "\"transfers\":[{\"at_ns\":5,\"baseline_ns\":100000.0,\"by_scheduler\":true,"
+            "\"from\":\"h3\",\"ns\":20000000.0,\"probe\":false,\"receiver\":{\"held_off_ns\":-1.0,"
+            "\"interval_ns\":0.0,\"rank\":2},\"sender\":{\"held_off_ns\":100000000.0,"
+            "\"interval_ns\":1000000000.0,\"rank\":6},\"to\":\"h1\"}]}");
   FindingEvidence aborted;
   aborted.rule = CommAbortedEvidence{{0, 2}, 3};
   EXPECT_EQ(evidence_text(aborted), "{\"calls\":3,\"ranks\":[0,2]}");
