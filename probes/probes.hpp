@@ -82,8 +82,9 @@ class LinkProber {
     int rank = 0, size = 0;
     const std::vector<int>* world_ranks = nullptr;
   };
-  // Whether the rounds can run on this communicator: an intracommunicator (the caller checks)
-  // of world ranks only whose members are on two hosts at least; MPI_COMM_WORLD (id 1) only
+  // Whether the rounds can run on this communicator (an intercommunicator's members are both its
+  // groups, which the caller lists): of world ranks only, on two hosts at least; MPI_COMM_WORLD
+  // (id 1) only
   // where some rank runs under MPI_THREAD_MULTIPLE. Decided alike on every member (from the
   // membership and what all ranks agreed at MPI_Init); remembered by id.
   bool can_probe(const Members& comm);
