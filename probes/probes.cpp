@@ -32,8 +32,10 @@ namespace {
 // slow makes its transfers long, and the rounds that confirm it (the analyzer needs 2-3) still
 // come at the set interval; a lasting fault then spaces them out so that the bound holds again.
 constexpr double kMaxShare = 0.005;
-// The decisions alone take at most this part of that share: where one costs more than
-// kMaxDecisionStepS allows (a dissemination among descheduled ranks), they are asked less often.
+// The decisions alone take at most this part of that share (of kConfirmShare right after a round
+// and while a change waits to be confirmed): where one costs more than kMaxDecisionStepS allows
+// (a dissemination among descheduled ranks), they are asked less often. Not before a rank's first
+// three rounds, which come at the set interval whatever they cost.
 constexpr double kDecisionPart = 0.25;
 // A round that measured a direction this many times slower than its fastest of the rounds before
 // (latency or transfer) found a change: a fault the analyzer needs two rounds or more to name
@@ -202,7 +204,7 @@ bool LinkProber::can_probe(const Members& comm) {
 
 void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag) {
   const int n = static_cast<int>(s.members.size());
-  std::array<std::uint64_t, 5> in{};
+  std::array<std::uint64_t, 6> in{};
   char none_out = 0, none_in = 0;
   for (int k = 1; k < n; k <<= 1) {
     const int to = s.members[static_cast<std::size_t>((rank + k) % n)];
@@ -234,10 +236,11 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // kMaxShare of it, once there are three: the first rounds are the pairs' baselines and come at
   // the set interval; longer for a communicator on some hosts only), and when it would ask again:
   // that many seconds of this communicator's collectives at their recent rate, but no sooner
-  // than its decisions' own share allows; and whether its newest round found a change, and
-  // whether it may confirm one now. One all-reduce (the maximum of "not yet", the minimum of the
-  // next seq, the maxima of "changed", of "may not confirm" and of the earliest next seq) carries
-  // all five, so every member agrees.
+  // than its decisions' own share allows (two earliest next seqs: at the routine share and at
+  // the confirmations'); and whether its newest round found a change, and whether it may confirm
+  // one now. One all-reduce (the maximum of "not yet", the minimum of the next seq, the maxima of
+  // "changed", of "may not confirm" and of the earliest next seqs) carries all six, so every
+  // member agrees, and picks the earliest from what they agreed.
   ProbeBudget budget;
   budget.set_interval_s = static_cast<double>(interval_ns_) / 1e9;
   budget.cheapest_cycle_s = rounds_done_ < kRoundsKept ? 0.0
@@ -264,11 +267,15 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   const double mean_decision_s = decisions_ == 0 ? 0.0
                                                  : static_cast<double>(cost_.deciding_ns) / 1e9 /
                                                        static_cast<double>(decisions_);
-  std::uint64_t decision[5] = {due.routine ? 0u : 1u, UINT64_MAX - seqs_in(wait_s),
-                               changed_ ? 1u : 0u, due.confirm ? 0u : 1u,
-                               seqs_in(mean_decision_s / (kMaxShare * kDecisionPart))};
-  all_max(*s, comm.rank, decision, 5, s->tag + kDecideTag);
-  const std::uint64_t next = std::max(UINT64_MAX - decision[1], decision[4]);
+  const bool spacing = rounds_done_ >= kRoundsKept;  // the first rounds come at the interval
+  std::uint64_t decision[6] = {
+      due.routine ? 0u : 1u,
+      UINT64_MAX - seqs_in(wait_s),
+      changed_ ? 1u : 0u,
+      due.confirm ? 0u : 1u,
+      spacing ? seqs_in(mean_decision_s / (kMaxShare * kDecisionPart)) : 0u,
+      spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u};
+  all_max(*s, comm.rank, decision, 6, s->tag + kDecideTag);
   s->last_decision_seq = seq;
   s->last_decision_ns = entered;
   const std::uint64_t decided = monitor::now_ns();
@@ -277,7 +284,12 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   deciding_since_round_ns_ += deciding_ns;
   ++decisions_;
   const bool confirm = decision[2] != 0 && decision[3] == 0;
-  if (decision[0] != 0 && !confirm) return next;
+  const bool probing = decision[0] == 0 || confirm;
+  // After a round (which may find a change) and while a change waits, the next decision comes
+  // at the confirmations' spacing, so that a confirming round is not held up by the routine one.
+  const std::uint64_t next =
+      std::max(UINT64_MAX - decision[1], probing || decision[2] != 0 ? decision[5] : decision[4]);
+  if (!probing) return next;
   changed_ = false;
   if (s->leader) rows = probe_round(*s);
   // Everyone leaves together: members that were not probing would otherwise reach the next
