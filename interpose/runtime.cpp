@@ -592,18 +592,44 @@ void at_probe_point(world::CommState& comm, MPI_Comm handle, std::uint64_t seq) 
   LinkProber* prober = session.prober.get();
   LinkProber::Members members;
   members.id = comm.id;
-  members.world_ranks = &comm.world_ranks;
-  PMPI_Comm_rank(handle, &members.rank);
-  PMPI_Comm_size(handle, &members.size);
+  int inter = 0;
+  PMPI_Comm_test_inter(handle, &inter);
+  if (inter == 0) {
+    members.world_ranks = &comm.world_ranks;
+    PMPI_Comm_rank(handle, &members.rank);
+    PMPI_Comm_size(handle, &members.size);
+  } else {
+    // Both groups of an intercommunicator call its collectives, in the same order: together they
+    // are the members that agree, listed alike on either side (by world rank), so that pairs
+    // across the groups (two coupled models on their own hosts) are probed too.
+    if (comm.probe_members.empty()) {
+      for (int side = 0; side < 2; ++side) {
+        MPI_Group group = MPI_GROUP_NULL;
+        if (side == 0)
+          PMPI_Comm_group(handle, &group);
+        else
+          PMPI_Comm_remote_group(handle, &group);
+        const std::vector<int> ranks = world::world_ranks_of(group);
+        PMPI_Group_free(&group);
+        comm.probe_members.insert(comm.probe_members.end(), ranks.begin(), ranks.end());
+      }
+      std::sort(comm.probe_members.begin(), comm.probe_members.end());
+    }
+    members.world_ranks = &comm.probe_members;
+    members.size = static_cast<int>(comm.probe_members.size());
+    const auto me = std::lower_bound(comm.probe_members.begin(), comm.probe_members.end(),
+                                     runtime().world_rank);
+    members.rank = me != comm.probe_members.end() && *me == runtime().world_rank
+                       ? static_cast<int>(me - comm.probe_members.begin())
+                       : -1;  // not a world rank of ours: can_probe says no
+  }
   if (comm.probe_at.load(std::memory_order_relaxed) == 1) {
     // The first blocking collective on it: whether it is probed at all, from what every member
     // knows alike. Where any rank runs under MPI_THREAD_MULTIPLE the world's collectives only
     // (as before, the prober agreed on it at MPI_Init): a thread held in one communicator's
     // decision under the lock, while another thread of a fellow member waits for the lock to
     // reach a second communicator's, could hold both forever.
-    int inter = 0;
-    PMPI_Comm_test_inter(handle, &inter);
-    const bool probed = prober != nullptr && inter == 0 && prober->can_probe(members);
+    const bool probed = prober != nullptr && prober->can_probe(members);
     comm.probe_at.store(probed ? LinkProber::kFirstDecision : LinkProber::kNever,
                         std::memory_order_relaxed);
     if (!probed || seq < LinkProber::kFirstDecision) return;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "monitor/clock.hpp"
 #include "world/world.hpp"
@@ -28,6 +29,15 @@ namespace {
 // confirm it (the analyzer needs 2-3) still come at the set interval; a lasting fault then spaces
 // them out so that the bound holds again.
 constexpr double kMaxShare = 0.005;
+// A round that measured a direction this many times slower than its fastest of the rounds before
+// (latency or transfer) found a change: a fault the analyzer needs two rounds or more to name
+// (docs/analyzer.md), which the bound would otherwise put 20-40 s apart on a loaded machine
+// (rounds of 100-200 ms). The next round then comes at the set interval, for as long as rounds
+// keep finding a change and everything spent on probes since the first rounds (rounds and
+// decisions) stays under kConfirmShare of the time since: a noisy machine that keeps finding
+// changes pays at most that share, a quiet one the bound's.
+constexpr double kChangeFactor = 4;
+constexpr double kConfirmShare = 0.02;
 // A communicator asks again at least this often: the rate of its collectives that a rank turns
 // seconds into sequence numbers with is a past one, and a job that speeds up would otherwise be
 // probed late.
@@ -142,7 +152,7 @@ bool LinkProber::can_probe(const Members& comm) {
 
 void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag) {
   const int n = static_cast<int>(s.members.size());
-  std::array<std::uint64_t, 2> in{};
+  std::array<std::uint64_t, 4> in{};
   char none_out = 0, none_in = 0;
   for (int k = 1; k < n; k <<= 1) {
     const int to = s.members[static_cast<std::size_t>((rank + k) % n)];
@@ -169,30 +179,41 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // Each member says whether it may probe now: the interval has passed since its last round on
   // any communicator (grown so that the last rounds' time is at most kMaxShare of it; longer
   // for a communicator on some hosts only), and when it would ask again: that many seconds of
-  // this communicator's collectives at their recent rate. One all-reduce (the maximum of
-  // "not yet", the minimum of the next seq) carries both, so every member agrees.
-  const double cheapest_s = *std::min_element(recent_rounds_s_.begin(), recent_rounds_s_.end());
-  const double interval_s =
-      std::max(static_cast<double>(interval_ns_) / 1e9, cheapest_s / kMaxShare);
-  const double required_s =
-      interval_s + (static_cast<int>(s->hosts.size()) < hosts_ ? kPartialWaitS : 0.0);
-  const double since_s = last_round_end_ns_ == 0
-                             ? required_s
+  // this communicator's collectives at their recent rate; and whether its newest round found a
+  // change, and whether it may confirm one now. One all-reduce (the maximum of "not yet", the
+  // minimum of the next seq, the maximum of "changed" and of "may not confirm") carries all four,
+  // so every member agrees.
+  ProbeBudget budget;
+  budget.set_interval_s = static_cast<double>(interval_ns_) / 1e9;
+  budget.cheapest_round_s = *std::min_element(recent_rounds_s_.begin(), recent_rounds_s_.end());
+  budget.partial_wait_s = static_cast<int>(s->hosts.size()) < hosts_ ? kPartialWaitS : 0.0;
+  budget.since_round_s = last_round_end_ns_ == 0
+                             ? std::numeric_limits<double>::infinity()
                              : static_cast<double>(entered - last_round_end_ns_) / 1e9;
-  const bool ready = since_s >= required_s;
+  if (cost_.rounds >= kRoundsKept) {
+    budget.spent_since_first_s =
+        static_cast<double>(cost_.probing_ns + cost_.deciding_ns - first_rounds_spent_ns_) / 1e9;
+    budget.since_first_s = static_cast<double>(entered - first_rounds_end_ns_) / 1e9;
+  }
+  const RoundsDue due = rounds_due(budget);
   const double elapsed_s = std::max(1e-9, static_cast<double>(entered - s->last_decision_ns) / 1e9);
   const double per_s = static_cast<double>(seq - s->last_decision_seq) / elapsed_s;
-  const double wait_s = std::min(kMaxDecisionStepS, ready ? interval_s : required_s - since_s);
+  const double wait_s = std::min(
+      kMaxDecisionStepS,
+      due.routine ? due.interval_s : due.interval_s + budget.partial_wait_s - budget.since_round_s);
   const std::uint64_t proposal =
       seq + static_cast<std::uint64_t>(std::clamp(wait_s * per_s, 1.0, 1e12));
-  std::uint64_t decision[2] = {ready ? 0u : 1u, UINT64_MAX - proposal};
-  all_max(*s, comm.rank, decision, 2, s->tag + kDecideTag);
+  std::uint64_t decision[4] = {due.routine ? 0u : 1u, UINT64_MAX - proposal, changed_ ? 1u : 0u,
+                               due.confirm ? 0u : 1u};
+  all_max(*s, comm.rank, decision, 4, s->tag + kDecideTag);
   const std::uint64_t next = UINT64_MAX - decision[1];
   s->last_decision_seq = seq;
   s->last_decision_ns = entered;
   const std::uint64_t decided = monitor::now_ns();
   cost_.deciding_ns += monitor::elapsed_ns(entered, decided);
-  if (decision[0] != 0) return next;
+  const bool confirm = decision[2] != 0 && decision[3] == 0;
+  if (decision[0] != 0 && !confirm) return next;
+  changed_ = false;
   if (s->leader) rows = probe_round(*s);
   // Everyone leaves together: members that were not probing would otherwise reach the next
   // collective ahead of their leaders, and the leaders would look late.
@@ -200,7 +221,40 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   last_round_end_ns_ = monitor::now_ns();
   ++cost_.rounds;
   cost_.probing_ns += monitor::elapsed_ns(decided, last_round_end_ns_);
+  // The first rounds come at the interval whatever they cost (the bound has no cheapest of
+  // three yet); the confirmations' share is counted from their end. Every member counts them,
+  // leader or not, so all agree when.
+  if (cost_.rounds == kRoundsKept) {
+    first_rounds_end_ns_ = last_round_end_ns_;
+    first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns;
+  }
   return next;
+}
+
+RoundsDue rounds_due(const ProbeBudget& b) {
+  RoundsDue due;
+  due.interval_s = std::max(b.set_interval_s, b.cheapest_round_s / kMaxShare);
+  due.routine = b.since_round_s >= due.interval_s + b.partial_wait_s;
+  due.confirm = b.since_first_s > 0 && b.since_round_s >= b.set_interval_s + b.partial_wait_s &&
+                b.spent_since_first_s <= kConfirmShare * b.since_first_s;
+  return due;
+}
+
+bool ChangeDetector::note(int peer_node, std::uint64_t latency_ns, std::uint64_t transfer_ns) {
+  History& h = directions_[peer_node];
+  bool changed = false;
+  if (h.rounds > 0) {
+    const auto kept = static_cast<std::ptrdiff_t>(std::min(h.rounds, kKept));
+    auto slower = [&](std::uint64_t now, const std::array<std::uint64_t, kKept>& before) {
+      const std::uint64_t fastest = *std::min_element(before.begin(), before.begin() + kept);
+      return static_cast<double>(now) >= kChangeFactor * static_cast<double>(fastest);
+    };
+    changed = slower(latency_ns, h.latency_ns) || slower(transfer_ns, h.transfer_ns);
+  }
+  h.latency_ns[h.rounds % kKept] = latency_ns;
+  h.transfer_ns[h.rounds % kKept] = transfer_ns;
+  ++h.rounds;
+  return changed;
 }
 
 std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
@@ -235,6 +289,8 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
     exchange(&slowest_back, sizeof slowest_back, &slowest_there, sizeof slowest_there, peer_rank,
              tag);
     latency_row.slowest_oneway_ns = std::max(latency_row.slowest_oneway_ns, slowest_there);
+    changed_ |=
+        changes_.note(s.hosts[static_cast<std::size_t>(peer)], latency_row.ns, transfer_row.ns);
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }

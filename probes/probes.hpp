@@ -22,6 +22,41 @@
 
 namespace commtap::probes {
 
+// When a member may probe, by its own account (the members agree by the maximum of their "not
+// yet"s). Routine rounds: the set interval has passed since its last round, grown so that the
+// cheapest of its last rounds takes at most 0.5% of it. Confirming rounds, after a round that
+// found a change: the set interval has passed, and what probing cost since the first rounds
+// is at most 2% of the time since.
+struct ProbeBudget {
+  double set_interval_s = 0;    // COMMTAP_PROBE_INTERVAL
+  double cheapest_round_s = 0;  // of the last rounds this rank measured in (0: too few yet)
+  double partial_wait_s = 0;    // more, for a communicator on some of the job's hosts only
+  double since_round_s = 0;     // since this rank's last round on any communicator
+  // Rounds and decisions since the first rounds ended, and the time since (0 before).
+  double spent_since_first_s = 0, since_first_s = 0;
+};
+struct RoundsDue {
+  double interval_s = 0;  // the set interval as the bound grows it
+  bool routine = false, confirm = false;
+};
+RoundsDue rounds_due(const ProbeBudget& budget);
+
+// A leader's record of the directions it measures (by the peer host's node): a round's
+// measurement is a change where its latency or its transfer is 4 times its fastest of the
+// direction's last three rounds, or slower.
+class ChangeDetector {
+ public:
+  bool note(int peer_node, std::uint64_t latency_ns, std::uint64_t transfer_ns);
+
+ private:
+  static constexpr std::size_t kKept = 3;
+  struct History {
+    std::array<std::uint64_t, kKept> latency_ns{}, transfer_ns{};
+    std::size_t rounds = 0;
+  };
+  std::unordered_map<int, History> directions_;
+};
+
 class LinkProber {
  public:
   // Collective over `comm` (commtap's private duplicate of MPI_COMM_WORLD), at MPI_Init, with
@@ -47,8 +82,9 @@ class LinkProber {
     int rank = 0, size = 0;
     const std::vector<int>* world_ranks = nullptr;
   };
-  // Whether the rounds can run on this communicator: an intracommunicator (the caller checks)
-  // of world ranks only whose members are on two hosts at least; MPI_COMM_WORLD (id 1) only
+  // Whether the rounds can run on this communicator (an intercommunicator's members are both its
+  // groups, which the caller lists): of world ranks only, on two hosts at least; MPI_COMM_WORLD
+  // (id 1) only
   // where some rank runs under MPI_THREAD_MULTIPLE. Decided alike on every member (from the
   // membership and what all ranks agreed at MPI_Init); remembered by id.
   bool can_probe(const Members& comm);
@@ -106,6 +142,13 @@ class LinkProber {
   static constexpr std::size_t kRoundsKept = 3;
   std::array<double, kRoundsKept> recent_rounds_s_{};
   std::size_t rounds_done_ = 0;
+  // When this rank's first kRoundsKept rounds ended and what they and their decisions cost (the
+  // confirmations' share is counted from there).
+  std::uint64_t first_rounds_end_ns_ = 0, first_rounds_spent_ns_ = 0;
+  // The directions this rank measured, and whether its newest round found a change, which the
+  // next decision carries to the communicator's members.
+  ChangeDetector changes_;
+  bool changed_ = false;
   Cost cost_;
   std::vector<char> buffer_;
   std::uint64_t began_ = 0;  // the current probe round's start, the rows' at_ns

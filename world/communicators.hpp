@@ -62,6 +62,9 @@ struct CommState {
   // whether it probes on this communicator at all (UINT64_MAX: never). Read on every blocking
   // collective; written at those points only, which every member reaches at the same seq.
   std::atomic<std::uint64_t> probe_at{1};
+  // An intercommunicator's link-probe members: the world ranks of both its groups, ascending (the
+  // same list on either side), filled at its first decision point (interpose/runtime.cpp).
+  std::vector<int> probe_members;
   // World rank of each rank of the communicator (of the remote group, for an
   // intercommunicator: the ranks point-to-point calls name). Empty for MPI_COMM_WORLD.
   std::vector<int> world_ranks;

@@ -38,7 +38,14 @@ check param_server 24 -1 "collectives on a duplicate of MPI_COMM_WORLD" 300 64 3
 # The split communicator spans hosts 1-3: their 6 directed pairs, none with host 0.
 check split_pipeline 12 0 "collectives on a split communicator without rank 0 only" 300 1024 3000
 # Two models of 2 ranks (hosts 0-1 and 2-3), each all-reducing on its own communicator, coupled
-# through an intercommunicator: the pairs within each model, 4 directed pairs. The pairs across
-# the models carry only the coupling's messages (measured by the transfers, not by probes).
-check coupled_models 8 -1 "collectives on two split communicators and an intercommunicator" \
-  300 64 3000
+# through an intercommunicator whose all-reduce both models call: the pairs within each model on
+# their communicators, and those across the models on the intercommunicator (both groups are its
+# members), every directed pair of the 4 hosts. 800 steps: the intercommunicator's 16th all-reduce
+# comes at step 160, within a second of the models' first rounds, and the next decision on it at
+# least a second after those.
+check coupled_models 24 -1 "collectives on two split communicators and an intercommunicator" \
+  800 64 3000
+across=$(db_query trace-coupled_models "SELECT count(DISTINCT from_node || '>' || to_node) FROM
+           probes WHERE from_node / 2 <> to_node / 2")
+expect_equal 8 "$across" "coupled_models: directed pairs across the models probed"
+pass "coupled_models: the 8 directed pairs across the intercommunicator are probed"

@@ -36,3 +36,56 @@ TEST(Probes, TheTournamentMeetsEveryPairOnceInDisjointPairs) {
     EXPECT_EQ(met.size(), static_cast<std::size_t>(players * (players - 1) / 2)) << players;
   }
 }
+
+// Routine rounds come at the set interval, grown so that the cheapest recent round is at most
+// 0.5% of it, and later on a communicator of some hosts only; a round that found a change is
+// confirmed at the set interval while probing has cost at most 2% since the first rounds.
+TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
+  using commtap::probes::ProbeBudget;
+  using commtap::probes::rounds_due;
+  ProbeBudget b;
+  b.set_interval_s = 5;
+  b.since_round_s = 6;
+  EXPECT_TRUE(rounds_due(b).routine);  // rounds too cheap to count: the set interval
+  b.cheapest_round_s = 0.1;            // 0.1 s is 0.5% of 20 s
+  EXPECT_DOUBLE_EQ(rounds_due(b).interval_s, 20);
+  EXPECT_FALSE(rounds_due(b).routine);
+  b.since_round_s = 21;
+  EXPECT_TRUE(rounds_due(b).routine);
+  b.partial_wait_s = 2;
+  EXPECT_FALSE(rounds_due(b).routine);
+  b.partial_wait_s = 0;
+
+  b.since_round_s = 6;
+  EXPECT_FALSE(rounds_due(b).confirm);  // the first rounds are not over
+  b.since_first_s = 10;
+  b.spent_since_first_s = 0.15;  // 1.5%
+  EXPECT_TRUE(rounds_due(b).confirm);
+  b.spent_since_first_s = 0.25;  // 2.5%
+  EXPECT_FALSE(rounds_due(b).confirm);
+  b.spent_since_first_s = 0.15;
+  b.since_round_s = 4;  // before the set interval
+  EXPECT_FALSE(rounds_due(b).confirm);
+  b.since_round_s = 6;
+  b.partial_wait_s = 2;
+  EXPECT_FALSE(rounds_due(b).confirm);
+}
+
+// A direction's round is a change when its latency or its transfer is 4 times the fastest of
+// the direction's last three rounds, or more; each direction (peer node) on its own.
+TEST(Probes, AChangeIsADirectionFourTimesSlowerThanItsFastestOfThreeRounds) {
+  commtap::probes::ChangeDetector changes;
+  EXPECT_FALSE(changes.note(1, 50'000, 100'000));  // nothing before
+  EXPECT_FALSE(changes.note(1, 150'000, 300'000));
+  EXPECT_FALSE(changes.note(1, 190'000, 390'000));  // under 4x the fastest (50 us, 100 us)
+  EXPECT_TRUE(changes.note(1, 50'000, 400'000));    // the transfer, 4x
+  EXPECT_FALSE(changes.note(2, 10'000, 10'000));    // another direction: nothing before
+  EXPECT_TRUE(changes.note(2, 40'000, 10'000));     // the latency, 4x
+  // Direction 1 keeps 50/400, 150/300 and 190/390 us: 4x the fastest latency (50) is a change;
+  // once 50 has left the three, the fastest is 100 and 390 is not.
+  EXPECT_TRUE(changes.note(1, 200'000, 300'000));
+  EXPECT_FALSE(changes.note(1, 100'000, 300'000));
+  EXPECT_FALSE(changes.note(1, 100'000, 300'000));
+  EXPECT_FALSE(changes.note(1, 390'000, 300'000));   // fastest latency 100: 3.9x
+  EXPECT_TRUE(changes.note(1, 100'000, 1'200'000));  // fastest transfer 300: 4x
+}
