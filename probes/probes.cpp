@@ -445,13 +445,16 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
   const std::int64_t offset = (static_cast<std::int64_t>(best.peer_received - best.sent) +
                                static_cast<std::int64_t>(best.peer_replied - best.received)) /
                               2;
+  // A leg is 1 ns at least: one the offset's error makes negative (a fastest round trip whose
+  // way there waited 1.4 ms for a descheduled peer and whose way back took 70 us puts the offset
+  // 0.65 ms off) is still measured, and 0 is the rows' "not recorded".
   auto there = [&](std::uint64_t sent_here, std::uint64_t received_there) {
     return static_cast<std::uint64_t>(
-        std::max<std::int64_t>(0, static_cast<std::int64_t>(received_there - sent_here) - offset));
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(received_there - sent_here) - offset));
   };
   auto back = [&](std::uint64_t sent_there, std::uint64_t received_here) {
     return static_cast<std::uint64_t>(
-        std::max<std::int64_t>(0, static_cast<std::int64_t>(received_here - sent_there) + offset));
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(received_here - sent_there) + offset));
   };
   const std::uint64_t best_rtt = rtts[fastest];
   std::uint64_t worst_rtt = 0, slowest_there = 0;
