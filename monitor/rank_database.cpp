@@ -219,7 +219,8 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
   db_.insert_rows(
       "INSERT OR REPLACE INTO probes(rank, at_ns, from_node, to_node, from_host, to_host, "
       "bytes, ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns, slowest_ns, "
-      "slowest_oneway_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+      "slowest_oneway_ns, from_held_ns, to_held_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+      "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
       [&](sqlite3_stmt* stmt) {
         if (next == snapshot.probes.size()) return false;
         const ProbeRow& p = snapshot.probes[next++];
@@ -239,6 +240,8 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
           else
             bind_u64(stmt, 9 + i, times[i]);
         }
+        bind_u64(stmt, 15, p.from_held_ns);  // 0 is a measurement: no wait
+        bind_u64(stmt, 16, p.to_held_ns);
         return true;
       });
   next = 0;

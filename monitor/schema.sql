@@ -1,4 +1,4 @@
--- commtap trace database, schema version 12 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 13 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -179,9 +179,10 @@ CREATE TABLE IF NOT EXISTS clock_offsets (
 
 -- Link probes (COMMTAP_PROBE_INTERVAL): at points all ranks agree on, the node leaders measure
 -- every directed host pair, disjoint pairs at a time. Each row is one measurement, by the sending
--- host's leader: bytes = 1 is the latency (half the fastest of 5 one-byte round trips), a larger
--- size the time to deliver that many bytes (from the receiver's ready signal to its
--- acknowledgement, less half a round trip); throughput is bytes / ns.
+-- host's leader: bytes = 1 is the latency (half the fastest of 2-5 one-byte round trips: more
+-- while the two fastest differ by over 25%), a
+-- larger size the time to deliver that many bytes (the fastest of 1-3 sends, alike, each timed to
+-- the receiver's acknowledgement, less half a round trip); throughput is bytes / ns.
 CREATE TABLE IF NOT EXISTS probes (
   rank      INTEGER NOT NULL,  -- the measuring leader
   at_ns     INTEGER NOT NULL,  -- its monotonic ns when the probe round began
@@ -207,6 +208,12 @@ CREATE TABLE IF NOT EXISTS probes (
   -- fastest round trip's clock offset, so a retransmission stall is put on the direction that
   -- lost the packet (NULL: not recorded, files before version 9)
   slowest_oneway_ns INTEGER,
+  -- how long the kept measurement's messages may have waited off the CPU for the measuring
+  -- leader (from_held_ns) and for the peer's (to_held_ns): at each completion it waited for, the
+  -- time since that leader last found it incomplete; the rest of ns is the network's at least
+  -- (NULL: not recorded, files before version 13)
+  from_held_ns     INTEGER,
+  to_held_ns       INTEGER,
   PRIMARY KEY (rank, at_ns, to_node, bytes)
 ) WITHOUT ROWID;
 

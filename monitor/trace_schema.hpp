@@ -10,11 +10,12 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 12;
+constexpr int kSchemaVersion = 13;
 // The oldest version the readers still accept. Each version since has only added tables and
 // nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
 // probes.slowest_ns; 9: probes.slowest_oneway_ns; 10: tcp_links; 11: heartbeats.sample_level and
-// instances_thinned; 12: transfers.seen_pending_ns), so an older file
+// instances_thinned; 12: transfers.seen_pending_ns; 13: probes.from_held_ns and to_held_ns), so
+// an older file
 // is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 extern const char* const kCommtapVersion;
@@ -59,6 +60,12 @@ struct ProbeRow {
   // it all. Each leg is split from its round trip with the clock offset of the fastest, so a stall
   // is put on the direction that lost the packet.
   std::uint64_t slowest_oneway_ns = 0;
+  // How long the measured message(s) may have waited for each end's leader off the CPU: at each
+  // completion the measurement waited for, the time since that leader last found it incomplete
+  // (of the fastest round trip, or of the fastest transfer). A polling leader sees a message
+  // within microseconds; one descheduled on a loaded machine only when it runs again, and that
+  // wait is the scheduler's, not the link's. Both 0: not recorded (files before version 13).
+  std::uint64_t from_held_ns = 0, to_held_ns = 0;
 };
 
 // The kernel's counters of the TCP connections between two addresses (the tcp_links table,

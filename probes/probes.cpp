@@ -1,5 +1,7 @@
 #include "probes/probes.hpp"
 
+#include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,10 +27,16 @@ int tournament_partner(int players, int round, int index) {
 namespace {
 
 // Probing takes at most this share of the time between two probes, judged on the cheapest of the
-// last three rounds: a link that just became slow makes its transfers long, and the rounds that
-// confirm it (the analyzer needs 2-3) still come at the set interval; a lasting fault then spaces
-// them out so that the bound holds again.
+// last three cycles, each a round and the decisions that led to it (everything this rank spent on
+// probes: on 2 loaded cores the decisions cost as much as the rounds): a link that just became
+// slow makes its transfers long, and the rounds that confirm it (the analyzer needs 2-3) still
+// come at the set interval; a lasting fault then spaces them out so that the bound holds again.
 constexpr double kMaxShare = 0.005;
+// The decisions alone take at most this part of that share (of kConfirmShare right after a round
+// and while a change waits to be confirmed): where one costs more than kMaxDecisionStepS allows
+// (a dissemination among descheduled ranks), they are asked less often. Not before a rank's first
+// three rounds, which come at the set interval whatever they cost.
+constexpr double kDecisionPart = 0.25;
 // A round that measured a direction this many times slower than its fastest of the rounds before
 // (latency or transfer) found a change: a fault the analyzer needs two rounds or more to name
 // (docs/analyzer.md), which the bound would otherwise put 20-40 s apart on a loaded machine
@@ -47,9 +55,14 @@ constexpr double kMaxDecisionStepS = 1.0;
 // of every rank), which asks at least every kMaxDecisionStepS, gets the rounds where both are
 // used, and the pairs between the smaller ones' hosts are probed too.
 constexpr double kPartialWaitS = 2 * kMaxDecisionStepS;
-// The fastest of several: noise (a descheduled rank, other traffic) only ever adds time.
-constexpr int kPings = 5;
-constexpr int kTransfers = 3;
+// The fastest of several: noise (a descheduled rank, other traffic) only ever adds time. Each is a
+// round trip that waits for the other leader, which on a loaded machine is descheduled: the
+// repeats stop once the two fastest agree (within kAgree), since noise that adds the same time to
+// two of them is unlikely; they go on, up to the most, while they differ.
+constexpr int kMinPings = 2, kPings = 5;
+constexpr int kMinTransfers = 2, kTransfers = 3;
+constexpr double kAgree = 1.25;
+constexpr std::uint64_t kAgreeNs = 2'000;  // clock reads and a yield: below it, all agree
 // ... except on a link so slow that noise cannot explain it (a busy node stalls a transfer for
 // up to ~25 ms, seen on 2 loaded cores): one transfer says enough, and repeating it would
 // triple the cost where probing costs most.
@@ -59,12 +72,34 @@ constexpr std::uint64_t kSlowTransferNs = 50'000'000;
 // module's calibration tag (0x7ca1).
 constexpr int kTagBase = 0x3000;
 constexpr std::uint64_t kTagSlots = 4096;
-constexpr int kDecideTag = 0, kProbeTag = 1, kLeaveTag = 2;
+constexpr int kDecideTag = 0, kProbeTag = 1, kLeaveTag = 2, kPairTag = 3;
 
-// A ping's reply: when the peer leader received the ping and sent the reply, on its clock.
-struct PeerTimes {
-  std::uint64_t received_ns, replied_ns;
-};
+// Completes requests that may take a while (members waiting for their leaders to finish a
+// round): tests with sched_yield for kSpinNs, then sleeps kNapNs between tests, so that on an
+// oversubscribed machine the waiting members leave the cores to the leaders, whose every message
+// waits for them to be scheduled (on 2 loaded cores a round took 140-540 ms with the waiting
+// members polling beside them).
+constexpr std::uint64_t kSpinNs = 50'000, kNapNs = 200'000;
+void wait_napping(int count, MPI_Request requests[]) {
+  const std::uint64_t began = monitor::now_ns();
+  for (;;) {
+    int done = 0;
+    if (PMPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS || done) return;
+    if (monitor::elapsed_ns(began, monitor::now_ns()) < kSpinNs) {
+      sched_yield();
+    } else {
+      const timespec nap{0, static_cast<long>(kNapNs)};
+      ::nanosleep(&nap, nullptr);
+    }
+  }
+}
+
+// Whether the two fastest of `times` agree (there are two at least).
+bool two_fastest_agree(std::vector<std::uint64_t> times) {
+  std::partial_sort(times.begin(), times.begin() + 2, times.end());
+  return static_cast<double>(times[1]) <= kAgree * static_cast<double>(times[0]) ||
+         times[1] - times[0] <= kAgreeNs;
+}
 
 }  // namespace
 
@@ -103,8 +138,25 @@ LinkProber::LinkProber(MPI_Comm comm, const world::NodeLayout& layout,
   world::wait_all(1, &request, true);
   for (int h = 0; h < hosts_; ++h)
     host_names_.emplace_back(&names[static_cast<std::size_t>(h) * kName]);
+  send_buffer_.resize(probe_bytes_);
+  receive_buffer_.resize(probe_bytes_);
+  // The world's leaders meet once now, untimed: MPI connects a pair of processes on its first
+  // message (TCP's handshake and its own), which the first round would otherwise pay, at load
+  // for longer than a round (a first round of 203 ms against 84 ms for the later ones), and the
+  // cost bound would space the next rounds by it.
+  std::vector<int> first_of_host(static_cast<std::size_t>(hosts_), -1);
+  for (int r = world_size_ - 1; r >= 0; --r)
+    first_of_host[static_cast<std::size_t>(node_of_rank_[static_cast<std::size_t>(r)])] = r;
+  int me = 0;
+  PMPI_Comm_rank(comm_, &me);
+  if (first_of_host[static_cast<std::size_t>(layout.node_index)] == me)
+    for (int round = 0; round < tournament_rounds(hosts_); ++round) {
+      const int peer = tournament_partner(hosts_, round, layout.node_index);
+      if (peer >= hosts_) continue;  // a bye
+      char out = 0, in = 0;
+      exchange(&out, 1, &in, 1, first_of_host[static_cast<std::size_t>(peer)], kTagBase + kPairTag);
+    }
   cost_.since_ns = monitor::now_ns();
-  buffer_.resize(probe_bytes_);
 }
 
 LinkProber::Schedule* LinkProber::schedule_of(const Members& comm) {
@@ -152,7 +204,7 @@ bool LinkProber::can_probe(const Members& comm) {
 
 void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag) {
   const int n = static_cast<int>(s.members.size());
-  std::array<std::uint64_t, 4> in{};
+  std::array<std::uint64_t, 6> in{};
   char none_out = 0, none_in = 0;
   for (int k = 1; k < n; k <<= 1) {
     const int to = s.members[static_cast<std::size_t>((rank + k) % n)];
@@ -165,7 +217,10 @@ void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int
       PMPI_Irecv(&none_in, 0, MPI_BYTE, from, tag, comm_, &requests[0]);
       PMPI_Isend(&none_out, 0, MPI_BYTE, to, tag, comm_, &requests[1]);
     }
-    world::wait_all(2, requests, true);
+    if (count > 0)
+      world::wait_all(2, requests, true);
+    else
+      wait_napping(2, requests);  // leaving: some wait for their leaders' round
     for (int i = 0; i < count; ++i)
       values[i] = std::max(values[i], in[static_cast<std::size_t>(i)]);
   }
@@ -177,15 +232,20 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   if (s == nullptr) return kNever;
   const std::uint64_t entered = monitor::now_ns();
   // Each member says whether it may probe now: the interval has passed since its last round on
-  // any communicator (grown so that the last rounds' time is at most kMaxShare of it; longer
-  // for a communicator on some hosts only), and when it would ask again: that many seconds of
-  // this communicator's collectives at their recent rate; and whether its newest round found a
-  // change, and whether it may confirm one now. One all-reduce (the maximum of "not yet", the
-  // minimum of the next seq, the maximum of "changed" and of "may not confirm") carries all four,
-  // so every member agrees.
+  // any communicator (grown so that the last cycles' cost, rounds and decisions, is at most
+  // kMaxShare of it, once there are three: the first rounds are the pairs' baselines and come at
+  // the set interval; longer for a communicator on some hosts only), and when it would ask again:
+  // that many seconds of this communicator's collectives at their recent rate, but no sooner
+  // than its decisions' own share allows (two earliest next seqs: at the routine share and at
+  // the confirmations'); and whether its newest round found a change, and whether it may confirm
+  // one now. One all-reduce (the maximum of "not yet", the minimum of the next seq, the maxima of
+  // "changed", of "may not confirm" and of the earliest next seqs) carries all six, so every
+  // member agrees, and picks the earliest from what they agreed.
   ProbeBudget budget;
   budget.set_interval_s = static_cast<double>(interval_ns_) / 1e9;
-  budget.cheapest_round_s = *std::min_element(recent_rounds_s_.begin(), recent_rounds_s_.end());
+  budget.cheapest_cycle_s = rounds_done_ < kRoundsKept ? 0.0
+                                                       : *std::min_element(recent_cycles_s_.begin(),
+                                                                           recent_cycles_s_.end());
   budget.partial_wait_s = static_cast<int>(s->hosts.size()) < hosts_ ? kPartialWaitS : 0.0;
   budget.since_round_s = last_round_end_ns_ == 0
                              ? std::numeric_limits<double>::infinity()
@@ -201,18 +261,35 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   const double wait_s = std::min(
       kMaxDecisionStepS,
       due.routine ? due.interval_s : due.interval_s + budget.partial_wait_s - budget.since_round_s);
-  const std::uint64_t proposal =
-      seq + static_cast<std::uint64_t>(std::clamp(wait_s * per_s, 1.0, 1e12));
-  std::uint64_t decision[4] = {due.routine ? 0u : 1u, UINT64_MAX - proposal, changed_ ? 1u : 0u,
-                               due.confirm ? 0u : 1u};
-  all_max(*s, comm.rank, decision, 4, s->tag + kDecideTag);
-  const std::uint64_t next = UINT64_MAX - decision[1];
+  auto seqs_in = [&](double seconds) {
+    return seq + static_cast<std::uint64_t>(std::clamp(seconds * per_s, 1.0, 1e12));
+  };
+  const double mean_decision_s = decisions_ == 0 ? 0.0
+                                                 : static_cast<double>(cost_.deciding_ns) / 1e9 /
+                                                       static_cast<double>(decisions_);
+  const bool spacing = rounds_done_ >= kRoundsKept;  // the first rounds come at the interval
+  std::uint64_t decision[6] = {
+      due.routine ? 0u : 1u,
+      UINT64_MAX - seqs_in(wait_s),
+      changed_ ? 1u : 0u,
+      due.confirm ? 0u : 1u,
+      spacing ? seqs_in(mean_decision_s / (kMaxShare * kDecisionPart)) : 0u,
+      spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u};
+  all_max(*s, comm.rank, decision, 6, s->tag + kDecideTag);
   s->last_decision_seq = seq;
   s->last_decision_ns = entered;
   const std::uint64_t decided = monitor::now_ns();
-  cost_.deciding_ns += monitor::elapsed_ns(entered, decided);
+  const std::uint64_t deciding_ns = monitor::elapsed_ns(entered, decided);
+  cost_.deciding_ns += deciding_ns;
+  deciding_since_round_ns_ += deciding_ns;
+  ++decisions_;
   const bool confirm = decision[2] != 0 && decision[3] == 0;
-  if (decision[0] != 0 && !confirm) return next;
+  const bool probing = decision[0] == 0 || confirm;
+  // After a round (which may find a change) and while a change waits, the next decision comes
+  // at the confirmations' spacing, so that a confirming round is not held up by the routine one.
+  const std::uint64_t next =
+      std::max(UINT64_MAX - decision[1], probing || decision[2] != 0 ? decision[5] : decision[4]);
+  if (!probing) return next;
   changed_ = false;
   if (s->leader) rows = probe_round(*s);
   // Everyone leaves together: members that were not probing would otherwise reach the next
@@ -220,10 +297,15 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   all_max(*s, comm.rank, nullptr, 0, s->tag + kLeaveTag);
   last_round_end_ns_ = monitor::now_ns();
   ++cost_.rounds;
-  cost_.probing_ns += monitor::elapsed_ns(decided, last_round_end_ns_);
-  // The first rounds come at the interval whatever they cost (the bound has no cheapest of
-  // three yet); the confirmations' share is counted from their end. Every member counts them,
-  // leader or not, so all agree when.
+  const std::uint64_t probing_ns = monitor::elapsed_ns(decided, last_round_end_ns_);
+  cost_.probing_ns += probing_ns;
+  // The cycle's cost for the bound, as this rank paid it (a member that does not measure waits
+  // for its leader as long).
+  recent_cycles_s_[rounds_done_++ % kRoundsKept] =
+      static_cast<double>(probing_ns + deciding_since_round_ns_) / 1e9;
+  deciding_since_round_ns_ = 0;
+  // The confirmations' share is counted from the end of the first rounds. Every member counts
+  // them, leader or not, so all agree when.
   if (cost_.rounds == kRoundsKept) {
     first_rounds_end_ns_ = last_round_end_ns_;
     first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns;
@@ -233,7 +315,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
 
 RoundsDue rounds_due(const ProbeBudget& b) {
   RoundsDue due;
-  due.interval_s = std::max(b.set_interval_s, b.cheapest_round_s / kMaxShare);
+  due.interval_s = std::max(b.set_interval_s, b.cheapest_cycle_s / kMaxShare);
   due.routine = b.since_round_s >= due.interval_s + b.partial_wait_s;
   due.confirm = b.since_first_s > 0 && b.since_round_s >= b.set_interval_s + b.partial_wait_s &&
                 b.spent_since_first_s <= kConfirmShare * b.since_first_s;
@@ -267,37 +349,34 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
     if (peer >= hosts) continue;  // a bye
     const int peer_rank = s.leaders[static_cast<std::size_t>(peer)];
     const bool first = s.host < peer;
-    // Both leaders are here before anything is timed: one still held by its previous pair (whose
-    // link stalled) would otherwise make this pair's first round trip look stalled too.
+    // The side that answers first has its receive posted before it says it is here, so that
+    // the first measurement is not held up by it; and both leaders are here before anything is
+    // timed: one still held by its previous pair (whose link stalled) would otherwise make this
+    // pair's first round trip look stalled too.
+    if (!first) post_answer_receive(peer_rank, tag);
     char here_out = 0, here_in = 0;
-    exchange(&here_out, 1, &here_in, 1, peer_rank, tag);
+    exchange(&here_out, 1, &here_in, 1, peer_rank, s.tag + kPairTag);
     // Each side, in turn, measures its own direction: round trips of one byte for latency
-    // (the fastest, halved), then `probe_bytes_` timed from a ready signal to the receiver's
-    // acknowledgement, less the acknowledgement's half round trip.
+    // (the fastest, halved), then `probe_bytes_` timed from its send to the receiver's
+    // acknowledgement, less the acknowledgement's half round trip; an empty message ends a turn.
+    // What each side saw come back from the other is the other's direction: it travels in the
+    // message that ends the side's turn, and is kept in the latency row of the direction it
+    // crossed.
     monitor::ProbeRow latency_row, transfer_row;
-    std::uint64_t slowest_back = 0;  // the longest one-way leg from the peer seen here
-    for (int turn = 0; turn < 2; ++turn) {
-      const bool measuring = (turn == 0) == first;
-      if (measuring)
-        measure(s, peer, latency_row, transfer_row, slowest_back);
-      else
-        answer(peer_rank, tag);
-    }
-    // What each side saw come back from the other is the other's direction: swapped, and kept
-    // in the latency row of the direction it crossed.
     std::uint64_t slowest_there = 0;
-    exchange(&slowest_back, sizeof slowest_back, &slowest_there, sizeof slowest_there, peer_rank,
-             tag);
+    if (first) {
+      measure(s, peer, latency_row, transfer_row, true);
+      slowest_there = answer(peer_rank, tag);
+    } else {
+      slowest_there = answer(peer_rank, tag);
+      measure(s, peer, latency_row, transfer_row, false);
+    }
     latency_row.slowest_oneway_ns = std::max(latency_row.slowest_oneway_ns, slowest_there);
     changed_ |=
         changes_.note(s.hosts[static_cast<std::size_t>(peer)], latency_row.ns, transfer_row.ns);
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }
-  // The round's time for the bound, as the leaders measure it (the others only wait for them,
-  // and say "not yet" on the interval alone).
-  recent_rounds_s_[rounds_done_++ % kRoundsKept] =
-      static_cast<double>(monitor::elapsed_ns(began_, monitor::now_ns())) / 1e9;
   return rows;
 }
 
@@ -309,27 +388,56 @@ void LinkProber::exchange(void* out, int out_bytes, void* in, int in_bytes, int 
   world::wait_all(2, requests, true);
 }
 
+LinkProber::Completion LinkProber::wait_noting_hold(int count, MPI_Request requests[],
+                                                    std::uint64_t since, MPI_Status* statuses) {
+  // The last moment the requests were seen not complete: what completed them came later, so
+  // it waited for this rank at most from then on. A rank that polls without a break sees it
+  // within microseconds; one descheduled (2 loaded cores: milliseconds) only when it runs again.
+  std::uint64_t last_miss = since;
+  for (;;) {
+    const std::uint64_t before = monitor::now_ns();
+    int done = 0;
+    const int rc =
+        PMPI_Testall(count, requests, &done, statuses == nullptr ? MPI_STATUSES_IGNORE : statuses);
+    const std::uint64_t after = monitor::now_ns();
+    if (rc != MPI_SUCCESS || done) return {after, monitor::elapsed_ns(last_miss, after)};
+    last_miss = before;
+    sched_yield();
+  }
+}
+
+LinkProber::Completion LinkProber::round_trip(const void* out, int out_bytes, PeerTimes& reply,
+                                              std::uint64_t since, int peer_rank, int tag) {
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  PMPI_Irecv(&reply, sizeof reply, MPI_BYTE, peer_rank, tag, comm_, &requests[0]);
+  PMPI_Isend(out, out_bytes, MPI_BYTE, peer_rank, tag, comm_, &requests[1]);
+  return wait_noting_hold(2, requests, since, nullptr);
+}
+
+void LinkProber::post_answer_receive(int peer_rank, int tag) {
+  PMPI_Irecv(receive_buffer_.data(), static_cast<int>(receive_buffer_.size()), MPI_BYTE, peer_rank,
+             tag, comm_, &answer_request_);
+}
+
 void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency,
-                         monitor::ProbeRow& transfer, std::uint64_t& slowest_back) {
+                         monitor::ProbeRow& transfer, bool answer_next) {
   const int peer_rank = s.leaders[static_cast<std::size_t>(peer)];
   const int tag = s.tag + kProbeTag;
   char byte = 0;
   struct Ping {
-    std::uint64_t sent, peer_received, peer_replied, received;
+    std::uint64_t sent, peer_received, peer_replied, received, held_here, held_there;
   };
-  std::array<Ping, kPings> pings{};
+  std::vector<Ping> pings;
+  std::vector<std::uint64_t> rtts;
   std::size_t fastest = 0;
-  for (std::size_t i = 0; i < pings.size(); ++i) {
-    Ping& ping = pings[i];
+  while (pings.size() < kPings) {
     PeerTimes far{};
-    ping.sent = monitor::now_ns();
-    exchange(&byte, 1, &far, sizeof far, peer_rank, tag);
-    ping.received = monitor::now_ns();
-    ping.peer_received = far.received_ns;
-    ping.peer_replied = far.replied_ns;
-    if (monitor::elapsed_ns(ping.sent, ping.received) <
-        monitor::elapsed_ns(pings[fastest].sent, pings[fastest].received))
-      fastest = i;
+    const std::uint64_t sent = monitor::now_ns();
+    const Completion done = round_trip(&byte, 1, far, sent, peer_rank, tag);
+    pings.push_back({sent, far.received_ns, far.replied_ns, done.at_ns, done.held_ns, far.held_ns});
+    rtts.push_back(monitor::elapsed_ns(sent, done.at_ns));
+    if (rtts.back() < rtts[fastest]) fastest = rtts.size() - 1;
+    if (rtts.size() >= kMinPings && two_fastest_agree(rtts)) break;
   }
   // The peer's clock less this one's, from the fastest round trip (NTP's estimate: off by at
   // most half of it): it splits every round trip into its two one-way legs.
@@ -348,30 +456,43 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
     return static_cast<std::uint64_t>(
         std::max<std::int64_t>(1, static_cast<std::int64_t>(received_here - sent_there) + offset));
   };
-  const std::uint64_t best_rtt = monitor::elapsed_ns(best.sent, best.received);
+  const std::uint64_t best_rtt = rtts[fastest];
   std::uint64_t worst_rtt = 0, slowest_there = 0;
+  std::uint64_t slowest_back = 0;  // the longest one-way leg from the peer seen here
   for (const Ping& ping : pings) {
     worst_rtt = std::max(worst_rtt, monitor::elapsed_ns(ping.sent, ping.received));
     slowest_there = std::max(slowest_there, there(ping.sent, ping.peer_received));
     slowest_back = std::max(slowest_back, back(ping.peer_replied, ping.received));
   }
-  std::uint64_t fastest_transfer = UINT64_MAX, worst_transfer = 0, slowest_data = 0;
-  for (int i = 0; i < kTransfers; ++i) {
-    exchange(nullptr, 0, &byte, 1, peer_rank, tag);  // the peer's receive is posted
+  // The transfers: the peer's receive is posted before its previous reply, so each is timed from
+  // its send to the reply that says the peer had it all.
+  std::vector<std::uint64_t> takes;
+  std::uint64_t worst_transfer = 0, slowest_data = 0, held_here = 0, held_there = 0;
+  std::size_t quickest = 0;
+  while (takes.size() < kTransfers) {
+    PeerTimes had{};
     const std::uint64_t t0 = monitor::now_ns();
-    exchange(buffer_.data(), static_cast<int>(buffer_.size()), nullptr, 0, peer_rank, tag);
-    std::uint64_t peer_had_all = 0;  // ... and complete, at this on the peer's clock
-    exchange(nullptr, 0, &peer_had_all, sizeof peer_had_all, peer_rank, tag);
-    const std::uint64_t t1 = monitor::now_ns();
-    const std::uint64_t took = monitor::elapsed_ns(t0, t1);
-    fastest_transfer = std::min(fastest_transfer, took);
-    worst_transfer = std::max(worst_transfer, took);
-    slowest_data = std::max(slowest_data, there(t0, peer_had_all));
-    slowest_back = std::max(slowest_back, back(peer_had_all, t1));
-    char slow = fastest_transfer > kSlowTransferNs ? 1 : 0;
-    exchange(&slow, 1, nullptr, 0, peer_rank, tag);  // the peer repeats alike
-    if (slow) break;
+    const Completion done = round_trip(send_buffer_.data(), static_cast<int>(send_buffer_.size()),
+                                       had, t0, peer_rank, tag);
+    takes.push_back(monitor::elapsed_ns(t0, done.at_ns));
+    if (takes.back() <= takes[quickest]) {
+      quickest = takes.size() - 1;
+      held_here = done.held_ns;
+      held_there = had.held_ns;
+    }
+    worst_transfer = std::max(worst_transfer, takes.back());
+    slowest_data = std::max(slowest_data, there(t0, had.received_ns));
+    slowest_back = std::max(slowest_back, back(had.replied_ns, done.at_ns));
+    if (takes[quickest] > kSlowTransferNs) break;
+    if (takes.size() >= kMinTransfers && two_fastest_agree(takes)) break;
   }
+  // The turn ends with the longest leg back (8 bytes: neither a ping nor a transfer) on the
+  // peer's posted receive; this side's own receive for the peer's turn is posted before it, so
+  // the peer may start at once.
+  if (answer_next) post_answer_receive(peer_rank, tag);
+  MPI_Request stop = MPI_REQUEST_NULL;
+  PMPI_Isend(&slowest_back, sizeof slowest_back, MPI_BYTE, peer_rank, tag, comm_, &stop);
+  world::wait_all(1, &stop, true);
   // Numbered and named by the job's hosts, whichever communicator's members measured.
   const int from_node = s.hosts[static_cast<std::size_t>(s.host)];
   const int to_node = s.hosts[static_cast<std::size_t>(peer)];
@@ -390,32 +511,40 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
              best.received,
              worst_rtt / 2,
              slowest_there};
+  latency.from_held_ns = best.held_here;
+  latency.to_held_ns = best.held_there;
   auto less_ack = [&](std::uint64_t ns) { return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns; };
-  transfer = {began_, from_node, to_node, from, to, buffer_.size(), less_ack(fastest_transfer)};
+  transfer = {began_, from_node, to_node, from, to, send_buffer_.size(), less_ack(takes[quickest])};
   transfer.slowest_ns = less_ack(worst_transfer);
   transfer.slowest_oneway_ns = slowest_data;
+  transfer.from_held_ns = held_here;
+  transfer.to_held_ns = held_there;
 }
 
-void LinkProber::answer(int peer_rank, int tag) {
-  char byte = 0;
-  for (int i = 0; i < kPings; ++i) {
-    exchange(nullptr, 0, &byte, 1, peer_rank, tag);  // the ping, then its reply with the times
-    PeerTimes far{monitor::now_ns(), 0};
+std::uint64_t LinkProber::answer(int peer_rank, int tag) {
+  // Pings and transfers alike, on the receive posted before: each is answered with when it was
+  // had and how long this side may have been held off the CPU with it waiting; the next receive
+  // is posted before the reply, so that a transfer after it is not held up. The peer's longest
+  // leg back ends its turn (returned).
+  std::uint64_t since = monitor::now_ns();
+  for (;;) {
+    MPI_Status status;
+    const Completion had = wait_noting_hold(1, &answer_request_, since, &status);
+    int count = 0;
+    PMPI_Get_count(&status, MPI_BYTE, &count);
+    if (count == sizeof(std::uint64_t)) {
+      std::uint64_t slowest = 0;
+      std::memcpy(&slowest, receive_buffer_.data(), sizeof slowest);
+      return slowest;
+    }
+    if (count <= 0) return 0;  // an error: nothing more comes
+    post_answer_receive(peer_rank, tag);
+    PeerTimes far{had.at_ns, 0, had.held_ns};
     far.replied_ns = monitor::now_ns();
-    exchange(&far, sizeof far, nullptr, 0, peer_rank, tag);
-  }
-  // Posts the large receive before saying ready, so the transfer is not held up by it.
-  for (int i = 0; i < kTransfers; ++i) {
-    MPI_Request large = MPI_REQUEST_NULL;
-    PMPI_Irecv(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, peer_rank, tag, comm_,
-               &large);
-    exchange(&byte, 1, nullptr, 0, peer_rank, tag);
-    world::wait_all(1, &large, true);
-    std::uint64_t had_all = monitor::now_ns();
-    exchange(&had_all, sizeof had_all, nullptr, 0, peer_rank, tag);
-    char slow = 0;
-    exchange(nullptr, 0, &slow, 1, peer_rank, tag);
-    if (slow) break;
+    MPI_Request reply = MPI_REQUEST_NULL;
+    PMPI_Isend(&far, sizeof far, MPI_BYTE, peer_rank, tag, comm_, &reply);
+    world::wait_all(1, &reply, true);
+    since = monitor::now_ns();
   }
 }
 

@@ -24,12 +24,13 @@ namespace commtap::probes {
 
 // When a member may probe, by its own account (the members agree by the maximum of their "not
 // yet"s). Routine rounds: the set interval has passed since its last round, grown so that the
-// cheapest of its last rounds takes at most 0.5% of it. Confirming rounds, after a round that
+// cheapest of its last three cycles (a round and the decisions before it) takes at most 0.5% of
+// it. Confirming rounds, after a round that
 // found a change: the set interval has passed, and what probing cost since the first rounds
 // is at most 2% of the time since.
 struct ProbeBudget {
   double set_interval_s = 0;    // COMMTAP_PROBE_INTERVAL
-  double cheapest_round_s = 0;  // of the last rounds this rank measured in (0: too few yet)
+  double cheapest_cycle_s = 0;  // of the last three cycles this rank took part in (0: fewer)
   double partial_wait_s = 0;    // more, for a communicator on some of the job's hosts only
   double since_round_s = 0;     // since this rank's last round on any communicator
   // Rounds and decisions since the first rounds ended, and the time since (0 before).
@@ -116,16 +117,34 @@ class LinkProber {
   };
   Schedule* schedule_of(const Members& comm);
   // Dissemination among the schedule's members (log2 n steps of one message each way): the
-  // element-wise maximum of `values` on every member; with no values, a barrier.
+  // element-wise maximum of `values` on every member; with no values, a barrier that sleeps
+  // between its tests after 50 us (members waiting for their leaders leave them the cores).
   void all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag);
   std::vector<monitor::ProbeRow> probe_round(const Schedule& s);
   // One pair's two halves: this leader measures its direction to `peer` (a host index of the
-  // schedule; filling the two rows and the longest one-way leg it saw come back), or answers
-  // the peer's measurement.
+  // schedule; filling the two rows; posting its receive for the peer's turn before it ends its
+  // own where `answer_next`), or answers the peer's measurement on the receive posted before
+  // (post_answer_receive), returning the longest one-way leg the peer saw come back to it.
   void measure(const Schedule& s, int peer, monitor::ProbeRow& latency, monitor::ProbeRow& transfer,
-               std::uint64_t& slowest_back);
-  void answer(int peer_rank, int tag);
+               bool answer_next);
+  std::uint64_t answer(int peer_rank, int tag);
+  void post_answer_receive(int peer_rank, int tag);
   void exchange(void* out, int out_bytes, void* in, int in_bytes, int peer_rank, int tag);
+  // A reply to a ping or a transfer: when the answering leader had the message and sent the
+  // reply, on its clock, and how long the message may have waited for it off the CPU.
+  struct PeerTimes {
+    std::uint64_t received_ns = 0, replied_ns = 0, held_ns = 0;
+  };
+  // When requests completed, and how long what completed them may have waited for this rank
+  // (`held_ns`: since the last test that found them incomplete, or since `since`).
+  struct Completion {
+    std::uint64_t at_ns = 0, held_ns = 0;
+  };
+  Completion wait_noting_hold(int count, MPI_Request requests[], std::uint64_t since,
+                              MPI_Status* statuses);
+  // Sends `out` and waits for the peer's reply to it.
+  Completion round_trip(const void* out, int out_bytes, PeerTimes& reply, std::uint64_t since,
+                        int peer_rank, int tag);
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // all ranks: the probes' messages, by world rank
   int world_size_ = 0, hosts_ = 0;
@@ -138,10 +157,12 @@ class LinkProber {
   std::unordered_map<std::int64_t, std::unique_ptr<Schedule>> schedules_;
   // This rank's last round, on any communicator (0: none yet), for the interval.
   std::uint64_t last_round_end_ns_ = 0;
-  // The last probe rounds' seconds (0: none yet), for the cost bound.
+  // The last cycles' seconds (0: none yet), for the cost bound: each a round and the decisions
+  // since the one before it, on any communicator.
   static constexpr std::size_t kRoundsKept = 3;
-  std::array<double, kRoundsKept> recent_rounds_s_{};
+  std::array<double, kRoundsKept> recent_cycles_s_{};
   std::size_t rounds_done_ = 0;
+  std::uint64_t decisions_ = 0, deciding_since_round_ns_ = 0;
   // When this rank's first kRoundsKept rounds ended and what they and their decisions cost (the
   // confirmations' share is counted from there).
   std::uint64_t first_rounds_end_ns_ = 0, first_rounds_spent_ns_ = 0;
@@ -150,7 +171,8 @@ class LinkProber {
   ChangeDetector changes_;
   bool changed_ = false;
   Cost cost_;
-  std::vector<char> buffer_;
+  std::vector<char> send_buffer_, receive_buffer_;
+  MPI_Request answer_request_ = MPI_REQUEST_NULL;  // the answering side's posted receive
   std::uint64_t began_ = 0;  // the current probe round's start, the rows' at_ns
 };
 

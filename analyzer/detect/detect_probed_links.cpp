@@ -29,25 +29,53 @@ constexpr int kLinkRounds = 3;  // a link on one pair (two directions)
 // detect_slow_links counts them).
 constexpr int kMessagesKnownFine = 3;
 
+// One measurement: its aligned time, its value, and the value with the time its messages may have
+// waited for the two leaders off the CPU taken out (probes.from_held_ns, to_held_ns): the
+// network's part at least. Files before version 13 have no such times: both values alike.
+struct Sample {
+  std::int64_t at = 0;
+  double value = 0, network = 0;
+};
+
 struct PairProbes {
   std::string from, to;
-  std::vector<std::pair<std::int64_t, double>> latency_ns;  // (aligned time, value), in time order
-  std::vector<std::pair<std::int64_t, double>> mb_per_s;
+  std::vector<Sample> latency_ns;  // in time order
+  std::vector<Sample> mb_per_s;
 };
+
+// What a measurement says about its pair. A measurement slow by its value whose network part is
+// not slow is the scheduler's (a leader descheduled while a message waited for it: 2 loaded
+// cores, 8 ranks, seen as 22 us and 780 us latencies against 5 us in clean runs, docs/faults.md
+// sweep 21) and counts neither as slow nor as fine. The rule assumes that a message waits for a
+// leader only between its last poll that missed it and the one that found it, so that the time
+// taken out is an upper bound of the scheduler's share; it cannot tell a slow link whose whole
+// delay fell while a leader was off the CPU from the scheduler (then the round says nothing) and,
+// for transfers, it sees only the final completions, so a stall mid-transfer counts as the link's.
+enum class Reading { fine, slow, held };
+template <class Slow>
+Reading read_sample(const Sample& sample, Slow slow) {
+  if (!slow(sample.value)) return Reading::fine;
+  return slow(sample.network) ? Reading::slow : Reading::held;
+}
 
 struct PairVerdict {
   double latency_ns = 0, mb_per_s = 0;  // medians over the recent rounds
   int rounds = 0, slow_rounds = 0;      // slow rounds: of the measure slow most often
-  bool slow_for_host = false;           // slow in most of the newest rounds, kHostRounds at least
-  bool slow = false;                    // the same, kLinkRounds at least, and the evidence holds
+  int held_rounds = 0;  // measurements slow only by a leader's time off the CPU (either measure)
+  bool slow_for_host = false;  // slow in most of the newest rounds, kHostRounds at least
+  bool slow = false;           // the same, kLinkRounds at least, and the evidence holds
   // The rounds of the measure and newest run that make the strongest case against chance.
   EvidenceTest test;
 };
 
-std::vector<double> recent_values(const std::vector<std::pair<std::int64_t, double>>& series) {
-  std::vector<double> out;
+std::vector<Sample> recent_samples(const std::vector<Sample>& series) {
   const std::size_t first = series.size() > kRecentRounds ? series.size() - kRecentRounds : 0;
-  for (std::size_t i = first; i < series.size(); ++i) out.push_back(series[i].second);
+  return {series.begin() + static_cast<std::ptrdiff_t>(first), series.end()};
+}
+
+std::vector<double> recent_values(const std::vector<Sample>& series) {
+  std::vector<double> out;
+  for (const Sample& sample : recent_samples(series)) out.push_back(sample.value);
   return out;
 }
 
@@ -60,6 +88,14 @@ double quantile(std::vector<double> values, double q) {
   const auto index =
       static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size() - 1)));
   return values[std::min(index, values.size() - 1)];
+}
+
+// Measurements left out as the scheduler's, for a summary ("" where none).
+std::string held_text(int held_rounds) {
+  return held_rounds == 0
+             ? ""
+             : ", " + count_text(static_cast<std::uint64_t>(held_rounds), "measurement") +
+                   " left out (a leader held off the CPU)";
 }
 
 std::string mb_text(double mb_per_s) {
@@ -84,13 +120,15 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
   // the job's now, not until_aligned(), which is open-ended unless --at is given.
   const std::int64_t since = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned -
                              static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
-  auto recent = [&](const std::vector<std::pair<std::int64_t, double>>& series, auto slow) {
+  // Rounds that say something (not the scheduler's), and the slow ones among them.
+  auto recent = [&](const std::vector<Sample>& series, auto slow) {
     int rounds = 0, slow_rounds = 0;
-    for (const auto& [at, value] : series)
-      if (at >= since) {
-        ++rounds;
-        slow_rounds += slow(value) ? 1 : 0;
-      }
+    for (const Sample& sample : series) {
+      const Reading reading = read_sample(sample, slow);
+      if (sample.at < since || reading == Reading::held) continue;
+      ++rounds;
+      slow_rounds += reading == Reading::slow ? 1 : 0;
+    }
     return std::pair{rounds, slow_rounds};
   };
   std::map<std::string, int> node_of;
@@ -160,12 +198,18 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
         p.from = row.from_host;
         p.to = row.to_host;
         // As the file holds them (signed), as every reader of the table reads them.
-        const double bytes = static_cast<double>(static_cast<std::int64_t>(row.bytes));
-        const double ns = std::max(1.0, static_cast<double>(static_cast<std::int64_t>(row.ns)));
+        auto as_read = [](std::uint64_t v) {
+          return static_cast<double>(static_cast<std::int64_t>(v));
+        };
+        const double bytes = as_read(row.bytes);
+        const double ns = std::max(1.0, as_read(row.ns));
+        const double held =
+            std::max(0.0, as_read(row.from_held_ns)) + std::max(0.0, as_read(row.to_held_ns));
+        // A latency is half a round trip; the held times are of the whole round trip.
         if (bytes <= 1)
-          p.latency_ns.emplace_back(at, ns);
+          p.latency_ns.push_back({at, ns, std::max(1.0, ns - held / 2)});
         else
-          p.mb_per_s.emplace_back(at, bytes / ns * 1e3);
+          p.mb_per_s.push_back({at, bytes / ns * 1e3, bytes / std::max(1.0, ns - held) * 1e3});
       },
       error);
 }
@@ -212,13 +256,37 @@ constexpr std::size_t kMeasures = 3;
 using SlowRounds = std::map<std::pair<int, int>, std::array<std::vector<bool>, kMeasures>>;
 using PairVerdicts = std::map<std::pair<int, int>, PairVerdict>;
 
-// Per round (oldest first), whether each measure was slow. Rounds line up from the newest:
-// every leader records every round, so the i-th newest of two pairs is the same round.
+// Per round (oldest first), what each measure read. Rounds line up from the newest: every
+// leader records every round, so the i-th newest of two pairs is the same round.
 template <class Slow>
-std::vector<bool> round_flags(const std::vector<double>& values, Slow slow) {
-  std::vector<bool> out;
-  for (double value : values) out.push_back(slow(value));
+std::vector<Reading> round_readings(const std::vector<Sample>& samples, Slow slow) {
+  std::vector<Reading> out;
+  for (const Sample& sample : samples) out.push_back(read_sample(sample, slow));
   return out;
+}
+
+// Two readings of one round that must both be slow: slow if both are, fine if either is.
+Reading both_slow(Reading a, Reading b) {
+  if (a == Reading::fine || b == Reading::fine) return Reading::fine;
+  return a == Reading::slow && b == Reading::slow ? Reading::slow : Reading::held;
+}
+
+// The rounds that say something, oldest first: whether each was slow.
+std::vector<bool> voting_rounds(const std::vector<Reading>& readings) {
+  std::vector<bool> out;
+  for (Reading r : readings)
+    if (r != Reading::held) out.push_back(r == Reading::slow);
+  return out;
+}
+
+// The median of the values that are not the scheduler's (all of them where every one is).
+double median_of_voting(const std::vector<Sample>& samples, const std::vector<Reading>& readings) {
+  std::vector<double> voting, all;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    all.push_back(samples[i].value);
+    if (readings[i] != Reading::held) voting.push_back(samples[i].value);
+  }
+  return median_of(voting.empty() ? all : voting);
 }
 
 // Judged on the newest rounds: slow in most of some run of rounds that ends with the newest, at
@@ -238,24 +306,34 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
   PairVerdicts verdicts;
   for (const auto& [key, p] : pairs) {
     PairVerdict& v = verdicts[key];
-    const std::vector<double> lat = recent_values(p.latency_ns), tput = recent_values(p.mb_per_s);
-    v.latency_ns = median_of(lat);
-    v.mb_per_s = median_of(tput);
-    v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
+    const std::vector<Sample> lat = recent_samples(p.latency_ns), tput = recent_samples(p.mb_per_s);
     auto late = [&](double ns) { return ns > base.latency_limit; };
-    std::vector<bool> slow_latency = round_flags(lat, late);
+    auto narrow = [&](double mb) { return mb < base.throughput_limit; };
+    std::vector<Reading> latency_readings = round_readings(lat, late);
+    const std::vector<Reading> throughput_readings = round_readings(tput, narrow);
+    v.latency_ns = median_of_voting(lat, latency_readings);
+    v.mb_per_s = median_of_voting(tput, throughput_readings);
+    v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
     // A probe's latency is half a round trip, which crosses the link both ways, whichever host
     // starts it: a slow network slows the pings of both hosts alike. A round trip that is slow
     // only when one of the two starts it is that host's or its peer's CPU (a descheduled process
     // answers late), not the link: latency counts in rounds where both directions are slow.
     if (auto back = pairs.find({key.second, key.first}); back != pairs.end()) {
-      const std::vector<bool> slow_back = round_flags(recent_values(back->second.latency_ns), late);
-      for (std::size_t i = 1; i <= slow_latency.size(); ++i)
-        if (i > slow_back.size() || !slow_back[slow_back.size() - i])
-          slow_latency[slow_latency.size() - i] = false;
+      const std::vector<Reading> back_readings =
+          round_readings(recent_samples(back->second.latency_ns), late);
+      for (std::size_t i = 1; i <= latency_readings.size(); ++i) {
+        Reading& there = latency_readings[latency_readings.size() - i];
+        there = i > back_readings.size()
+                    ? (there == Reading::held ? Reading::held : Reading::fine)
+                    : both_slow(there, back_readings[back_readings.size() - i]);
+      }
     }
-    const std::vector<bool> slow_throughput =
-        round_flags(tput, [&](double mb) { return mb < base.throughput_limit; });
+    auto held = [](const std::vector<Reading>& readings) {
+      return static_cast<int>(std::count(readings.begin(), readings.end(), Reading::held));
+    };
+    v.held_rounds = held(latency_readings) + held(throughput_readings);
+    const std::vector<bool> slow_latency = voting_rounds(latency_readings);
+    const std::vector<bool> slow_throughput = voting_rounds(throughput_readings);
     auto count = [](const std::vector<bool>& slow) {
       return static_cast<int>(std::count(slow.begin(), slow.end(), true));
     };
@@ -263,11 +341,11 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
     v.slow_for_host =
         persistent(slow_latency, kHostRounds) || persistent(slow_throughput, kHostRounds);
     v.slow = persistent(slow_latency, kLinkRounds) || persistent(slow_throughput, kLinkRounds);
-    std::vector<bool> slow_both;
-    for (std::size_t i = std::min(slow_latency.size(), slow_throughput.size()); i >= 1; --i)
-      slow_both.push_back(slow_latency[slow_latency.size() - i] &&
-                          slow_throughput[slow_throughput.size() - i]);
-    slow_rounds[key] = {slow_latency, slow_throughput, slow_both};
+    std::vector<Reading> both;
+    for (std::size_t i = std::min(latency_readings.size(), throughput_readings.size()); i >= 1; --i)
+      both.push_back(both_slow(latency_readings[latency_readings.size() - i],
+                               throughput_readings[throughput_readings.size() - i]));
+    slow_rounds[key] = {slow_latency, slow_throughput, voting_rounds(both)};
   }
   return verdicts;
 }
@@ -459,13 +537,14 @@ struct ProbeJudgement {
 void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& findings,
                       std::vector<std::string>& delayed) {
   std::vector<double> lat, tput;
-  int rounds = 0;
+  int rounds = 0, held_rounds = 0;
   std::string host;
   for (const auto& [key, v] : j.verdicts) {
     if (!involves(key, node) || !v.slow_for_host) continue;
     lat.push_back(v.latency_ns);
     tput.push_back(v.mb_per_s);
     rounds = std::max(rounds, v.rounds);
+    held_rounds += v.held_rounds;
     host = key.first == node ? j.pairs[key].from : j.pairs[key].to;
   }
   Finding f;
@@ -480,14 +559,15 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
               " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
               j.baseline() + " between other hosts, over " +
               count_text(static_cast<std::uint64_t>(rounds), "probe round") +
-              " (network side: NIC or link); " + test.text();
+              " (network side: NIC or link)" + held_text(held_rounds) + "; " + test.text();
   ProbedHostEvidence evidence{.host = host,
                               .test = test,
                               .latency_ns = median_of(lat),
                               .mb_per_s = median_of(tput),
                               .baseline_latency_ns = j.base.latency,
                               .baseline_mb_per_s = j.base.throughput,
-                              .rounds = rounds};
+                              .rounds = rounds,
+                              .held_rounds = held_rounds};
   // The job's messages on its links, named as slow links (a host whose messages go to one peer
   // only is not judged by them), are this finding's.
   std::vector<std::string>& links = evidence.message_links;
@@ -576,8 +656,8 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
   f.summary = f.subject + ": link probes measure " + describe(v) + " vs " + j.baseline() +
               " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
               count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
-              (both ? ", both directions" : ", this direction only" + direction) + "; " +
-              v.test.text();
+              (both ? ", both directions" : ", this direction only" + direction) +
+              held_text(v.held_rounds) + "; " + v.test.text();
   f.evidence.rule = ProbedLinkEvidence{.from = p.from,
                                        .to = p.to,
                                        .test = v.test,
@@ -587,7 +667,8 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
                                        .baseline_latency_ns = j.base.latency,
                                        .baseline_mb_per_s = j.base.throughput,
                                        .slow_rounds = v.slow_rounds,
-                                       .rounds = v.rounds};
+                                       .rounds = v.rounds,
+                                       .held_rounds = v.held_rounds};
   // A probe's latency is half a round trip: a link slow both ways costs a message the whole
   // excess twice over.
   f.from = p.from;

@@ -163,6 +163,9 @@ struct ProbedHostEvidence {
   double latency_ns = 0, mb_per_s = 0;  // medians of its slow pairs
   double baseline_latency_ns = 0, baseline_mb_per_s = 0;
   int rounds = 0;
+  // Of its slow pairs' rounds, the measurements slow only by the time a leader was held off the
+  // CPU (probes.from_held_ns, to_held_ns), which count neither way.
+  int held_rounds = 0;
   std::vector<std::string> message_links;  // the message findings it absorbed ("link a -> b")
 };
 
@@ -174,6 +177,7 @@ struct ProbedLinkEvidence {
   double latency_ns = 0, mb_per_s = 0;
   double baseline_latency_ns = 0, baseline_mb_per_s = 0;
   int slow_rounds = 0, rounds = 0;
+  int held_rounds = 0;  // as ProbedHostEvidence's
 };
 
 // What the probes add to the message finding of the same link (its `also`).

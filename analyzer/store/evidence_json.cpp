@@ -129,22 +129,25 @@ json rule_json(const ProbedHostEvidence& e) {
               {"baseline_latency_ns", e.baseline_latency_ns},
               {"baseline_mb_per_s", e.baseline_mb_per_s},
               {"rounds", e.rounds}};
+  if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 13
   if (!e.message_links.empty()) out["message_links"] = e.message_links;
   return out;
 }
 
 json rule_json(const ProbedLinkEvidence& e) {
-  return {{"from", e.from},
-          {"to", e.to},
-          {"source", "probes"},
-          {"test", evidence_test_json(e.test)},
-          {"both_directions", e.both_directions},
-          {"latency_ns", e.latency_ns},
-          {"mb_per_s", e.mb_per_s},
-          {"baseline_latency_ns", e.baseline_latency_ns},
-          {"baseline_mb_per_s", e.baseline_mb_per_s},
-          {"slow_rounds", e.slow_rounds},
-          {"rounds", e.rounds}};
+  json out = {{"from", e.from},
+              {"to", e.to},
+              {"source", "probes"},
+              {"test", evidence_test_json(e.test)},
+              {"both_directions", e.both_directions},
+              {"latency_ns", e.latency_ns},
+              {"mb_per_s", e.mb_per_s},
+              {"baseline_latency_ns", e.baseline_latency_ns},
+              {"baseline_mb_per_s", e.baseline_mb_per_s},
+              {"slow_rounds", e.slow_rounds},
+              {"rounds", e.rounds}};
+  if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 13
+  return out;
 }
 
 json rule_json(const ProbesAlsoEvidence& e) {

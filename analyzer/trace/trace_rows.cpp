@@ -44,12 +44,13 @@ bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>&
                 std::string& error) {
   static const std::string kColumns =
       "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns, slowest_ns, "
-      "slowest_oneway_ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns FROM probes ";
+      "slowest_oneway_ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns, "
+      "from_held_ns, to_held_ns FROM probes ";
   ProbeRow p;
   return each_recent_local_row(
       job, "probes", kColumns + "ORDER BY at_ns",
       kColumns + "WHERE rank = ?1 AND at_ns >= ?2 ORDER BY at_ns",
-      {1, 8, 9 | kMayBeNegative, 10, 11, 12, 13},
+      {1, 8, 9 | kMayBeNegative, 10, 11, 12, 13, 14, 15},
       [&](const ResultRow& s) {
         // Every column as its writer's value (bind_u64: the same 64 bits), NULL as 0.
         auto u64 = [&](int i) { return static_cast<std::uint64_t>(column_i64(s, i)); };
@@ -67,6 +68,8 @@ bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>&
         p.peer_received_ns = u64(11);
         p.peer_replied_ns = u64(12);
         p.received_ns = u64(13);
+        p.from_held_ns = u64(14);
+        p.to_held_ns = u64(15);
         row(p);
       },
       error);

@@ -24,9 +24,15 @@ for mode in 0 1; do
   pairs=$(db_query trace-$mode "SELECT count(DISTINCT from_node || '>' || to_node || ':' || bytes)
             FROM probes WHERE ns > 0 AND from_node <> to_node AND from_node = rank")
   expect_equal 24 "$pairs" "directed pairs x sizes probed (yield $mode)"
+  # Rounds after the first come when the last rounds and decisions took at most 0.5% of the time
+  # since (on a loaded machine a round of 4 pretend hosts takes more than the 5 ms that allows in
+  # this job's second): every round has each of its leader's 3 peers, both sizes.
   rounds=$(db_query trace-$mode "SELECT min(n) FROM (SELECT count(DISTINCT at_ns) AS n FROM probes
              GROUP BY from_node, to_node, bytes)")
-  [ "$rounds" -ge 2 ] || fail "expected at least 2 probe rounds per pair, got $rounds (yield $mode)"
+  [ "$rounds" -ge 1 ] || fail "expected a probe round per pair, got $rounds (yield $mode)"
+  partial=$(db_query trace-$mode "SELECT count(*) FROM (SELECT count(*) AS n FROM probes
+              GROUP BY rank, at_ns) WHERE n <> 6")
+  expect_equal 0 "$partial" "probe rounds without every peer of their leader (yield $mode)"
   # Each latency row's four times (NTP's): on one machine the pretend hosts' clocks are one, so
   # ping sent <= received by the peer <= reply sent <= reply received (1 ms of slack for two
   # processes' counter calibrations), and the round trip is twice the latency.
@@ -46,6 +52,11 @@ for mode in 0 1; do
              FROM probes l WHERE l.bytes = 1 AND l.rank = t.rank AND l.at_ns = t.at_ns AND
              l.from_node = t.from_node AND l.to_node = t.to_node))")
   expect_equal 0 "$legs" "rows without a one-way leg, or a data leg longer than its transfer (yield $mode)"
+  # Each row says how long its messages may have waited off the CPU for either leader (schema
+  # 13); the measuring leader's wait for a reply is part of its round trip.
+  held=$(db_query trace-$mode "SELECT count(*) FROM probes WHERE from_held_ns IS NULL OR
+           to_held_ns IS NULL OR (bytes = 1 AND from_held_ns > 2 * ns + 1)")
+  expect_equal 0 "$held" "rows without held times, or a reply held longer than its round trip (yield $mode)"
   pass "4 pretend hosts, yield $mode: 12 directed pairs x 2 sizes in each of $rounds rounds"
 done
 

@@ -47,7 +47,7 @@ TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
   b.set_interval_s = 5;
   b.since_round_s = 6;
   EXPECT_TRUE(rounds_due(b).routine);  // rounds too cheap to count: the set interval
-  b.cheapest_round_s = 0.1;            // 0.1 s is 0.5% of 20 s
+  b.cheapest_cycle_s = 0.1;            // 0.1 s is 0.5% of 20 s
   EXPECT_DOUBLE_EQ(rounds_due(b).interval_s, 20);
   EXPECT_FALSE(rounds_due(b).routine);
   b.since_round_s = 21;

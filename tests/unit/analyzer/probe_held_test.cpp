@@ -1,0 +1,105 @@
+// The probe rule and the time its leaders were held off the CPU (probes.from_held_ns,
+// to_held_ns): a measurement slow only by that time is the scheduler's and counts neither way; one
+// slow by more than it is the network's.
+#include <gtest/gtest.h>
+
+#include <utility>
+
+#include "analyzer/health.hpp"
+#include "analyzer/store/evidence_json.hpp"
+#include "tests/fixtures/synthetic_job.hpp"
+#include "tests/unit/analyzer/health_checks.hpp"
+
+namespace {
+
+using commtap::analyzer::evidence_json;
+using commtap::analyzer::HealthOptions;
+using commtap::fixtures::SyntheticJob;
+using commtap::testing::analyze;
+using commtap::testing::expect_exactly;
+
+SyntheticJob probed_job() {
+  SyntheticJob job;
+  job.messages = false;
+  job.probe_every_s = 5;
+  return job;
+}
+
+bool touches(int host, int from, int to) {
+  return from == host || to == host;
+}
+
+// h2's leader descheduled in every round: its round trips read 800 us against 30 us, and each
+// waited 1.5 ms for it off the CPU (a reply it found only when it ran again).
+TEST(ProbeHeld, AHostSlowOnlyWhileItsLeaderWasOffTheCpuIsNoFinding) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SyntheticJob job = probed_job();
+    job.seed = seed;
+    job.probe_latency_us = [](int from, int to, double) {
+      return touches(2, from, to) ? 800.0 : 30.0;
+    };
+    // Without the held times (a file before version 13) it is h2's network, as before.
+    expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
+    job.probe_held_us = [](int from, int to, double) {
+      return std::pair{from == 2 ? 1500.0 : 0.0, to == 2 ? 1500.0 : 0.0};
+    };
+    expect_exactly(analyze(job, HealthOptions{}), {});
+  }
+}
+
+// The same for throughput: h2's transfers took about 52 ms (5 MB/s, under the stalled-transfer
+// rule's 100 ms), and their completions waited 40 ms at each end for a leader off the CPU.
+TEST(ProbeHeld, TransfersSlowOnlyWhileALeaderWasOffTheCpuAreNoFinding) {
+  SyntheticJob job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double) { return touches(2, from, to) ? 5.0 : 1000.0; };
+  job.probe_held_us = [](int from, int to, double) {
+    return touches(2, from, to) ? std::pair{40'000.0, 40'000.0} : std::pair{0.0, 0.0};
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.probe_held_us = nullptr;  // a file before version 13: h2's network, as before
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
+}
+
+// A real fault on a loaded machine: the leaders are held off the CPU too, but for less than the
+// excess; the rest is the network's and the host or link is named.
+TEST(ProbeHeld, AFaultSlowerThanTheTimeOffTheCpuIsStillNamed) {
+  SyntheticJob job = probed_job();
+  job.probe_latency_us = [](int from, int to, double) {
+    return touches(2, from, to) ? 2030.0 : 30.0;  // +2 ms at h2
+  };
+  job.probe_held_us = [](int from, int to, double) {
+    return std::pair{touches(2, from, to) ? 1500.0 : 20.0, 300.0};  // 1.8 ms of 4 ms round trips
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
+
+  job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double) { return touches(2, from, to) ? 2.5 : 1000.0; };
+  job.probe_held_us = [](int, int, double) { return std::pair{5'000.0, 5'000.0}; };
+  const auto rate = analyze(job, HealthOptions{});
+  expect_exactly(rate, {{"slow_host_network", "host h2"}});
+
+  job = probed_job();
+  job.probe_latency_us = [](int from, int to, double) {
+    return touches(1, from, to) && touches(3, from, to) ? 2030.0 : 30.0;
+  };
+  job.probe_held_us = [](int, int, double) { return std::pair{400.0, 400.0}; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h3"}});
+}
+
+// Held in some rounds only: those count neither way, the others still make the case, and the
+// evidence says how many were left out.
+TEST(ProbeHeld, RoundsLeftOutAreCountedInTheEvidence) {
+  SyntheticJob job = probed_job();
+  job.seconds = 40;
+  job.probe_mb_per_s = [](int from, int to, double) { return touches(2, from, to) ? 2.5 : 1000.0; };
+  job.probe_held_us = [](int from, int to, double t) {
+    const bool held = touches(2, from, to) && static_cast<int>(t) % 10 == 5;
+    return std::pair{held ? 104'000.0 : 0.0, 0.0};
+  };
+  const auto health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_host_network", "host h2"}});
+  ASSERT_FALSE(health.findings.empty());
+  EXPECT_GT(evidence_json(health.findings[0].evidence).value("held_rounds", 0), 0);
+}
+
+}  // namespace
