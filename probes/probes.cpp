@@ -243,7 +243,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // member agrees, and picks the earliest from what they agreed.
   ProbeBudget budget;
   budget.set_interval_s = static_cast<double>(interval_ns_) / 1e9;
-  budget.cheapest_cycle_s = rounds_done_ < kRoundsKept ? 0.0
+  budget.cheapest_cycle_s = cost_.rounds < kRoundsKept ? 0.0
                                                        : *std::min_element(recent_cycles_s_.begin(),
                                                                            recent_cycles_s_.end());
   budget.partial_wait_s = static_cast<int>(s->hosts.size()) < hosts_ ? kPartialWaitS : 0.0;
@@ -267,7 +267,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   const double mean_decision_s = decisions_ == 0 ? 0.0
                                                  : static_cast<double>(cost_.deciding_ns) / 1e9 /
                                                        static_cast<double>(decisions_);
-  const bool spacing = rounds_done_ >= kRoundsKept;  // the first rounds come at the interval
+  const bool spacing = cost_.rounds >= kRoundsKept;  // the first rounds come at the interval
   std::uint64_t decision[6] = {
       due.routine ? 0u : 1u,
       UINT64_MAX - seqs_in(wait_s),
@@ -301,7 +301,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   cost_.probing_ns += probing_ns;
   // The cycle's cost for the bound, as this rank paid it (a member that does not measure waits
   // for its leader as long).
-  recent_cycles_s_[rounds_done_++ % kRoundsKept] =
+  recent_cycles_s_[(cost_.rounds - 1) % kRoundsKept] =
       static_cast<double>(probing_ns + deciding_since_round_ns_) / 1e9;
   deciding_since_round_ns_ = 0;
   // The confirmations' share is counted from the end of the first rounds. Every member counts

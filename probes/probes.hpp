@@ -161,7 +161,6 @@ class LinkProber {
   // since the one before it, on any communicator.
   static constexpr std::size_t kRoundsKept = 3;
   std::array<double, kRoundsKept> recent_cycles_s_{};
-  std::size_t rounds_done_ = 0;
   std::uint64_t decisions_ = 0, deciding_since_round_ns_ = 0;
   // When this rank's first kRoundsKept rounds ended and what they and their decisions cost (the
   // confirmations' share is counted from there).
