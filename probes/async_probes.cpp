@@ -60,9 +60,18 @@ std::uint64_t AsyncProber::Gaps::longest_in(std::uint64_t from, std::uint64_t to
   return longest;
 }
 
+RoundTripBounds round_trip_bounds(const PingTimes& p) {
+  // Each side's own clock only in each difference: the offset cancels.
+  const std::uint64_t turn_found = minus(p.replied, p.peer_found);
+  const std::uint64_t turn_missed = minus(p.replied, p.peer_last_miss);
+  return {minus(minus(p.last_miss_here, p.sent), turn_missed),
+          minus(minus(p.found_here, p.sent), turn_found)};
+}
+
 std::uint64_t AsyncProber::Ping::upper_ns() const {
-  return std::max<std::uint64_t>(
-      1, minus(minus(found, sent), minus(reply.replied_ns, reply.found_ns)));
+  const PingTimes times{sent,           last_miss,       found, reply.last_miss_ns,
+                        reply.found_ns, reply.replied_ns};
+  return std::max<std::uint64_t>(1, round_trip_bounds(times).upper_ns);
 }
 
 AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink sink)

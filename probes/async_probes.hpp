@@ -38,6 +38,20 @@ namespace commtap::probes {
 
 class LinkProber;
 
+// One asynchronous ping (or transfer) as both leaders saw it: when this leader sent it, last
+// found the reply not there and found it, on its clock; when the peer last found the message
+// not there, found it and replied, on the peer's. The network's round trip lies within the
+// bounds, whatever the clocks' offset: the lower one takes both leaders' last misses, the upper
+// their finds (upper - lower is the two held times).
+struct PingTimes {
+  std::uint64_t sent = 0, last_miss_here = 0, found_here = 0;
+  std::uint64_t peer_last_miss = 0, peer_found = 0, replied = 0;
+};
+struct RoundTripBounds {
+  std::uint64_t lower_ns = 0, upper_ns = 0;  // lower: 0 where the windows allow no more
+};
+RoundTripBounds round_trip_bounds(const PingTimes& ping);
+
 class AsyncProber {
  public:
   struct Layout {
