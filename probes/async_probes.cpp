@@ -240,13 +240,19 @@ void AsyncProber::finish_measurement() {
   const auto offset = (static_cast<std::int64_t>(best.reply.found_ns - best.sent) +
                        static_cast<std::int64_t>(best.reply.replied_ns - best.found)) /
                       2;
-  auto there = [&](std::uint64_t sent_here, std::uint64_t found_there) {
+  // A one-way leg less the peer's held time: what the network took at least. The analyzer's
+  // stalled-transfer rule reads these legs without the held columns, and a peer that computed
+  // 100 ms between its MPI calls must not read as a retransmission stall.
+  auto there = [&](std::uint64_t sent_here, std::uint64_t found_there, std::uint64_t held_there) {
     return static_cast<std::uint64_t>(
-        std::max<std::int64_t>(1, static_cast<std::int64_t>(found_there - sent_here) - offset));
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(found_there - sent_here) - offset -
+                                      static_cast<std::int64_t>(held_there)));
   };
   std::uint64_t slowest_there = 1;
   for (const Ping& ping : m_.pings)
-    slowest_there = std::max(slowest_there, there(ping.sent, ping.reply.found_ns));
+    slowest_there = std::max(
+        slowest_there,
+        there(ping.sent, ping.reply.found_ns, minus(ping.reply.found_ns, ping.reply.last_miss_ns)));
   const std::string& from = layout_.host_names[static_cast<std::size_t>(layout_.host)];
   const std::string& to = layout_.host_names[static_cast<std::size_t>(m_.peer)];
   std::vector<monitor::ProbeRow> rows(2);
@@ -273,8 +279,9 @@ void AsyncProber::finish_measurement() {
   for (std::size_t i = 0; i < m_.transfers.size(); ++i) {
     if (m_.transfers[i].upper_ns() < m_.transfers[quickest].upper_ns()) quickest = i;
     slowest = std::max(slowest, m_.transfers[i].upper_ns());
-    slowest_data =
-        std::max(slowest_data, there(m_.transfers[i].sent, m_.transfers[i].reply.found_ns));
+    slowest_data = std::max(
+        slowest_data,
+        there(m_.transfers[i].sent, m_.transfers[i].reply.found_ns, m_.transfers[i].reply.held_ns));
   }
   const Ping& fast = m_.transfers[quickest];
   auto less_ack = [&](std::uint64_t ns) {
