@@ -42,8 +42,8 @@ int call_yielding(Twin twin, A... a) {
 // nonblocking forms may run other algorithms) take their polling path on a leader that answers
 // the asynchronous link probes, so that it answers while it waits.
 template <Fn id, Yield yield>
-inline constexpr bool kAnswersWhileBlocked = yield !=
-                                             Yield::none&& family_of(id) != Family::collective;
+inline constexpr bool kAnswersWhileBlocked = (yield != Yield::none) &&
+                                             (family_of(id) != Family::collective);
 
 // ---- Device buffers through host staging ------------------------------------------------------
 

@@ -284,8 +284,15 @@ void AsyncProber::finish_measurement() {
         there(m_.transfers[i].sent, m_.transfers[i].reply.found_ns, m_.transfers[i].reply.held_ns));
   }
   const Ping& fast = m_.transfers[quickest];
+  // The reply's way back: half the tightest ping's lower bound, the network's round trip at
+  // least (its upper bound holds the leaders' held times, which would be taken from the transfer
+  // twice; a wide window there once left a 256 KiB transfer at 0.3 us).
+  const PingTimes times{best.sent,           best.last_miss,
+                        best.found,          best.reply.last_miss_ns,
+                        best.reply.found_ns, best.reply.replied_ns};
+  const std::uint64_t ack = round_trip_bounds(times).lower_ns / 2;
   auto less_ack = [&](std::uint64_t ns) {
-    return std::max<std::uint64_t>(1, ns > rtt / 2 ? ns - rtt / 2 : ns);
+    return std::max<std::uint64_t>(1, ns > 2 * ack ? ns - ack : ns / 2);
   };
   monitor::ProbeRow& transfer = rows[1];
   transfer = {
