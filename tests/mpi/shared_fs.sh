@@ -193,13 +193,14 @@ for r in 0 1; do
   f=reader/job/rank-$r.db
   expect_equal ok "$(sqlite3 "file:$f?mode=ro" 'PRAGMA integrity_check')" "rank $r integrity"
 done
-# No window lost: the heartbeats run from the first window to the end without a gap of more than
-# a few intervals (a lost publication would not lose windows, a lost window leaves a gap), each
-# rank ended by MPI_Finalize and counted every step's all-reduce.
-slowest=$(db_query reader/job "SELECT max(gap) FROM (SELECT (wall_ns - lag(wall_ns) OVER (
-  PARTITION BY rank ORDER BY wall_ns)) / 1000000 AS gap FROM heartbeats)")
-[ "$slowest" -le $((INTERVAL_MS * 5)) ] ||
-  fail "a gap of $slowest ms between two heartbeats of a rank: windows were lost"
+# No window lost: every step's all-reduce is in some window's aggregates (a lost window loses its
+# calls), and each rank ended by MPI_Finalize and counted every step's all-reduce. Not the wall
+# time between heartbeats: on a loaded machine a writer that waits for the CPU or for sshfs writes
+# late, which loses nothing (a 585 ms gap at 100 ms windows, beside a full suite).
+expect_equal "0|$STEPS
+1|$STEPS" "$(db_query reader/job "SELECT rank, sum(calls) FROM aggregates
+  WHERE function = 'MPI_Allreduce' GROUP BY rank ORDER BY rank")" \
+  "all-reduces in the windows' aggregates, per rank"
 expect_equal "0|finalize|$STEPS
 1|finalize|$STEPS" "$(db_query reader/job "SELECT r.rank, r.ended_by, c.calls FROM ranks r
   JOIN call_totals c ON c.rank = r.rank AND c.function = 'MPI_Allreduce' ORDER BY r.rank")" \
