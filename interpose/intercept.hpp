@@ -38,6 +38,13 @@ int call_yielding(Twin twin, A... a) {
   }
 }
 
+// Blocking point-to-point calls (those with a nonblocking twin, not the collectives, whose
+// nonblocking forms may run other algorithms) take their polling path on a leader that answers
+// the asynchronous link probes, so that it answers while it waits.
+template <Fn id, Yield yield>
+inline constexpr bool kAnswersWhileBlocked = (yield != Yield::none) &&
+                                             (family_of(id) != Family::collective);
+
 // ---- Device buffers through host staging ------------------------------------------------------
 
 // The call where device staging is on (hooks_device.hpp): the hooks around the library's call
@@ -88,6 +95,10 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     monitor::ThreadState* const self = CallScope::recording_thread();
     if (self == nullptr) [[unlikely]]
       return real(a...);
+    // A host's leader answers the asynchronous link probes wherever it calls MPI (throttled: a
+    // clock read otherwise); everyone else pays a load and a branch.
+    if (probes::AsyncProber* const async = runtime().async_probes) [[unlikely]]
+      async->at_call_entry();
     CallScope scope(id, *self);
     RequestHooks<id> requests;
     CollectiveHooks<id> collective;
@@ -104,7 +115,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     requests.stamp_arrivals(a...);
     auto library = [&] {
       if constexpr (yield != Yield::none)
-        if (runtime().yield) return call_yielding<yield>(twin, a...);
+        if (runtime().yield || (kAnswersWhileBlocked<id, yield> && answering_probes()))
+          return call_yielding<yield>(twin, a...);
       return real(a...);
     };
     int rc;
@@ -117,7 +129,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     else if constexpr (family == Family::pack && id != Fn::Pack_size && id != Fn::Pack_size_c)
       rc = pack_call<id>(real, a...);
     else if constexpr (kWatchesArrivals<id>)
-      rc = watching_arrivals() ? call_watching<id>(requests.own_look, a...) : library();
+      rc = watching_arrivals() || answering_probes() ? call_watching<id>(requests.own_look, a...)
+                                                     : library();
     else
       rc = library();
     datatypes.after_library(rc, a...);

@@ -240,6 +240,7 @@ void finish_recording(const char* ended_by) {
   if (!session.started || session.forked_child || session.stopped) return;
   session.stopped = true;
   runtime().active.store(false, std::memory_order_relaxed);
+  runtime().async_probes = nullptr;
   finish_recording("exit");
 }
 
@@ -450,9 +451,14 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
     for (const std::string& problem : parsed.problems)
       std::fprintf(stderr, "%s\n", problem.c_str());
 
-  if (settings.probe_interval > 0)
+  if (settings.probe_interval > 0) {
     session.prober = std::make_unique<probes::LinkProber>(session.comm, session.layout, settings,
                                                           runtime().thread_multiple);
+    runtime().async_probes = session.prober->start_async([](std::vector<monitor::ProbeRow>&& rows) {
+      std::lock_guard measured(session.measured_mutex);
+      session.probes.insert(session.probes.end(), rows.begin(), rows.end());
+    });
+  }
   if (settings.tcp_interval > 0)
     session.tcp_links = std::make_unique<monitor::TcpLinkCounters>(
         static_cast<std::uint64_t>(settings.tcp_interval) * 1'000'000'000);
@@ -520,6 +526,11 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
   // The library's finalize has not run yet, so its call is counted with no time.
   const std::uint64_t now = monitor::now_ns();
   count_lifecycle_call(finalize_fn, now, now);
+  // The asynchronous probes first: a leader still measuring waits for its peer's answer, which
+  // a peer held in the clock estimate's exchanges would never give.
+  runtime().async_probes = nullptr;
+  if (std::strcmp(ended_by, "finalize") == 0 && session.prober != nullptr)
+    session.prober->before_finalize();
   // MPI_Finalize is collective: a last clock estimate bounds the drift since the last one.
   // Not at MPI_Abort, where the other ranks may never come.
   if (std::strcmp(ended_by, "finalize") == 0 && session.clocks != nullptr)
@@ -555,6 +566,18 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
                    static_cast<double>(c.probing_ns) / 1e6,
                    static_cast<double>(c.deciding_ns) / 1e6, total_s,
                    total_s > 0 ? 100 * spent_s / total_s : 0.0);
+    }
+    if (session.prober && session.prober->async() != nullptr) {
+      const probes::AsyncProber::Cost c = session.prober->async()->cost();
+      const double total_s =
+          static_cast<double>(monitor::elapsed_ns(c.since_ns, monitor::now_ns())) / 1e9;
+      std::fprintf(stderr,
+                   "commtap: rank %d: asynchronous link probes: %llu measurements, %llu answers, "
+                   "%.1f ms in %.1f s (%.3f%%)\n",
+                   session.facts.rank, static_cast<unsigned long long>(c.measurements),
+                   static_cast<unsigned long long>(c.answers),
+                   static_cast<double>(c.spent_ns) / 1e6, total_s,
+                   total_s > 0 ? 100 * static_cast<double>(c.spent_ns) / 1e9 / total_s : 0.0);
     }
   }
   if (session.comm != MPI_COMM_NULL && std::strcmp(ended_by, "finalize") == 0) {

@@ -19,6 +19,7 @@
 #include "monitor/call_sites.hpp"
 #include "monitor/stream_completions.hpp"
 #include "monitor/thread_state.hpp"
+#include "probes/async_probes.hpp"
 #include "settings/settings.hpp"
 #include "world/communicators.hpp"
 
@@ -48,6 +49,11 @@ struct Runtime {
   datatypes::Stager* stager = nullptr;
   // Completions of sampled NCCL collectives on their streams; made at the first NCCL call.
   std::atomic<monitor::StreamCompletions*> stream_completions{nullptr};
+  // The asynchronous link probes, on a host's leader where they run (probes/async_probes.hpp):
+  // serviced at the entry of intercepted calls and while blocking point-to-point calls wait.
+  // Set at init, reset at MPI_Finalize; read by the one thread in MPI (never under
+  // MPI_THREAD_MULTIPLE).
+  probes::AsyncProber* async_probes = nullptr;
 };
 
 // Never destroyed: MPI calls can still arrive at process exit, from atexit handlers and global

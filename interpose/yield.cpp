@@ -23,6 +23,11 @@ namespace {
 
 enum class Until { all, any };
 
+// One look at the asynchronous link probes from a polling loop (a leader's; throttled).
+void answer_probes() {
+  if (probes::AsyncProber* const async = runtime().async_probes) async->while_blocked();
+}
+
 // MPI_Request_get_status raises the error of a request that completed in error (a truncated
 // receive) on MPI_COMM_WORLD's handler, and the blocking call that follows raises it again. So
 // while polling, MPI_COMM_WORLD returns errors; the blocking call then calls the application's
@@ -67,6 +72,7 @@ void poll_yielding(int count, MPI_Request requests[], Until until) {
       if (until == Until::all && !all) break;
     }
     if (!active || (until == Until::all ? all : any)) return;
+    answer_probes();
     sched_yield();
   }
 }
@@ -161,6 +167,7 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
         }
     }
     others.poll();
+    answer_probes();
     if (first_round) {
       for (int i = 0; i < count; ++i)
         first_look[i] = arrived_ns[i] != 0 ? FirstLook::done : FirstLook::pending;
@@ -194,7 +201,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
     }
     own_look = FirstLook::pending;
   }
-  if (!others.empty() && *request != MPI_REQUEST_NULL) {
+  if ((!others.empty() || answering_probes()) && *request != MPI_REQUEST_NULL) {
     const QuietWorldWhilePolling quiet;
     for (;;) {
       int done = 0;
@@ -204,6 +211,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
       // are stamped no later than it.
       others.poll();
       if (done) break;
+      answer_probes();
       if (yield_between) sched_yield();
     }
   }
@@ -213,7 +221,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
 int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Status* status, bool yield_between) {
   WatchedReceives others(nullptr, 0);
-  if (!others.empty()) {
+  if (!others.empty() || answering_probes()) {
     const QuietWorldWhilePolling quiet;
     for (;;) {
       int arrived = 0;
@@ -223,6 +231,7 @@ int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int t
       if (rc != MPI_SUCCESS) return rc;
       others.poll();
       if (arrived) break;
+      answer_probes();
       if (yield_between) sched_yield();
     }
   }
@@ -277,6 +286,7 @@ int recv_yielding(void* buf, Count count, MPI_Datatype datatype, int source, int
     const int rc = PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return rc;
     if (arrived) break;
+    answer_probes();
     sched_yield();
   }
   if constexpr (std::is_same_v<Count, int>)

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "interpose/requests.hpp"
+#include "interpose/runtime.hpp"
 
 namespace commtap::interpose {
 
@@ -33,6 +34,12 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
 // itself first looks with MPI_Test (which completes it as MPI_Wait would, where it is done) and
 // says in `own_look` what that look saw.
 bool watching_arrivals();
+// Whether this rank answers the asynchronous link probes (probes/async_probes.hpp), a host's
+// leader: its blocking point-to-point calls then poll (as above, or as COMMTAP_YIELD's loops do),
+// answering every kBlockedNs while they wait.
+inline bool answering_probes() {
+  return runtime().async_probes != nullptr;
+}
 int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
                   FirstLook& own_look);
 int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,

@@ -144,9 +144,11 @@ LinkProber::LinkProber(MPI_Comm comm, const world::NodeLayout& layout,
   // message (TCP's handshake and its own), which the first round would otherwise pay, at load
   // for longer than a round (a first round of 203 ms against 84 ms for the later ones), and the
   // cost bound would space the next rounds by it.
-  std::vector<int> first_of_host(static_cast<std::size_t>(hosts_), -1);
+  std::vector<int>& first_of_host = world_leaders_;
+  first_of_host.assign(static_cast<std::size_t>(hosts_), -1);
   for (int r = world_size_ - 1; r >= 0; --r)
     first_of_host[static_cast<std::size_t>(node_of_rank_[static_cast<std::size_t>(r)])] = r;
+  node_ = layout.node_index;
   int me = 0;
   PMPI_Comm_rank(comm_, &me);
   if (first_of_host[static_cast<std::size_t>(layout.node_index)] == me)
@@ -296,6 +298,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // collective ahead of their leaders, and the leaders would look late.
   all_max(*s, comm.rank, nullptr, 0, s->tag + kLeaveTag);
   last_round_end_ns_ = monitor::now_ns();
+  last_round_partial_ = static_cast<int>(s->hosts.size()) < hosts_;
   ++cost_.rounds;
   const std::uint64_t probing_ns = monitor::elapsed_ns(decided, last_round_end_ns_);
   cost_.probing_ns += probing_ns;
@@ -311,6 +314,40 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
     first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns;
   }
   return next;
+}
+
+bool LinkProber::rounds_quiet(std::uint64_t now) const {
+  const std::uint64_t last = std::max(last_round_end_ns_, cost_.since_ns);
+  double interval_ns = static_cast<double>(interval_ns_);
+  if (cost_.rounds >= kRoundsKept)
+    interval_ns =
+        std::max(interval_ns, *std::min_element(recent_cycles_s_.begin(), recent_cycles_s_.end()) /
+                                  kMaxShare * 1e9);
+  // A communicator on some hosts only has its rounds kPartialWaitS later than the interval.
+  const double partial_ns = last_round_partial_ ? kPartialWaitS * 1e9 : 0.0;
+  return static_cast<double>(monitor::elapsed_ns(last, now)) >= 2 * interval_ns + partial_ns;
+}
+
+AsyncProber* LinkProber::start_async(AsyncProber::RowSink sink) {
+  async_agreed_ = interval_ns_ != 0 && hosts_ >= 2 && !world_only_;
+  if (!async_agreed_) return nullptr;
+  int me = 0;
+  PMPI_Comm_rank(comm_, &me);
+  if (world_leaders_[static_cast<std::size_t>(node_)] != me) return nullptr;
+  AsyncProber::Layout layout{comm_, node_, world_leaders_, host_names_, interval_ns_, probe_bytes_};
+  async_ = std::make_unique<AsyncProber>(std::move(layout), *this, std::move(sink));
+  return async_.get();
+}
+
+void LinkProber::before_finalize() {
+  if (!async_agreed_) return;
+  if (async_) async_->finish_measuring();
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  PMPI_Ibarrier(comm_, &barrier);
+  if (async_)
+    async_->finish_with_barrier(barrier);
+  else
+    wait_napping(1, &barrier);
 }
 
 RoundsDue rounds_due(const ProbeBudget& b) {

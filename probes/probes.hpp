@@ -4,7 +4,9 @@
 // communicator, so that a slow NIC or a congested link shows up in any job, even one whose own
 // traffic commtap cannot see (collectives only) and one whose collectives are all on a
 // Cartesian, split or duplicated communicator. The rows go to the `probes` table, numbered by
-// the job's hosts (world::NodeLayout), whichever communicator carried the round.
+// the job's hosts (world::NodeLayout), whichever communicator carried the round. Where no round
+// comes (a program of point-to-point calls only), the hosts' leaders measure asynchronously
+// instead (async_probes.hpp), started and finished from here.
 #pragma once
 
 #include <mpi.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "monitor/trace_schema.hpp"
+#include "probes/async_probes.hpp"
 #include "settings/module_settings.hpp"
 #include "world/world.hpp"
 
@@ -103,6 +106,20 @@ class LinkProber {
   };
   Cost cost() const { return cost_; }
 
+  // Whether no round has come for twice the interval (the set one, or what the cost bound has
+  // grown it to; 2 s more after a round on a communicator of some hosts only, which waits that
+  // much longer), or since MPI_Init: the asynchronous probes (async_probes.hpp) measure then.
+  bool rounds_quiet(std::uint64_t now) const;
+  // The asynchronous probes: on every rank, right after the constructor. Runs on each host's
+  // leader (nullptr elsewhere, returned) where the job is probed and no rank runs under
+  // MPI_THREAD_MULTIPLE (all ranks agree on it).
+  AsyncProber* start_async(AsyncProber::RowSink sink);
+  // Before the library's MPI_Finalize (every rank, with the asynchronous probes on): the leaders
+  // finish their measurements, answering the others', until every rank is here; then their
+  // posted receives are cancelled.
+  void before_finalize();
+  const AsyncProber* async() const { return async_.get(); }
+
  private:
   // One communicator's view: its hosts (node numbers, ascending), the rank of each host's
   // first member (world ranks), this rank's host among them, and its decisions' pace.
@@ -172,7 +189,12 @@ class LinkProber {
   Cost cost_;
   std::vector<char> send_buffer_, receive_buffer_;
   MPI_Request answer_request_ = MPI_REQUEST_NULL;  // the answering side's posted receive
-  std::uint64_t began_ = 0;  // the current probe round's start, the rows' at_ns
+  std::uint64_t began_ = 0;          // the current probe round's start, the rows' at_ns
+  std::vector<int> world_leaders_;   // of each host (its lowest world rank)
+  int node_ = 0;                     // this rank's host
+  bool async_agreed_ = false;        // the asynchronous probes run (on the leaders)
+  bool last_round_partial_ = false;  // on a communicator of some of the job's hosts only
+  std::unique_ptr<AsyncProber> async_;
 };
 
 // The pairs of round `round` of a round-robin tournament of `players` (the circle method): each

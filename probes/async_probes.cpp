@@ -1,0 +1,371 @@
+#include "probes/async_probes.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "probes/probes.hpp"
+
+namespace commtap::probes {
+
+namespace {
+
+// The leader's time in services and measurements stays under this share of the job (the
+// collective rounds' bound, kMaxShare in probes.cpp), judged over a second at least.
+constexpr double kMaxShare = 0.005;
+constexpr std::uint64_t kShareFloorNs = 1'000'000'000;
+// Pings per measurement: the tightest (smallest upper bound) is kept; they stop once it is
+// narrow (its held times, the window's width, at most half of it or under kNarrowNs: a peer that
+// was polling), else go on to kPings (a peer computing between its MPI calls widens them all).
+constexpr std::size_t kMinPings = 2, kPings = 6;
+constexpr std::uint64_t kNarrowNs = 50'000;
+// Transfers: the faster of two, one where the first is this slow (repeating it costs most where
+// probing costs most).
+constexpr std::size_t kTransfers = 2;
+constexpr std::uint64_t kSlowTransferNs = 50'000'000;
+// A measurement whose peer does not answer within this long at MPI_Finalize is given up.
+constexpr std::uint64_t kFinishLimitNs = 10'000'000'000ull;
+
+std::uint64_t wall_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+std::uint64_t minus(std::uint64_t a, std::uint64_t b) {
+  return a > b ? a - b : 0;
+}
+
+}  // namespace
+
+void AsyncProber::Gaps::look(std::uint64_t now) {
+  if (last_look_ != 0 && now > last_look_ + kGapNs) {
+    start_[count_ % kKept] = last_look_;
+    end_[count_ % kKept] = now;
+    ++count_;
+  }
+  last_look_ = now;
+}
+
+std::uint64_t AsyncProber::Gaps::longest_in(std::uint64_t from, std::uint64_t to,
+                                            std::uint64_t floor) const {
+  std::uint64_t longest = floor;
+  for (std::size_t i = 0; i < std::min(count_, kKept); ++i) {
+    const std::uint64_t s = std::max(start_[i], from), e = std::min(end_[i], to);
+    if (e > s) longest = std::max(longest, e - s);
+  }
+  return longest;
+}
+
+RoundTripBounds round_trip_bounds(const PingTimes& p) {
+  // Each side's own clock only in each difference: the offset cancels.
+  const std::uint64_t turn_found = minus(p.replied, p.peer_found);
+  const std::uint64_t turn_missed = minus(p.replied, p.peer_last_miss);
+  return {minus(minus(p.last_miss_here, p.sent), turn_missed),
+          minus(minus(p.found_here, p.sent), turn_found)};
+}
+
+std::uint64_t AsyncProber::Ping::upper_ns() const {
+  const PingTimes times{sent,           last_miss,       found, reply.last_miss_ns,
+                        reply.found_ns, reply.replied_ns};
+  return std::max<std::uint64_t>(1, round_trip_bounds(times).upper_ns);
+}
+
+AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink sink)
+    : layout_(std::move(layout)), collective_(collective), sink_(std::move(sink)) {
+  hosts_ = static_cast<int>(layout_.leaders.size());
+  // One peer per slot: every pair both ways once per set interval.
+  slot_ns_ = std::max<std::uint64_t>(
+      1'000'000, layout_.interval_ns / static_cast<std::uint64_t>(tournament_rounds(hosts_)));
+  transfer_in_.resize(std::max<std::uint64_t>(layout_.probe_bytes, 16));
+  transfer_out_.resize(transfer_in_.size());
+  reply_requests_.fill(MPI_REQUEST_NULL);
+  post(ping_, kPingTag, &ping_in_, 1);
+  post(transfer_, kTransferTag, transfer_in_.data(), static_cast<int>(transfer_in_.size()));
+  cost_.since_ns = monitor::now_ns();
+}
+
+void AsyncProber::post(Watch& watch, int tag, void* buffer, int bytes) {
+  watch.last_miss_ns = monitor::now_ns();
+  PMPI_Irecv(buffer, bytes, MPI_BYTE, MPI_ANY_SOURCE, tag, layout_.comm, &watch.request);
+}
+
+void AsyncProber::send_reply(const Reply& reply, int to_rank) {
+  // Replies are small: the library has sent the slot's last one long before it comes round again.
+  MPI_Request& request = reply_requests_[next_reply_];
+  if (request != MPI_REQUEST_NULL) PMPI_Wait(&request, MPI_STATUS_IGNORE);
+  replies_[next_reply_] = reply;
+  PMPI_Isend(&replies_[next_reply_], sizeof(Reply), MPI_BYTE, to_rank, kReplyTag, layout_.comm,
+             &request);
+  next_reply_ = (next_reply_ + 1) % kReplySlots;
+}
+
+bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::uint64_t looked) {
+  if (watch.request == MPI_REQUEST_NULL) return false;
+  int done = 0;
+  MPI_Status status;
+  if (PMPI_Test(&watch.request, &done, &status) != MPI_SUCCESS) {
+    watch.request = MPI_REQUEST_NULL;  // an error: this side stops answering
+    return false;
+  }
+  if (!done) {
+    watch.last_miss_ns = looked;
+    return false;
+  }
+  int cancelled = 0;
+  PMPI_Test_cancelled(&status, &cancelled);
+  if (cancelled) return false;
+  Reply reply;
+  reply.found_ns = monitor::now_ns();
+  reply.last_miss_ns = watch.last_miss_ns;
+  reply.held_ns = minus(reply.found_ns, reply.last_miss_ns);
+  if (tag == kTransferTag) {
+    // The transfer's start on this clock (the sender's estimate, a round trip early): it moved
+    // only while both leaders progressed, so its held time is this side's longest gap since.
+    std::uint64_t began_here = 0;
+    std::memcpy(&began_here, buffer, sizeof began_here);
+    if (began_here != 0 && began_here < reply.found_ns)
+      reply.held_ns = gaps_.longest_in(began_here, reply.found_ns, reply.held_ns);
+  }
+  reply.quiet = collective_.rounds_quiet(reply.found_ns) ? 1 : 0;
+  reply.replied_ns = monitor::now_ns();
+  send_reply(reply, status.MPI_SOURCE);
+  post(watch, tag, buffer, bytes);
+  ++cost_.answers;
+  return true;
+}
+
+int AsyncProber::partner_now() const {
+  const auto round = static_cast<int>((wall_ns() / slot_ns_) %
+                                      static_cast<std::uint64_t>(tournament_rounds(hosts_)));
+  return tournament_partner(hosts_, round, layout_.host);
+}
+
+std::uint64_t AsyncProber::next_slot_start(std::uint64_t now) const {
+  const std::uint64_t wall = wall_ns();
+  return now + (wall / slot_ns_ + 1) * slot_ns_ - wall;
+}
+
+void AsyncProber::send_next(bool transfer) {
+  m_.stage = transfer ? Measurement::Stage::transfer : Measurement::Stage::ping;
+  const int peer_rank = layout_.leaders[static_cast<std::size_t>(m_.peer)];
+  PMPI_Irecv(&m_.reply_in, sizeof(Reply), MPI_BYTE, peer_rank, kReplyTag, layout_.comm,
+             &m_.reply.request);
+  if (transfer) {
+    // Its start on the peer's clock, from the tightest ping (NTP's offset, off by at most half
+    // its window): one window earlier, so that the peer's held time can only come out longer.
+    const Ping& best =
+        *std::min_element(m_.pings.begin(), m_.pings.end(),
+                          [](const Ping& a, const Ping& b) { return a.upper_ns() < b.upper_ns(); });
+    const auto offset = (static_cast<std::int64_t>(best.reply.found_ns - best.sent) +
+                         static_cast<std::int64_t>(best.reply.replied_ns - best.found)) /
+                        2;
+    const std::uint64_t window = minus(best.found, best.sent);
+    m_.sent = monitor::now_ns();
+    const std::uint64_t there = minus(static_cast<std::uint64_t>(m_.sent + offset), window);
+    std::memcpy(transfer_out_.data(), &there, sizeof there);
+    PMPI_Isend(transfer_out_.data(), static_cast<int>(transfer_out_.size()), MPI_BYTE, peer_rank,
+               kTransferTag, layout_.comm, &m_.send);
+  } else {
+    m_.sent = monitor::now_ns();
+    PMPI_Isend(&ping_out_, 1, MPI_BYTE, peer_rank, kPingTag, layout_.comm, &m_.send);
+  }
+  m_.reply.last_miss_ns = m_.sent;
+}
+
+void AsyncProber::start_measurement(std::uint64_t now) {
+  const int peer = partner_now();
+  next_measure_ns_ = next_slot_start(now);
+  if (peer >= hosts_ || peer == layout_.host) return;  // a bye
+  m_.peer = peer;
+  m_.began = now;
+  m_.pings.clear();
+  m_.transfers.clear();
+  m_.transfer_held.clear();
+  send_next(false);
+}
+
+bool AsyncProber::advance_measurement(std::uint64_t looked) {
+  if (m_.stage == Measurement::Stage::idle) return false;
+  int done = 0;
+  if (PMPI_Test(&m_.reply.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    m_ = Measurement{};  // an error: given up
+    return true;
+  }
+  if (!done) {
+    m_.reply.last_miss_ns = looked;
+    return false;
+  }
+  const std::uint64_t found = monitor::now_ns();
+  PMPI_Wait(&m_.send, MPI_STATUS_IGNORE);  // the reply says the peer has it
+  const Ping p{m_.sent, found, m_.reply.last_miss_ns, m_.reply_in};
+  if (p.reply.quiet == 0) {  // the peer's collective rounds run: the pair is left to them
+    m_ = Measurement{};
+    return true;
+  }
+  if (m_.stage == Measurement::Stage::ping) {
+    m_.pings.push_back(p);
+    const Ping& tightest =
+        *std::min_element(m_.pings.begin(), m_.pings.end(),
+                          [](const Ping& a, const Ping& b) { return a.upper_ns() < b.upper_ns(); });
+    const std::uint64_t width = minus(tightest.found, tightest.last_miss) +
+                                minus(tightest.reply.found_ns, tightest.reply.last_miss_ns);
+    const bool narrow = width <= kNarrowNs || 2 * width <= tightest.upper_ns();
+    const bool more = m_.pings.size() < kMinPings || (m_.pings.size() < kPings && !narrow);
+    send_next(!more);
+    return true;
+  }
+  m_.transfers.push_back(p);
+  // This side's held time: its longest gap between looks while the transfer was under way.
+  m_.transfer_held.push_back(gaps_.longest_in(p.sent, found, minus(found, p.last_miss)));
+  if (m_.transfers.size() < kTransfers && p.upper_ns() < kSlowTransferNs)
+    send_next(true);
+  else
+    finish_measurement();
+  return true;
+}
+
+void AsyncProber::finish_measurement() {
+  std::size_t tightest = 0;
+  std::uint64_t widest = 0;
+  for (std::size_t i = 0; i < m_.pings.size(); ++i) {
+    if (m_.pings[i].upper_ns() < m_.pings[tightest].upper_ns()) tightest = i;
+    widest = std::max(widest, m_.pings[i].upper_ns());
+  }
+  const Ping& best = m_.pings[tightest];
+  const std::uint64_t rtt = best.upper_ns();
+  const auto offset = (static_cast<std::int64_t>(best.reply.found_ns - best.sent) +
+                       static_cast<std::int64_t>(best.reply.replied_ns - best.found)) /
+                      2;
+  // A one-way leg less the peer's held time: what the network took at least. The analyzer's
+  // stalled-transfer rule reads these legs without the held columns, and a peer that computed
+  // 100 ms between its MPI calls must not read as a retransmission stall.
+  auto there = [&](std::uint64_t sent_here, std::uint64_t found_there, std::uint64_t held_there) {
+    return static_cast<std::uint64_t>(
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(found_there - sent_here) - offset -
+                                      static_cast<std::int64_t>(held_there)));
+  };
+  std::uint64_t slowest_there = 1;
+  for (const Ping& ping : m_.pings)
+    slowest_there = std::max(
+        slowest_there,
+        there(ping.sent, ping.reply.found_ns, minus(ping.reply.found_ns, ping.reply.last_miss_ns)));
+  const std::string& from = layout_.host_names[static_cast<std::size_t>(layout_.host)];
+  const std::string& to = layout_.host_names[static_cast<std::size_t>(m_.peer)];
+  std::vector<monitor::ProbeRow> rows(2);
+  monitor::ProbeRow& latency = rows[0];
+  latency = {m_.began,
+             layout_.host,
+             m_.peer,
+             from,
+             to,
+             1,
+             std::max<std::uint64_t>(1, rtt / 2),
+             best.sent,
+             best.reply.found_ns,
+             best.reply.replied_ns,
+             best.found,
+             std::max<std::uint64_t>(1, widest / 2),
+             slowest_there};
+  latency.from_held_ns = minus(best.found, best.last_miss);
+  latency.to_held_ns = minus(best.reply.found_ns, best.reply.last_miss_ns);
+  // A transfer: from its send to the reply that says the peer had it all, less the reply's half
+  // round trip (the tightest ping's).
+  std::size_t quickest = 0;
+  std::uint64_t slowest = 0, slowest_data = 1;
+  for (std::size_t i = 0; i < m_.transfers.size(); ++i) {
+    if (m_.transfers[i].upper_ns() < m_.transfers[quickest].upper_ns()) quickest = i;
+    slowest = std::max(slowest, m_.transfers[i].upper_ns());
+    slowest_data = std::max(
+        slowest_data,
+        there(m_.transfers[i].sent, m_.transfers[i].reply.found_ns, m_.transfers[i].reply.held_ns));
+  }
+  const Ping& fast = m_.transfers[quickest];
+  // The reply's way back: half the tightest ping's lower bound, the network's round trip at
+  // least (its upper bound holds the leaders' held times, which would be taken from the transfer
+  // twice; a wide window there once left a 256 KiB transfer at 0.3 us).
+  const PingTimes times{best.sent,           best.last_miss,
+                        best.found,          best.reply.last_miss_ns,
+                        best.reply.found_ns, best.reply.replied_ns};
+  const std::uint64_t ack = round_trip_bounds(times).lower_ns / 2;
+  auto less_ack = [&](std::uint64_t ns) {
+    return std::max<std::uint64_t>(1, ns > 2 * ack ? ns - ack : ns / 2);
+  };
+  monitor::ProbeRow& transfer = rows[1];
+  transfer = {
+      m_.began, layout_.host, m_.peer, from, to, transfer_out_.size(), less_ack(fast.upper_ns())};
+  transfer.slowest_ns = less_ack(slowest);
+  transfer.slowest_oneway_ns = slowest_data;
+  transfer.from_held_ns = m_.transfer_held[quickest];
+  transfer.to_held_ns = fast.reply.held_ns;
+  ++cost_.measurements;
+  m_ = Measurement{};
+  sink_(std::move(rows));
+}
+
+void AsyncProber::service(std::uint64_t now, bool at_entry) {
+  if (in_service_) return;
+  in_service_ = true;
+  gaps_.look(now);
+  bool worked = answer(ping_, kPingTag, &ping_in_, 1, now);
+  worked |= answer(transfer_, kTransferTag, transfer_in_.data(),
+                   static_cast<int>(transfer_in_.size()), now);
+  worked |= advance_measurement(now);
+  const std::uint64_t elapsed = std::max(kShareFloorNs, minus(now, cost_.since_ns));
+  const bool over = static_cast<double>(cost_.spent_ns) > kMaxShare * static_cast<double>(elapsed);
+  if (m_.stage == Measurement::Stage::idle && measuring_allowed_ && !over &&
+      now >= next_measure_ns_ && collective_.rounds_quiet(now)) {
+    start_measurement(now);
+    worked = true;
+  }
+  const std::uint64_t end = monitor::now_ns();
+  if (at_entry || worked) cost_.spent_ns += minus(end, now);
+  // Over the bound, the entry services are spaced out (answers come later, and the held times
+  // say so); back under it, they come closer again.
+  entry_period_ns_ = over ? std::min(kSlowestEntryNs, 2 * entry_period_ns_)
+                          : std::max(kEntryNs, entry_period_ns_ / 2);
+  next_entry_ns_ = end + entry_period_ns_;
+  next_blocked_ns_ = end + kBlockedNs;
+  in_service_ = false;
+}
+
+void AsyncProber::finish_measuring() {
+  measuring_allowed_ = false;
+  const std::uint64_t began = monitor::now_ns();
+  while (m_.stage != Measurement::Stage::idle) {
+    const std::uint64_t now = monitor::now_ns();
+    if (now > began + kFinishLimitNs) {
+      // A peer that never answers (gone): the reply's receive is cancelled, the send left to the
+      // library.
+      PMPI_Cancel(&m_.reply.request);
+      PMPI_Wait(&m_.reply.request, MPI_STATUS_IGNORE);
+      if (m_.send != MPI_REQUEST_NULL) PMPI_Request_free(&m_.send);
+      m_ = Measurement{};
+      break;
+    }
+    service(now, false);
+    sched_yield();
+  }
+}
+
+void AsyncProber::finish_with_barrier(MPI_Request& barrier) {
+  for (;;) {
+    int done = 0;
+    if (PMPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) break;
+    service(monitor::now_ns(), false);
+    sched_yield();
+  }
+  // Every leader has finished measuring: nothing more comes to the posted receives.
+  for (Watch* watch : {&ping_, &transfer_}) {
+    if (watch->request == MPI_REQUEST_NULL) continue;
+    PMPI_Cancel(&watch->request);
+    PMPI_Wait(&watch->request, MPI_STATUS_IGNORE);
+  }
+  for (MPI_Request& request : reply_requests_)
+    if (request != MPI_REQUEST_NULL) PMPI_Wait(&request, MPI_STATUS_IGNORE);
+}
+
+}  // namespace commtap::probes

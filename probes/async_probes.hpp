@@ -1,0 +1,183 @@
+// Asynchronous link probes: for jobs (or stretches of jobs) where the collective prober
+// (probes.hpp) has no round, because the program calls no blocking collective on a communicator
+// of two hosts or more (NPB CG and MG: point-to-point only in their timed loops). Each host's
+// leader keeps two receives posted on commtap's private communicator, from any source: a ping
+// and a transfer (COMMTAP_PROBE_BYTES). Wherever it polls (at the entry of intercepted MPI calls,
+// at most once per kEntryNs; inside the polling loops of blocking point-to-point calls,
+// interpose/yield.cpp) it answers what came: when it found the message, when it last found it
+// not there, when it replied. When due, it sends pings and transfers to this round's peer (the
+// tournament schedule by the round number of its own wall clock: no agreement is needed, since
+// the peer answers whenever it polls) and goes on; the replies are picked up by the same polling.
+//
+// The network's round trip of a ping lies between
+//   (last_miss_here - sent) - (replied - peer_last_miss)   and
+//   (found_here - sent)     - (replied - peer_found),
+// the clocks' offset cancelling. Rows take the upper bound (halved for latency), with
+// from_held_ns = found_here - last_miss_here and to_held_ns = peer_found - peer_last_miss: the
+// width of the window, what the probes table's held columns mean for the collective rounds too
+// (the analyzer's network estimate, ns less the held times, is the lower bound). A transfer's
+// held times are the longest gap between either leader's looks while it was under way (a
+// rendezvous transfer moves only while both progress).
+//
+// Cost: the leader's time in these services and measurements is kept under kMaxShare (0.5%) of
+// the job: measurements are skipped and the entry services spaced out while it is over.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "monitor/clock.hpp"
+#include "monitor/trace_schema.hpp"
+
+namespace commtap::probes {
+
+class LinkProber;
+
+// One asynchronous ping (or transfer) as both leaders saw it: when this leader sent it, last
+// found the reply not there and found it, on its clock; when the peer last found the message
+// not there, found it and replied, on the peer's. The network's round trip lies within the
+// bounds, whatever the clocks' offset: the lower one takes both leaders' last misses, the upper
+// their finds (upper - lower is the two held times).
+struct PingTimes {
+  std::uint64_t sent = 0, last_miss_here = 0, found_here = 0;
+  std::uint64_t peer_last_miss = 0, peer_found = 0, replied = 0;
+};
+struct RoundTripBounds {
+  std::uint64_t lower_ns = 0, upper_ns = 0;  // lower: 0 where the windows allow no more
+};
+RoundTripBounds round_trip_bounds(const PingTimes& ping);
+
+class AsyncProber {
+ public:
+  struct Layout {
+    MPI_Comm comm = MPI_COMM_NULL;  // the prober's private communicator (world ranks)
+    int host = 0;                   // this leader's host (node number)
+    std::vector<int> leaders;       // world rank of each host's leader, by node
+    std::vector<std::string> host_names;
+    std::uint64_t interval_ns = 0;  // COMMTAP_PROBE_INTERVAL
+    std::uint64_t probe_bytes = 0;
+  };
+  // Where finished measurements go (two rows per measured direction).
+  using RowSink = std::function<void(std::vector<monitor::ProbeRow>&&)>;
+  // Posts the receives. `collective` says whether its rounds have gone quiet.
+  AsyncProber(Layout layout, const LinkProber& collective, RowSink sink);
+  AsyncProber(const AsyncProber&) = delete;
+  AsyncProber& operator=(const AsyncProber&) = delete;
+
+  // Tags on the private communicator: above the collective rounds' (0x3000 + 4 x 4096) and apart
+  // from the collectives module's calibration tag (0x7ca1).
+  static constexpr int kPingTag = 0x7100, kTransferTag = 0x7101, kReplyTag = 0x7102;
+
+  // At the entry of an intercepted call: a clock read, and the service at most once per
+  // entry period (kEntryNs; longer while over the cost bound).
+  void at_call_entry() {
+    const std::uint64_t now = monitor::now_ns();
+    if (now >= next_entry_ns_) service(now, true);
+  }
+  // Inside a blocking call's polling loop: at most once per kBlockedNs. The call waits anyway,
+  // so only services that answered or measured something are counted as cost.
+  void while_blocked() {
+    const std::uint64_t now = monitor::now_ns();
+    if (now >= next_blocked_ns_) service(now, false);
+  }
+  // Before MPI_Finalize, on leaders: starts no more measurements and completes the one under way
+  // (answering meanwhile); the caller then meets every rank (finish_with_barrier) before the
+  // receives are cancelled.
+  void finish_measuring();
+  // Polls `barrier` (every rank's, after their finish_measuring) to completion while answering,
+  // then cancels and completes the posted receives: no ping can be under way any more.
+  void finish_with_barrier(MPI_Request& barrier);
+
+  // What the asynchronous probes cost this leader (COMMTAP_VERBOSE reports it).
+  struct Cost {
+    std::uint64_t measurements = 0, answers = 0, spent_ns = 0, since_ns = 0;
+  };
+  Cost cost() const { return cost_; }
+
+  static constexpr std::uint64_t kEntryNs = 50'000, kBlockedNs = 20'000;
+  static constexpr std::uint64_t kSlowestEntryNs = 5'000'000;
+
+ private:
+  struct Reply {
+    std::uint64_t found_ns = 0, last_miss_ns = 0, replied_ns = 0, held_ns = 0;
+    // Whether the answering leader's collective rounds are quiet too: a pair is measured here
+    // only where neither leader takes part in collective rounds (those measure it, or the
+    // program's collectives leave it out on purpose: a communicator without that host).
+    std::uint64_t quiet = 0;
+  };
+  // A message this leader polls for (one of its posted receives, or a reply it waits for).
+  struct Watch {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::uint64_t last_miss_ns = 0;
+  };
+  // The gaps between this leader's looks longer than kGapNs, newest last (a ring).
+  class Gaps {
+   public:
+    void look(std::uint64_t now);
+    // The longest stretch of [from, to] that fell in one gap (at least `floor`).
+    std::uint64_t longest_in(std::uint64_t from, std::uint64_t to, std::uint64_t floor) const;
+
+   private:
+    static constexpr std::uint64_t kGapNs = 100'000;
+    static constexpr std::size_t kKept = 64;
+    std::array<std::uint64_t, kKept> start_{}, end_{};
+    std::size_t count_ = 0;
+    std::uint64_t last_look_ = 0;
+  };
+  // One measurement of the direction to `peer` (a node): pings, then transfers.
+  struct Ping {
+    std::uint64_t sent = 0, found = 0, last_miss = 0;
+    Reply reply;
+    std::uint64_t upper_ns() const;
+  };
+  struct Measurement {
+    int peer = -1;
+    enum class Stage { idle, ping, transfer } stage = Stage::idle;
+    std::uint64_t began = 0, sent = 0;
+    std::vector<Ping> pings;
+    std::vector<Ping> transfers;
+    std::vector<std::uint64_t> transfer_held;  // this leader's, of each transfer
+    MPI_Request send = MPI_REQUEST_NULL;
+    Watch reply;
+    Reply reply_in;
+  };
+
+  void service(std::uint64_t now, bool at_entry);
+  // Answers what arrived on `watch` (a ping or a transfer), reposting it. Returns whether it did.
+  bool answer(Watch& watch, int tag, void* buffer, int bytes, std::uint64_t looked);
+  void post(Watch& watch, int tag, void* buffer, int bytes);
+  void send_reply(const Reply& reply, int to_rank);
+  bool advance_measurement(std::uint64_t looked);
+  void start_measurement(std::uint64_t now);
+  void send_next(bool transfer);
+  void finish_measurement();
+  std::uint64_t next_slot_start(std::uint64_t now) const;
+  int partner_now() const;
+
+  Layout layout_;
+  const LinkProber& collective_;
+  RowSink sink_;
+  int hosts_ = 0;
+  std::uint64_t slot_ns_ = 0;
+  bool in_service_ = false, measuring_allowed_ = true;
+  std::uint64_t next_entry_ns_ = 0, next_blocked_ns_ = 0, entry_period_ns_ = kEntryNs;
+  std::uint64_t next_measure_ns_ = 0;
+  Watch ping_, transfer_;
+  char ping_in_ = 0, ping_out_ = 0;
+  std::vector<char> transfer_in_, transfer_out_;
+  // Replies in flight (small: each completes as soon as the library sends it).
+  static constexpr std::size_t kReplySlots = 8;
+  std::array<Reply, kReplySlots> replies_{};
+  std::array<MPI_Request, kReplySlots> reply_requests_{};
+  std::size_t next_reply_ = 0;
+  Measurement m_;
+  Gaps gaps_;
+  Cost cost_;
+};
+
+}  // namespace commtap::probes

@@ -1,0 +1,57 @@
+/* A ring exchange with no collective after MPI_Init: each step every rank posts a receive from
+ * its left neighbour (MPI_Irecv), computes (a sleep: the cores stay free), sends to its right
+ * neighbour (MPI_Send) and waits for its receive (MPI_Wait); the halves of the ring then swap
+ * direction with MPI_Sendrecv every 8th step. The checksum travels through the ring at the end
+ * by MPI_Send/MPI_Recv and the last rank prints it (NPB CG and MG have no collective in their
+ * timed loops either).
+ *
+ *   ring_no_collectives [steps] [doubles] [compute per step, us] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static void compute_for(long us) {
+  struct timespec pause = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&pause, NULL);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const int steps = argc > 1 ? atoi(argv[1]) : 100;
+  const int count = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 1024;
+  const long step_us = argc > 3 ? atol(argv[3]) : 1000;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int left = (rank + size - 1) % size, right = (rank + 1) % size;
+  double* out = malloc(sizeof(double) * (size_t)count);
+  double* in = malloc(sizeof(double) * (size_t)count);
+  for (int i = 0; i < count; ++i) out[i] = rank + 0.001 * (i % 89);
+  double checksum = 0;
+  for (int step = 0; step < steps; ++step) {
+    MPI_Request request;
+    MPI_Irecv(in, count, MPI_DOUBLE, left, 1, MPI_COMM_WORLD, &request);
+    compute_for(step_us);
+    MPI_Send(out, count, MPI_DOUBLE, right, 1, MPI_COMM_WORLD);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    if (step % 8 == 7)
+      MPI_Sendrecv_replace(in, count, MPI_DOUBLE, left, 2, right, 2, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE);
+    for (int i = 0; i < count; ++i) out[i] = 0.5 * (out[i] + in[i]) + 1e-3 * step;
+    checksum += out[step % count];
+  }
+  if (rank > 0) {
+    double before = 0;
+    MPI_Recv(&before, 1, MPI_DOUBLE, rank - 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    checksum += before;
+  }
+  if (rank + 1 < size)
+    MPI_Send(&checksum, 1, MPI_DOUBLE, rank + 1, 3, MPI_COMM_WORLD);
+  else
+    printf("ring_no_collectives ranks %d steps %d checksum %.6f\n", size, steps, checksum);
+  free(out);
+  free(in);
+  MPI_Finalize();
+  return 0;
+}
