@@ -12,9 +12,8 @@ namespace commtap::probes {
 
 namespace {
 
-// The leader's time in services and measurements stays under this share of the job (the
-// collective rounds' bound, kMaxShare in probes.cpp), judged over a second at least.
-constexpr double kMaxShare = 0.005;
+// The leader's time in services and measurements stays under kMaxShare of the job (the
+// collective rounds' bound), judged over a second at least.
 constexpr std::uint64_t kShareFloorNs = 1'000'000'000;
 // Pings per measurement: the tightest (smallest upper bound) is kept; they stop once it is
 // narrow (its held times, the window's width, at most half of it or under kNarrowNs: a peer that

@@ -36,6 +36,10 @@
 
 namespace commtap::probes {
 
+// The share of a rank's time that link probing may take, collective rounds and asynchronous
+// measurements alike (docs/schema.md, probes).
+inline constexpr double kMaxShare = 0.005;
+
 class LinkProber;
 
 // One asynchronous ping (or transfer) as both leaders saw it: when this leader sent it, last

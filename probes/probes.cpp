@@ -26,16 +26,15 @@ int tournament_partner(int players, int round, int index) {
 
 namespace {
 
-// Probing takes at most this share of the time between two probes, judged on the cheapest of the
-// last three cycles, each a round and the decisions that led to it (everything this rank spent on
-// probes: on 2 loaded cores the decisions cost as much as the rounds): a link that just became
-// slow makes its transfers long, and the rounds that confirm it (the analyzer needs 2-3) still
-// come at the set interval; a lasting fault then spaces them out so that the bound holds again.
-constexpr double kMaxShare = 0.005;
-// The decisions alone take at most this part of that share (of kConfirmShare right after a round
-// and while a change waits to be confirmed): where one costs more than kMaxDecisionStepS allows
-// (a dissemination among descheduled ranks), they are asked less often. Not before a rank's first
-// three rounds, which come at the set interval whatever they cost.
+// Probing takes at most kMaxShare (async_probes.hpp) of the time between two probes, judged on the
+// cheapest of the last three cycles, each a round and the decisions that led to it (everything this
+// rank spent on probes: on 2 loaded cores the decisions cost as much as the rounds): a link that
+// just became slow makes its transfers long, and the rounds that confirm it (the analyzer needs
+// 2-3) still come at the set interval; a lasting fault then spaces them out so that the bound holds
+// again. The decisions alone take at most this part of that share (of kConfirmShare right after a
+// round and while a change waits to be confirmed): where one costs more than kMaxDecisionStepS
+// allows (a dissemination among descheduled ranks), they are asked less often. Not before a rank's
+// first three rounds, which come at the set interval whatever they cost.
 constexpr double kDecisionPart = 0.25;
 // A round that measured a direction this many times slower than its fastest of the rounds before
 // (latency or transfer) found a change: a fault the analyzer needs two rounds or more to name
