@@ -75,6 +75,11 @@ struct CollectiveHooks {
       if (comm->id == 1) after_world_collective(seq);
       if (seq >= comm->probe_at.load(std::memory_order_relaxed))
         at_probe_point(*comm, info.comm, seq);
+      // A collective the link-probe rounds may use keeps a leader's asynchronous probes off:
+      // its rounds are coming, however late a loaded machine or the cost bound makes them.
+      if (probes::AsyncProber* const async = runtime().async_probes;
+          async != nullptr && comm->probe_at.load(std::memory_order_relaxed) != UINT64_MAX)
+        async->note_collective(scope.t1());
     } else if constexpr (kApplies) {
       if (info.request != nullptr && rc == MPI_SUCCESS) {
         // Persistent operations take their sequence numbers (and sampling) at each MPI_Start.

@@ -129,7 +129,7 @@ bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::ui
     if (began_here != 0 && began_here < reply.found_ns)
       reply.held_ns = gaps_.longest_in(began_here, reply.found_ns, reply.held_ns);
   }
-  reply.quiet = collective_.rounds_quiet(reply.found_ns) ? 1 : 0;
+  reply.quiet = collective_.rounds_quiet(reply.found_ns, last_collective_ns_) ? 1 : 0;
   reply.replied_ns = monitor::now_ns();
   send_reply(reply, status.MPI_SOURCE);
   post(watch, tag, buffer, bytes);
@@ -316,7 +316,7 @@ void AsyncProber::service(std::uint64_t now, bool at_entry) {
   const std::uint64_t elapsed = std::max(kShareFloorNs, minus(now, cost_.since_ns));
   const bool over = static_cast<double>(cost_.spent_ns) > kMaxShare * static_cast<double>(elapsed);
   if (m_.stage == Measurement::Stage::idle && measuring_allowed_ && !over &&
-      now >= next_measure_ns_ && collective_.rounds_quiet(now)) {
+      now >= next_measure_ns_ && collective_.rounds_quiet(now, last_collective_ns_)) {
     start_measurement(now);
     worked = true;
   }

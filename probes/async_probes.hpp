@@ -89,6 +89,10 @@ class AsyncProber {
     const std::uint64_t now = monitor::now_ns();
     if (now >= next_blocked_ns_) service(now, false);
   }
+  // After a blocking collective on a communicator the collective rounds probe (or may, before
+  // its first decision point): no measurement starts until a collective interval has passed
+  // without one (LinkProber::rounds_quiet).
+  void note_collective(std::uint64_t at_ns) { last_collective_ns_ = at_ns; }
   // Before MPI_Finalize, on leaders: starts no more measurements and completes the one under way
   // (answering meanwhile); the caller then meets every rank (finish_with_barrier) before the
   // receives are cancelled.
@@ -165,6 +169,7 @@ class AsyncProber {
 
   Layout layout_;
   const LinkProber& collective_;
+  std::uint64_t last_collective_ns_ = 0;  // note_collective (0: none yet)
   RowSink sink_;
   int hosts_ = 0;
   std::uint64_t slot_ns_ = 0;

@@ -315,7 +315,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   return next;
 }
 
-bool LinkProber::rounds_quiet(std::uint64_t now) const {
+bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_ns) const {
   const std::uint64_t last = std::max(last_round_end_ns_, cost_.since_ns);
   double interval_ns = static_cast<double>(interval_ns_);
   if (cost_.rounds >= kRoundsKept)
@@ -324,7 +324,8 @@ bool LinkProber::rounds_quiet(std::uint64_t now) const {
                                   kMaxShare * 1e9);
   // A communicator on some hosts only has its rounds kPartialWaitS later than the interval.
   const double partial_ns = last_round_partial_ ? kPartialWaitS * 1e9 : 0.0;
-  return static_cast<double>(monitor::elapsed_ns(last, now)) >= 2 * interval_ns + partial_ns;
+  return static_cast<double>(monitor::elapsed_ns(last, now)) >= 2 * interval_ns + partial_ns &&
+         static_cast<double>(monitor::elapsed_ns(last_collective_ns, now)) >= interval_ns;
 }
 
 AsyncProber* LinkProber::start_async(AsyncProber::RowSink sink) {
