@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "interpose/hooks_recording.hpp"
+#include "interpose/yield.hpp"
 
 namespace commtap::interpose {
 
@@ -33,6 +34,7 @@ struct PointToPointHooks {
       MPI_Status*& last = std::get<sizeof...(A) - 1>(std::tie(a...));
       if (last == MPI_STATUS_IGNORE) last = &own_status;
       status = last;
+      forget_receive_looks();
     }
   }
   [[gnu::always_inline]] void after(int rc, const CallInfo& info, const CallScope& scope,
@@ -51,8 +53,13 @@ struct PointToPointHooks {
                         scope.t0(), scope.t1());
       }
       if constexpr (is_blocking_receive<id>()) {
-        // Specific or wildcard, the status says what matched.
-        finish_receive(self, id, comm, 0, -1, 0, status, bytes, site, scope.t0(), scope.t1());
+        // Specific or wildcard, the status says what matched. Where the call polled for its
+        // message and found it a gap after its last miss, it came somewhere in between.
+        const ReceiveLooks looks = take_receive_looks();
+        const bool gap = looks.found_ns != 0 && looks.last_miss_ns != 0 &&
+                         monitor::elapsed_ns(looks.last_miss_ns, looks.found_ns) >= kLookGapNs;
+        finish_receive(self, id, comm, 0, -1, 0, status, bytes, site, scope.t0(), scope.t1(),
+                       gap ? looks.last_miss_ns : 0);
       }
     } else if constexpr (is_send_start<id>() || is_recv_start<id>()) {
       if (info.request == nullptr) return;

@@ -21,6 +21,13 @@ namespace commtap::interpose {
 
 namespace {
 
+thread_local ReceiveLooks receive_looks;
+
+// One MPI_Iprobe look of a blocking receive's poll, noted.
+void note_look(bool arrived) {
+  (arrived ? receive_looks.found_ns : receive_looks.last_miss_ns) = monitor::now_ns();
+}
+
 enum class Until { all, any };
 
 // One look at the asynchronous link probes from a polling loop (a leader's; throttled).
@@ -178,6 +185,16 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
   }
 }
 
+void forget_receive_looks() {
+  receive_looks = {};
+}
+
+ReceiveLooks take_receive_looks() {
+  const ReceiveLooks looks = receive_looks;
+  receive_looks = {};
+  return looks;
+}
+
 bool watching_arrivals() {
   return !runtime().thread_multiple && runtime().requests.watching();
 }
@@ -201,7 +218,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
     }
     own_look = FirstLook::pending;
   }
-  if ((!others.empty() || answering_probes()) && *request != MPI_REQUEST_NULL) {
+  if ((!others.empty() || answering_probes() || yield_between) && *request != MPI_REQUEST_NULL) {
     const QuietWorldWhilePolling quiet;
     for (;;) {
       int done = 0;
@@ -221,7 +238,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
 int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Status* status, bool yield_between) {
   WatchedReceives others(nullptr, 0);
-  if (!others.empty() || answering_probes()) {
+  if (!others.empty() || answering_probes() || yield_between) {
     const QuietWorldWhilePolling quiet;
     for (;;) {
       int arrived = 0;
@@ -229,6 +246,7 @@ int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int t
       // the communicator's handler (as in recv_yielding).
       const int rc = PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) return rc;
+      note_look(arrived != 0);
       others.poll();
       if (arrived) break;
       answer_probes();
@@ -285,6 +303,7 @@ int recv_yielding(void* buf, Count count, MPI_Datatype datatype, int source, int
     // An erroneous call (a bad rank or tag) fails here as the blocking call would, once.
     const int rc = PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return rc;
+    note_look(arrived != 0);
     if (arrived) break;
     answer_probes();
     sched_yield();

@@ -28,7 +28,8 @@ void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[]
 // request) while they wait, stamping each when seen done; poll_arrivals does the same for
 // MPI_Waitall. The blocking call itself is the library's: MPI_Wait after its request is seen
 // done, MPI_Recv after MPI_Iprobe sees its message, MPI_Send as MPI_Isend and the MPI_Wait
-// above (what the standard defines it as). sched_yield between rounds where `yield_between`.
+// above (what the standard defines it as). sched_yield between rounds where `yield_between`
+// (COMMTAP_YIELD), which polls whether or not other receives are watched.
 // Each poll that finds a watched receive not yet done keeps that moment, the lower end of the
 // window its message arrived in (RequestTable::seen_pending). MPI_Wait on a watched receive
 // itself first looks with MPI_Test (which completes it as MPI_Wait would, where it is done) and
@@ -42,6 +43,19 @@ inline bool answering_probes() {
 }
 int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
                   FirstLook& own_look);
+// The looks of this thread's blocking receive where it polled for its message with MPI_Iprobe
+// (recv_watching, and the yield loops of MPI_Recv and MPI_Sendrecv): the last that found it not
+// there and the one that found it (0: none). A gap of kLookGapNs or more between them (the rank
+// was off the CPU between its looks) leaves the message's arrival anywhere in it: the receive's
+// hook records the last miss as its seen_pending_ns, as the watched receives do, and the
+// analyzer bounds its transit from there (transfers.seen_pending_ns; docs/analyzer.md).
+struct ReceiveLooks {
+  std::uint64_t last_miss_ns = 0, found_ns = 0;
+};
+inline constexpr std::uint64_t kLookGapNs = 50'000;  // the analyzer's bar for censoring
+// The hooks of blocking receives: cleared before the call, taken (and cleared) after it.
+void forget_receive_looks();
+ReceiveLooks take_receive_looks();
 int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Status* status, bool yield_between);
 int send_watching(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,

@@ -158,8 +158,10 @@ CREATE TABLE IF NOT EXISTS transfers (
   -- MPI library, or commtap's polls, looking until it was done), end_ns itself. Where that call
   -- found it done at its first look (the program computed between post and wait), the last
   -- earlier look that found it pending (commtap's polls while the rank waited in another call, a
-  -- failed MPI_Test), else start_ns: its arrival is known only to lie in that window. NULL: not
-  -- known (sends; blocking receives, whose post is their first look; receives completed by
+  -- failed MPI_Test), else start_ns: its arrival is known only to lie in that window. A blocking
+  -- receive that commtap polled for (MPI_Iprobe: COMMTAP_YIELD, other receives watched, a probe
+  -- leader) and found 50 us or more after its last look that did not (the rank off the CPU in
+  -- between): that look. NULL: not known (sends; other blocking receives; receives completed by
   -- MPI_Waitany, MPI_Waitsome, MPI_Testany, MPI_Testsome, or not watched (more than 16
   -- outstanding, MPI_THREAD_MULTIPLE); files before version 12): end_ns is taken as the arrival.
   seen_pending_ns INTEGER,

@@ -72,6 +72,23 @@ read -r censored spanning < <(db_query trace3 "SELECT count(*), sum(EXISTS (SELE
 expect_equal "$censored" "$spanning" "step 4c receives whose pending-to-done window spans the barrier"
 pass "$censored receives found done at the first look after a barrier: window spans it"
 
+# 2e. A blocking receive that commtap polls for (COMMTAP_YIELD=1: MPI_Iprobe, then MPI_Recv)
+# and finds a gap after its last miss (the rank was off the CPU between its looks) keeps that
+# miss as its seen_pending_ns: its message came somewhere in between. tests/tools/iprobe_gap,
+# preloaded after commtap, puts a 500 us gap before every look that can find a message, so every
+# recorded MPI_Recv has one, whatever the machine's load; the program's results are unchanged.
+mkdir truth-gap
+COMMTAP_DIR=trace-gap COMMTAP_SAMPLE=1 COMMTAP_YIELD=1 IPROBE_GAP_US=500 \
+  timeout "$LIMIT" mpiexec -n 3 -genv LD_PRELOAD "$LIB:$PROGRAMS/libiprobe_gap.so" \
+  "$PROGRAMS/transfers" truth-gap $ROUNDS >gap.txt
+expect_same_files native.txt gap.txt "native results and preloaded with gaps between looks"
+read -r blocking windowed < <(db_query trace-gap "SELECT count(*), sum(seen_pending_ns IS NOT NULL
+  AND seen_pending_ns >= start_ns AND end_ns - seen_pending_ns >= 500000) FROM transfers
+  WHERE direction = 'recv' AND function = 'MPI_Recv'" | tr '|' ' ')
+[ "${blocking:-0}" -gt 0 ] || fail "no blocking receive recorded with gaps between looks"
+expect_equal "$blocking" "$windowed" "blocking receives found a gap after their last miss, windowed"
+pass "$blocking blocking receives found 500 us after their last miss: arrival window from the miss"
+
 # 3. Sampling picks the same messages on both sides (by a hash of the message's name, so about
 # one in four here).
 COMMTAP_DIR=trace-sampled COMMTAP_SAMPLE=4 \
