@@ -316,6 +316,32 @@ TEST(Health, ReceivesFoundDoneAtTheFirstLookAfterComputeDoNotMakeALinkSlow) {
     }
 }
 
+// commtap's direct all-reduce completes all of a rank's receives with one wait, which returns
+// when the last peer's part came: a rank that arrives 3 ms late at every all-reduce (its
+// program's design, or a slow rank) makes every other rank's receives from the peers on time end
+// 3 ms after their sends. Those algorithm messages (tag -1) share their end, so their arrival is
+// unknown since the post: no pair reads slow, and no network is blamed for a late rank.
+TEST(Health, AlgorithmReceivesCompletedByOneWaitDoNotMakeLinksSlow) {
+  SyntheticJob job;
+  job.messages = false;
+  job.allreduce_steps = true;
+  job.message_every = 2;
+  job.late_us = [](int rank, double) { return rank == 7 ? 3000.0 : 0.0; };
+  const JobHealth health = analyze(job);
+  for (const Finding& f : health.findings)
+    EXPECT_TRUE(f.kind != "slow_link" && f.kind != "slow_host_network") << describe(health);
+  for (const auto& link : health.evidence.messages.links) {
+    EXPECT_EQ(link.recent_slow, 0u) << link.from << " -> " << link.to << "\n" << describe(health);
+    EXPECT_FALSE(link.suspect) << link.from << " -> " << link.to << "\n" << describe(health);
+  }
+  // The peers that came first are still measured fast (completion minus send bounds them above):
+  // h3's parts, sent 3 ms late, reach the others in 40 us.
+  std::uint64_t fast = 0;
+  for (const auto& link : health.evidence.messages.links)
+    if (link.from == "h3") fast += link.recent_fast;
+  EXPECT_GT(fast, 0u) << describe(health);
+}
+
 // Two coupled models of two hosts each (tests/programs/coupled_models.c): the probes measure
 // the pairs within each model only (h0-h1, h2-h3), and the coupling's messages cross between
 // them (h0-h2, h1-h3). With h3's network delayed both ways, h2 and h3 each have one probed peer,
