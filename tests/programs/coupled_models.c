@@ -14,12 +14,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-
-static void compute_for(long us) {
-  struct timespec pause = {us / 1000000, (us % 1000000) * 1000};
-  nanosleep(&pause, NULL);
-}
+#include "compute_for.h"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
