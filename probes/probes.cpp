@@ -324,7 +324,7 @@ bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_n
                                   kMaxShare * 1e9);
   // A communicator on some hosts only has its rounds kPartialWaitS later than the interval.
   const double partial_ns = last_round_partial_ ? kPartialWaitS * 1e9 : 0.0;
-  return static_cast<double>(monitor::elapsed_ns(last, now)) >= 2 * interval_ns + partial_ns &&
+  return static_cast<double>(monitor::elapsed_ns(last, now)) >= interval_ns + partial_ns &&
          static_cast<double>(monitor::elapsed_ns(last_collective_ns, now)) >= interval_ns;
 }
 

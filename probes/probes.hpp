@@ -106,12 +106,12 @@ class LinkProber {
   };
   Cost cost() const { return cost_; }
 
-  // Whether no round has come for twice the interval (the set one, or what the cost bound has
-  // grown it to; 2 s more after a round on a communicator of some hosts only, which waits that
-  // much longer), or since MPI_Init, and no collective the rounds may use for an interval (at
-  // `last_collective_ns`, 0: none): the asynchronous probes (async_probes.hpp) measure then.
-  // A program still calling such collectives gets its rounds, however late a loaded machine
-  // (a slow rate of collectives, decisions spaced by their cost) or the bound makes them.
+  // Whether no round has come for the interval (the set one, or what the cost bound has grown it
+  // to; 2 s more after a round on a communicator of some hosts only, which waits that much
+  // longer), or since MPI_Init, and no collective the rounds may use for as long (at
+  // `last_collective_ns`, 0: none): the asynchronous probes (async_probes.hpp) measure then. A
+  // program still calling such collectives gets its rounds, however late a loaded machine (a
+  // slow rate of collectives, decisions spaced by their cost) or the bound makes them.
   bool rounds_quiet(std::uint64_t now, std::uint64_t last_collective_ns) const;
   // The asynchronous probes: on every rank, right after the constructor. Runs on each host's
   // leader (nullptr elsewhere, returned) where the job is probed and no rank runs under

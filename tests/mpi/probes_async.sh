@@ -10,7 +10,7 @@ source "$(dirname "$0")/common.sh"
 
 program=$PROGRAMS/ring_no_collectives
 # 600 steps of 8 ms of compute (a sleep) at least, about 5 s: the asynchronous probes start once
-# the collective rounds have been quiet for twice the interval (1 s), and a tournament of 4 hosts
+# no collective round or collective has come for the interval (1 s), and a tournament of 4 hosts
 # meets every pair in 3 slots of a third of the interval.
 steps=600 doubles=512 work_us=8000
 run_native 4 "$program" $steps $doubles $work_us >native.out
