@@ -19,6 +19,7 @@
 #include "monitor/call_counters.hpp"
 #include "monitor/sampling.hpp"
 #include "monitor/thread_state.hpp"
+#include "monitor/trace_schema.hpp"
 
 namespace commtap::interpose {
 
@@ -96,9 +97,7 @@ inline void record_transfer(monitor::ThreadState& self, Fn fn, Direction directi
   runtime().counters->record(record, self.counters);
 }
 
-// The tag of commtap's own all-reduce messages in the transfers table: negative, so that it never
-// collides with an application's (MPI tags are >= 0).
-constexpr int kAlgorithmStepTag = -1;
+using monitor::kAlgorithmStepTag;
 
 // A message of commtap's all-reduce (`step`) inside a recorded instance of `fn`: every rank
 // records the same instances and, in them, all their messages, numbered per pair in posting

@@ -18,6 +18,9 @@ constexpr int kSchemaVersion = 13;
 // an older file
 // is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
+// transfers.tag of commtap's own all-reduce messages (every message of a recorded instance):
+// negative, so that it never collides with an application's (MPI tags are >= 0).
+constexpr int kAlgorithmStepTag = -1;
 extern const char* const kCommtapVersion;
 
 // reference time = local now_ns() + offset_ns, within +-error_ns (error_ns < 0: no estimate).

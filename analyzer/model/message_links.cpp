@@ -59,13 +59,12 @@ bool join_messages(const Job& job, const HealthOptions& options, JoinedMessages&
   // message arrived somewhere between its post and that end, which the latest arrival set: such
   // a receive is bounded above only (arrival unknown since its post), else the peers that came
   // first read as slow as the last.
-  constexpr std::int64_t kAlgorithmStepTag = -1;
   std::map<std::pair<int, std::uint64_t>, int> step_receives_ending;  // (rank, end_ns)
   std::vector<std::pair<std::size_t, std::pair<int, std::uint64_t>>> step_messages;
   if (!each_receive(
           job,
           [&](const TransferRow& t) {
-            if (t.tag == kAlgorithmStepTag) ++step_receives_ending[{t.rank, t.end_ns}];
+            if (t.tag == monitor::kAlgorithmStepTag) ++step_receives_ending[{t.rank, t.end_ns}];
             auto found = sends.find({t.comm_id, t.tag, t.msg, t.peer, t.rank});
             auto r = job.ranks.find(t.rank);
             auto p = job.ranks.find(t.peer);
@@ -80,7 +79,7 @@ bool join_messages(const Job& job, const HealthOptions& options, JoinedMessages&
                 t.seen_pending_ns >= t.start_ns && t.seen_pending_ns <= t.end_ns;
             const std::int64_t pending =
                 pending_known ? r->second.aligned(t.seen_pending_ns) : done;
-            if (t.tag == kAlgorithmStepTag)
+            if (t.tag == monitor::kAlgorithmStepTag)
               step_messages.push_back({out.between_hosts.size(), {t.rank, t.end_ns}});
             out.between_hosts.push_back({p->second.host, r->second.host, found->second.start,
                                          posted, done, found->second.bytes, pending, t.peer,
