@@ -69,17 +69,24 @@ struct Pool {
   std::atomic<std::uint32_t> cursor{0};
   std::atomic<std::uint64_t> dropped{0};
 
-  // Takes a free slot, or a busy one `reusable` says is finished with, trying a bounded number
-  // of them round robin (so a slot is reused as late as possible: a late child of a finished
-  // collective still finds it). One cursor for all threads keeps what is in flight just behind
-  // it, whichever communicator it belongs to, so the slots ahead are the oldest. It is advanced
-  // with one atomic add: a load and a store would let a thread descheduled between them put the
-  // cursor back by as many slots as the others took meanwhile, into the ones in flight, where 64
-  // busy slots in a row drop a collective (NcclProfilerEvents.ConcurrentThreadsKeepExactCounts
-  // failed so in 1-4% of runs on 2 loaded cores).
+  // Takes a free slot, or a busy one `reusable` says is finished with, trying them round robin
+  // (so a slot is reused as late as possible: a late child of a finished collective still finds
+  // it). One cursor for all threads keeps what is in flight just behind it, whichever
+  // communicator it belongs to, so the slots ahead are the oldest. It is advanced with one
+  // atomic add: a load and a store would let a thread descheduled between them put the cursor
+  // back by as many slots as the others took meanwhile, into the ones in flight.
+  //
+  // A communicator whose kernels lag its launches (NCCL lets about a thousand wait on a stream)
+  // leaves that many busy slots in a row, which the cursor meets once per turn of the pool. The
+  // search therefore goes on for up to a quarter of the pool, not a fixed few slots: 64 dropped
+  // one collective per 64 of such a run (NcclProfilerEvents.ConcurrentThreadsKeepExactCounts
+  // lost 15 on a loaded machine), while a quarter skips any run of in-flight work shorter than
+  // that at a cost paid once per turn. Only a pool mostly in flight drops, and then each take
+  // costs at most N/4 loads.
+  static constexpr int kMaxProbes = static_cast<int>(N / 4);
   template <typename Reusable>
   bool take(std::uint32_t& index, std::uint64_t& gen, Reusable reusable) {
-    for (int probe = 0; probe < 64; ++probe) {
+    for (int probe = 0; probe < kMaxProbes; ++probe) {
       const std::uint32_t at = cursor.fetch_add(1, kRelaxed);
       const std::uint32_t i = at & (N - 1);
       Slot& slot = slots[i];
