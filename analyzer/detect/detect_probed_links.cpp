@@ -716,6 +716,14 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     const bool both = back != verdicts.end() && back->second.slow;
     if (both && key.first > key.second) continue;  // reported once, with the other direction
     add_link_finding(judgement, key, v, both, findings);
+    // Its receiver waits for what comes over it, and a sender that waits for the answer (a
+    // pipeline stage for its partner's gradients) arrives at the next collective as late: both
+    // count as delayed, as for a link the messages name (a link fault on a pipeline's
+    // ctap2 -> ctap3 named ctap2 slow_host by its lateness too, docs/faults.md sweep 32).
+    for (int node : {key.first, key.second}) {
+      const std::string& host = name_of.at(node);
+      if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
+    }
   }
   drop_unconfirmed_message_findings(job, options, pairs, base.latency_limit, base.throughput_limit,
                                     findings, evidence, delayed);

@@ -54,6 +54,7 @@ constexpr double kPersistent = 0.75;
 struct RankSeries {
   std::vector<int> bin;
   std::vector<double> excess, own, others_own;
+  std::vector<double> held;  // its share of the bin held off the CPU (part of `own`)
   // Per rank (every one, this one too), its operations completed per known bin: before the
   // bin's split, and since.
   std::map<int, std::vector<double>> completed;
@@ -76,6 +77,7 @@ std::map<int, RankSeries> series_of(const RankBins& times, const BinGrid& grid) 
       s.bin.push_back(b);
       s.excess.push_back(bins[i].own() - median_of(own));
       s.own.push_back(bins[i].own());
+      s.held.push_back(std::min(s.own.back(), bins[i].held_off / std::max(1.0, bins[i].covered)));
       s.others_own.push_back(median_of(own));
     }
   }
@@ -181,6 +183,26 @@ Change change_of(const RankSeries& s, double subjects) {
   return best;
 }
 
+// Whether what changed in the rank itself is mostly time held off the CPU, and too little of it
+// for a starved host: its own share rose (by half a change at least), at least half of that rise
+// is time held off, and that
+// part is under kMinShift. On a machine whose load moves (other jobs, or `commtap analyze` run
+// beside the job) the scheduler holds one rank off a few points more for a while, and in a
+// tightly coupled program the others wait for it: a clean pipeline of two replicas at 2 busy
+// loops had its rank 1 held off 9 points more from 9 s (the other ranks 0-2 points), its own
+// share up 12 points and the job's pace down 6%, and was named slow_host. A throttled or stopped
+// host, or another job taking a host's cores, is held off 30-60% of the time more (docs/faults.md,
+// the compute fault). A rank that computes more (its own share up, not held off), and a
+// bottleneck whose share stays while the others come to wait for it, are judged as before. What
+// it cannot tell apart: a host that lost under 10% of its CPU to another job, at a cost to the
+// job.
+bool held_off_a_little_more(const RankSeries& s, const Change& c) {
+  const std::size_t n = s.held.size();
+  const double own = c.own_after - c.own_before;
+  const double held = mean_of(s.held, c.split, n) - mean_of(s.held, 0, c.split);
+  return own >= kMinShift / 2 && held >= own / 2 && held < kMinShift;
+}
+
 std::string share_text(double share) {
   char buffer[16];
   std::snprintf(buffer, sizeof buffer, "%+.0f%%", 100 * share);
@@ -266,7 +288,7 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
     if (c.latest < c.before + (c.after - c.before) / 2 || c.cost < kMinCost ||
         c.own_after < c.own_before - kOwnFall || c.after < kMinShift ||
         c.test.hits < kPersistent * c.test.observations ||
-        c.test.false_alarm() > options.false_alarm_rate)
+        c.test.false_alarm() > options.false_alarm_rate || held_off_a_little_more(s, c))
       continue;
     changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, c));
   }

@@ -626,6 +626,7 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   // about the neighbourhood: counted as undecided, it kept a halo's delayed link from ever being
   // named (its one-way ring leaves most of the link's neighbour pairs with 1 or 2 messages).
   constexpr std::uint64_t kMinKnown = 3;
+  constexpr double kAsSlowElsewhere = 0.5;
   auto undecided_around = [&](const std::pair<int, int>& link) {
     for (const auto& [other, cell] : pairs) {
       if (explained_by_link(other, link)) continue;
@@ -636,9 +637,32 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
     }
     return false;
   };
+  // A link between two other hosts that reads about as slow (slow or suspect, its recent median
+  // at half this one's or more) makes the slowness the program's or the machine's, not one
+  // link's: a link's
+  // fault delays its own messages, and a transit is measured from the moment both sides were
+  // ready, so it does not slow the messages of links that share no host with it. Seen: a clean
+  // pipeline of two replicas at 2 busy loops, whose two forward links (0 -> 1, 2 -> 3: the
+  // receiving stage waits, the sending one polls with sched_yield under COMMTAP_YIELD and pushes
+  // its data out only when it runs again) both read 16x their size class's baseline, while the
+  // backward ones read 1x. What it cannot tell apart: two links slowed alike at once.
+  // The recent medians, not the whole range's: soon after a link slows, its median over the
+  // range is still mostly from before.
+  auto as_slow_elsewhere = [&](const std::pair<int, int>& link, const PairCell& cell) {
+    if (cell.recent_ns.empty()) return false;
+    const double recent = median_of(cell.recent_ns);
+    for (const auto& [other, other_cell] : pairs) {
+      if (involves(other, link.first) || involves(other, link.second)) continue;
+      if (other_cell.recent_ns.size() < kMinKnown || !(other_cell.slow || other_cell.suspect))
+        continue;
+      if (median_of(other_cell.recent_ns) >= kAsSlowElsewhere * recent) return true;
+    }
+    return false;
+  };
   for (const auto& [pair, cell] : pairs) {
     if (!cell.slow || slow_hosts.count(pair.first) || slow_hosts.count(pair.second)) continue;
     if (undecided_around(pair) || receiver_waited_elsewhere(pair, pairs)) continue;
+    if (as_slow_elsewhere(pair, cell)) continue;
     const std::string from = job.hosts[static_cast<std::size_t>(pair.first)];
     const std::string to = job.hosts[static_cast<std::size_t>(pair.second)];
     auto back = pairs.find({pair.second, pair.first});

@@ -30,7 +30,7 @@ struct Stall {
   bool both_ways = false;         // direction unknown: a probe's transfer, or round trip before v9
   bool round_trip = false;        // a latency probe (else a transfer)
   std::int64_t transit_wall = 0;  // a message's transit's start, on the job's wall clock
-  StalledEnd sender, receiver;    // a message's
+  StalledEnd sender, receiver;    // a message's ranks, or a probe's two leaders
   bool by_scheduler = false;
 };
 
@@ -90,8 +90,29 @@ namespace {
 // The probes that stalled in the stall span: each measure's baseline is the lower quartile of all
 // its values in the range.
 bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_t stall_since,
-                       std::vector<Stall>& stalls, std::string& error) {
+                       const HeldOffCounters& held_off, std::vector<Stall>& stalls,
+                       std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
+  // A host's leader: the lowest world rank there that measured probes (each communicator's
+  // leader is its lowest member on the host), else the host's lowest rank.
+  std::map<std::string, int> leaders;
+  if (!each_probe(
+          job,
+          [&](const ProbeRow& p) {
+            auto rank = job.ranks.find(p.rank);
+            if (rank == job.ranks.end()) return;
+            const std::string& host = job.hosts[static_cast<std::size_t>(rank->second.host)];
+            auto [it, added] = leaders.try_emplace(host, p.rank);
+            if (!added) it->second = std::min(it->second, p.rank);
+          },
+          error))
+    return false;
+  for (const auto& [number, r] : job.ranks)
+    leaders.try_emplace(job.hosts[static_cast<std::size_t>(r.host)], number);
+  auto leader_of = [&](const std::string& host) {
+    auto found = leaders.find(host);
+    return found == leaders.end() ? -1 : found->second;
+  };
   std::vector<Stall> probed;
   std::vector<double> latency_ns, transfer_ns;
   if (!each_probe(
@@ -115,9 +136,27 @@ bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_
                 one_way ? static_cast<double>(static_cast<std::int64_t>(p.slowest_oneway_ns))
                         : std::max(fastest,
                                    static_cast<double>(static_cast<std::int64_t>(p.slowest_ns)));
-            if (at >= stall_since && ns >= kProbeStallNs)
-              probed.push_back(
-                  {p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency});
+            if (at >= stall_since && ns >= kProbeStallNs) {
+              Stall s{p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency};
+              // The two leaders, held off over the heartbeat intervals around the round (its
+              // slowest leg lies somewhere in it: from its start, as long as that leg).
+              const std::int64_t wall = at + job.wall_minus_aligned;
+              const int measuring = p.rank,
+                        peer = leader_of(
+                            p.from_host == job.hosts[static_cast<std::size_t>(rank->second.host)]
+                                ? p.to_host
+                                : p.from_host);
+              const bool measuring_sends =
+                  p.from_host == job.hosts[static_cast<std::size_t>(rank->second.host)];
+              const StalledEnd a =
+                  held_off.end(measuring, wall, wall + static_cast<std::int64_t>(ns));
+              const StalledEnd b =
+                  peer >= 0 ? held_off.end(peer, wall, wall + static_cast<std::int64_t>(ns))
+                            : StalledEnd{};
+              s.sender = measuring_sends ? a : b;
+              s.receiver = measuring_sends ? b : a;
+              probed.push_back(std::move(s));
+            }
           },
           error))
     return false;
@@ -305,11 +344,11 @@ void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubje
   }
 }
 
-// A stalled message is the scheduler's, not the network's, when its ends were held off the CPU
+// A stall is the scheduler's, not the network's, when its ends were held off the CPU
 // (heartbeats' stalled_ns) in the heartbeat intervals around its transit long enough to account
 // for its excess: on a loaded machine a receiver waiting for its turn completes 20-40 ms late
 // (docs/faults.md, sweeps 21, 22 and 29), and the two ends' waits add (the sender's before its
-// data goes out, the receiver's before it sees it arrive). Either of two tests:
+// data goes out, the receiver's before it sees it arrive). A message's, by either of two tests:
 // - the ends' held-off shares, pro-rated to the transit's length, add up to kHeldOffPartOfExcess
 //   of the excess (an interval's share, not its total: one that spans two heartbeats counts half
 //   as much per second);
@@ -319,16 +358,21 @@ void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubje
 //   clean LULESH at load 5 had five stalls of 20-35 ms on one host's pairs with ends held off
 //   50-440 ms in the second around them and under half the excess pro-rated: a false
 //   slow_host_network.
-// What it cannot tell apart: a link that stalls for 20-100 ms (a tail-loss probe, a rate
-// limiter's queue) on a machine that holds its ranks off the CPU that much; those stalls are not
-// counted there, and only the ones the scheduler does not account for name the link (packet loss
-// is also read from the kernel's TCP counters, detect_lost_packets). An excess of kProbeStallNs or
-// more (a retransmission timeout) is never the scheduler's, nor is a probe's (it counts only from
-// kProbeStallNs).
+// A link probe's (its two hosts' leaders as its ends), by the second test only: where in the
+// round its slowest leg came is not recorded. A host whose process is stopped in bursts stalls
+// the probes to and from it by 100-173 ms (sweep 31: a CPU fault on ctap3, stopped half of every
+// 20 ms, named slow_host_network by 3 such probes).
+// Never the scheduler's: an excess of kMinRetransmitNs or more, which a lost packet's
+// retransmission timeout makes (Linux's shortest, TCP_RTO_MIN, is 200 ms). What it cannot tell
+// apart: a link that stalls for less (a tail-loss probe, a rate limiter's queue) on a machine
+// that holds its ranks off the CPU that much; those stalls are not counted there, and only the
+// ones the scheduler does not account for name the link (packet loss is also read from the
+// kernel's TCP counters, detect_lost_packets).
 constexpr double kHeldOffPartOfExcess = 0.5;
+constexpr double kMinRetransmitNs = 200e6;
 bool by_scheduler(const Stall& s) {
   const double excess = s.ns - s.baseline_ns;
-  if (s.probe || excess >= kProbeStallNs) return false;
+  if (excess >= kMinRetransmitNs) return false;
   double pro_rated = 0, total = 0;
   bool known = false;
   for (const StalledEnd* end : {&s.sender, &s.receiver}) {
@@ -337,7 +381,8 @@ bool by_scheduler(const Stall& s) {
     pro_rated += end->held_off_ns / end->interval_ns * s.ns;
     total += end->held_off_ns;
   }
-  return known && (pro_rated >= kHeldOffPartOfExcess * excess || total >= excess);
+  if (!known) return false;
+  return total >= excess || (!s.probe && pro_rated >= kHeldOffPartOfExcess * excess);
 }
 
 }  // namespace
@@ -346,7 +391,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
                           const std::vector<MessageStall>& message_stalls,
                           std::vector<Finding>& findings, std::string& error) {
   HeldOffCounters held_off;
-  if (!message_stalls.empty() && !held_off.load(job, error)) return false;
+  if (!held_off.load(job, error)) return false;
   std::vector<Stall> all;
   for (const MessageStall& m : message_stalls) {
     Stall s{m.from, m.to, m.at_ns, m.ns, m.baseline_ns};
@@ -359,7 +404,9 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
   }
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
   const std::int64_t stall_span = stall_span_ns(options);
-  if (!read_probe_stalls(job, options, now - stall_span, all, error)) return false;
+  const std::size_t messages = all.size();
+  if (!read_probe_stalls(job, options, now - stall_span, held_off, all, error)) return false;
+  for (std::size_t i = messages; i < all.size(); ++i) all[i].by_scheduler = by_scheduler(all[i]);
   if (std::all_of(all.begin(), all.end(), [](const Stall& s) { return s.by_scheduler; }))
     return true;
   const NamedNetworkSubjects named = named_network_subjects(findings);

@@ -207,7 +207,7 @@ struct StalledTransfer {
   std::int64_t at_ns = 0;  // its transit's start, on the job's wall clock
   double ns = 0, baseline_ns = 0;
   bool probe = false;
-  StalledEnd sender, receiver;  // messages only
+  StalledEnd sender, receiver;  // a message's ranks, a probe's leaders (rank -1: unknown)
   bool by_scheduler = false;    // its excess is the time an end was held off the CPU
 };
 

@@ -192,8 +192,8 @@ json rule_json(const StalledTransfersEvidence& e) {
                 {"baseline_ns", t.baseline_ns},
                 {"probe", t.probe},
                 {"by_scheduler", t.by_scheduler}};
-    if (!t.probe)
-      for (const auto& [name, end] : {std::pair{"sender", &t.sender}, {"receiver", &t.receiver}})
+    for (const auto& [name, end] : {std::pair{"sender", &t.sender}, {"receiver", &t.receiver}})
+      if (end->rank >= 0)
         one[name] = {{"rank", end->rank},
                      {"held_off_ns", end->held_off_ns},
                      {"interval_ns", end->interval_ns}};

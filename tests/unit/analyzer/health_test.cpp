@@ -597,6 +597,26 @@ TEST(Health, BothStagesBehindASlowLinkAreExplainedByIt) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
 }
 
+// Two replicas of a two-stage pipeline (h0 -> h1, h2 -> h3 forward, and back): the forward
+// links of both read 1.4 ms slower than the backward ones from 8 s on, as a loaded machine makes
+// a sending stage that polls with sched_yield push its data out late. Links that share no host
+// slowed alike are the program's or the machine's, not a link's. One forward link slowed 3 ms
+// more than the other is named.
+TEST(Health, LinksSlowedAlikeOnHostsThatShareNothingAreNoLink) {
+  SyntheticJob job;
+  job.ranks = 4;
+  job.sends = [](int from, int to, double) { return from / 2 == to / 2; };
+  job.link_us = [](int from, int to, double t) {
+    return t >= 8 && from % 2 == 0 && to == from + 1 ? 1400.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.link_us = [](int from, int to, double t) {
+    if (t < 8 || from % 2 != 0 || to != from + 1) return 0.0;
+    return from == 2 ? 4400.0 : 1400.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h2 -> h3"}});
+}
+
 // Every host waits its turn for the CPU now and then on a busy machine: stalls alike on all hosts,
 // or small ones on one, are nobody's fault.
 TEST(Health, StallsAlikeOnEveryHostAreNoFinding) {
@@ -700,6 +720,33 @@ TEST(Health, ProbesOneWayLegsNameTheDirectionThatStalled) {
     return lossy ? 200'000.0 : 60.0;
   };
   expect_exactly(analyze(host), {{"slow_host_network", "host h2"}});
+}
+
+// On a loaded machine (every host held off the CPU 10% of the time, host h2 20%: not enough to
+// be a stalled host) the probes to and from h2 stall by 150 ms: its leader's time held off
+// around each round covers the stall, so the stalls are the scheduler's, not the host's
+// network (sweep 31: a host stopped in bursts stalled its probes by 100-173 ms). Stalls of
+// 250 ms (a retransmission timeout: 200 ms at least on Linux) name the host whatever the
+// scheduler did.
+TEST(Health, ProbeStallsOfAHostHeldOffTheCpuAreTheSchedulers) {
+  auto stalled = [](double t, int pair) { return std::fmod(t * 0.7 + pair, 3.0) < 0.75; };
+  for (const double stall_us : {150'000.0, 250'000.0}) {
+    SyntheticJob job = probed_job();
+    job.probe_every_s = 1;
+    job.probe_slowest_one_way_us = [&](int from, int to, double t) {
+      return (from == 2 || to == 2) && stalled(t, from + to) ? stall_us : 60.0;
+    };
+    job.stall_share = [](int host, double) { return host == 2 ? 0.2 : 0.1; };
+    const JobHealth health = analyze(job);
+    if (stall_us < 200'000.0) {
+      EXPECT_TRUE(std::none_of(health.findings.begin(), health.findings.end(),
+                               [](const Finding& f) { return f.kind == "slow_host_network"; }))
+          << describe(health);
+    } else {
+      ASSERT_FALSE(health.findings.empty()) << describe(health);
+      EXPECT_EQ(health.findings[0].subject, "host h2") << describe(health);
+    }
+  }
 }
 
 // The kernel's TCP counters (tcp_links) in a job of collectives only, whose messages commtap
@@ -834,6 +881,23 @@ TEST(Health, ProbesFindASlowDirectedLinkAndALatencyFault) {
     return (from == 1 && to == 3) || (from == 3 && to == 1) ? 2030.0 : 30.0;
   };
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h3"}});
+}
+
+// A job of collectives only whose link h0 -> h1 the probes find slow from 8 s, and whose ranks
+// at its sending end arrive late at every all-reduce since (a pipeline stage waits for its
+// partner's answer, which waited for its data): the link, not the host's compute.
+TEST(Health, HostsAtTheEndsOfALinkTheProbesNameAreExplainedByIt) {
+  SyntheticJob job = probed_job();
+  job.probe_every_s = 1;
+  job.probe_mb_per_s = [](int from, int to, double t) {
+    return t >= 8 && from == 0 && to == 1 ? 3.0 : 1000.0;
+  };
+  job.late_us = [&job](int rank, double t) {
+    return t >= 8 && job.host_of(rank) == 0 ? 3000.0 : 0.0;
+  };
+  // The others wait for them inside MPI: 3 ms in each of 20 all-reduces a second.
+  job.receive_wait_ms = [&job](int rank) { return job.host_of(rank) == 0 ? 0.0 : 60.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
 }
 
 // One probe round names nothing; a host needs its pairs slow in two rounds, a link in three, and
@@ -1283,6 +1347,26 @@ TEST(Health, ARankLastByDesignIsTheBaselineAndAChangeFromItIsTheFinding) {
   // design by change (the lateness rule is what can name it, and rank 5 is never late here).
   job.receive_wait_ms_at = [](int rank, double) { return rank != 5 ? 300.0 : 0.0; };
   expect_exactly(analyze(job, defaults), {});
+}
+
+// On a machine whose load moves, the scheduler holds one host's ranks off a few points more for
+// a while, and in a coupled program the others wait for them: held off 8 points more of the
+// time, computing 3 more, the others waiting 6 more, the job 7% slower. Too little CPU lost for
+// a starved host, and what changed in the ranks themselves is mostly the scheduler's: no
+// finding. Held off 30 points more (a throttled host), the same is named.
+TEST(Health, AHostHeldOffALittleMoreIsNotASlowHostByChange) {
+  SyntheticJob job;
+  job.receive_wait_ms = [](int) { return 500.0; };
+  job.receive_wait_ms_at = [](int rank, double t) {
+    return t < 12 ? 0.0 : rank / 2 == 3 ? -30.0 : 60.0;
+  };
+  job.progress = [](double t) { return t >= 12 ? 0.93 : 1.0; };
+  job.stall_share = [](int host, double t) { return t >= 12 && host == 3 ? 0.09 : 0.01; };
+  const HealthOptions defaults;
+  expect_exactly(analyze(job, defaults), {});
+  job.stall_share = [](int host, double t) { return t >= 12 && host == 3 ? 0.31 : 0.01; };
+  job.progress = [](double t) { return t >= 12 ? 0.75 : 1.0; };
+  expect_exactly(analyze(job, defaults), {{"slow_host", "host h3"}});
 }
 
 // Both ranks of a host changing is the host; a change that went away again is let go.
