@@ -139,22 +139,21 @@ bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_
             if (at >= stall_since && ns >= kProbeStallNs) {
               Stall s{p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency};
               // The two leaders, held off over the heartbeat intervals around the round (its
-              // slowest leg lies somewhere in it: from its start, as long as that leg).
-              const std::int64_t wall = at + job.wall_minus_aligned;
-              const int measuring = p.rank,
-                        peer = leader_of(
-                            p.from_host == job.hosts[static_cast<std::size_t>(rank->second.host)]
-                                ? p.to_host
-                                : p.from_host);
-              const bool measuring_sends =
-                  p.from_host == job.hosts[static_cast<std::size_t>(rank->second.host)];
-              const StalledEnd a =
-                  held_off.end(measuring, wall, wall + static_cast<std::int64_t>(ns));
-              const StalledEnd b =
-                  peer >= 0 ? held_off.end(peer, wall, wall + static_cast<std::int64_t>(ns))
-                            : StalledEnd{};
-              s.sender = measuring_sends ? a : b;
-              s.receiver = measuring_sends ? b : a;
+              // slowest leg lies somewhere in it: from its start, as long as that leg; an hour
+              // at most, whatever a damaged file says).
+              const auto span = static_cast<std::int64_t>(std::min(ns, 3600e9));
+              std::int64_t wall = 0, wall_end = 0;
+              if (!__builtin_add_overflow(at, job.wall_minus_aligned, &wall) &&
+                  !__builtin_add_overflow(wall, span, &wall_end)) {
+                const bool measuring_sends =
+                    p.from_host == job.hosts[static_cast<std::size_t>(rank->second.host)];
+                const int peer = leader_of(measuring_sends ? p.to_host : p.from_host);
+                const StalledEnd mine = held_off.end(p.rank, wall, wall_end);
+                const StalledEnd theirs =
+                    peer >= 0 ? held_off.end(peer, wall, wall_end) : StalledEnd{};
+                s.sender = measuring_sends ? mine : theirs;
+                s.receiver = measuring_sends ? theirs : mine;
+              }
               probed.push_back(std::move(s));
             }
           },
