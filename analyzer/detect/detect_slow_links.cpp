@@ -639,15 +639,14 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   };
   // A link between two other hosts that reads about as slow (slow or suspect, its recent median
   // at half this one's or more) makes the slowness the program's or the machine's, not one
-  // link's: a link's
-  // fault delays its own messages, and a transit is measured from the moment both sides were
-  // ready, so it does not slow the messages of links that share no host with it. Seen: a clean
-  // pipeline of two replicas at 2 busy loops, whose two forward links (0 -> 1, 2 -> 3: the
-  // receiving stage waits, the sending one polls with sched_yield under COMMTAP_YIELD and pushes
-  // its data out only when it runs again) both read 16x their size class's baseline, while the
-  // backward ones read 1x. What it cannot tell apart: two links slowed alike at once.
-  // The recent medians, not the whole range's: soon after a link slows, its median over the
-  // range is still mostly from before.
+  // link's: a link's fault delays its own messages, and a transit is measured from the moment
+  // both sides were ready, so it does not slow the messages of links that share no host with
+  // it. Seen: a clean pipeline of two replicas at 2 busy loops, whose two forward links (0 -> 1,
+  // 2 -> 3: the receiving stage waits, the sending one polls with sched_yield under
+  // COMMTAP_YIELD and pushes its data out only when it runs again) both read 16x their size
+  // class's baseline, while the backward ones read 1x. The recent medians, not the whole
+  // range's: soon after a link slows, its median over the range is still mostly from before.
+  // What it cannot tell apart: two links slowed alike at once.
   auto as_slow_elsewhere = [&](const std::pair<int, int>& link, const PairCell& cell) {
     if (cell.recent_ns.empty()) return false;
     const double recent = median_of(cell.recent_ns);

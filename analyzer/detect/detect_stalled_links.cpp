@@ -87,39 +87,33 @@ std::int64_t stall_span_ns(const HealthOptions& options) {
 
 namespace {
 
+// A stalled probe and the moments and ranks its two leaders' time held off is read over.
+struct ProbeStall {
+  Stall stall;
+  int measuring = -1;     // the rank that recorded it
+  std::string peer_host;  // the other end's host, whose leader is found after the pass
+  bool measuring_sends = false;
+  bool window_known = false;  // the window below did not overflow (a damaged file's times)
+  std::int64_t wall = 0, wall_end = 0;
+};
+
 // The probes that stalled in the stall span: each measure's baseline is the lower quartile of all
-// its values in the range.
+// its values in the range. Also each host's leader: the lowest world rank there that measured
+// probes (each communicator's leader is its lowest member on the host).
 bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_t stall_since,
-                       const HeldOffCounters& held_off, std::vector<Stall>& stalls,
+                       std::vector<ProbeStall>& stalls, std::map<std::string, int>& leaders,
                        std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
-  // A host's leader: the lowest world rank there that measured probes (each communicator's
-  // leader is its lowest member on the host), else the host's lowest rank.
-  std::map<std::string, int> leaders;
-  if (!each_probe(
-          job,
-          [&](const ProbeRow& p) {
-            auto rank = job.ranks.find(p.rank);
-            if (rank == job.ranks.end()) return;
-            const std::string& host = job.hosts[static_cast<std::size_t>(rank->second.host)];
-            auto [it, added] = leaders.try_emplace(host, p.rank);
-            if (!added) it->second = std::min(it->second, p.rank);
-          },
-          error))
-    return false;
-  for (const auto& [number, r] : job.ranks)
-    leaders.try_emplace(job.hosts[static_cast<std::size_t>(r.host)], number);
-  auto leader_of = [&](const std::string& host) {
-    auto found = leaders.find(host);
-    return found == leaders.end() ? -1 : found->second;
-  };
-  std::vector<Stall> probed;
+  std::vector<ProbeStall> probed;
   std::vector<double> latency_ns, transfer_ns;
   if (!each_probe(
           job,
           [&](const ProbeRow& p) {
             auto rank = job.ranks.find(p.rank);
             if (rank == job.ranks.end()) return;
+            const std::string& host = job.hosts[static_cast<std::size_t>(rank->second.host)];
+            auto [leader, added] = leaders.try_emplace(host, p.rank);
+            if (!added) leader->second = std::min(leader->second, p.rank);
             const std::int64_t at = rank->second.aligned(p.at_ns);
             if (at < since || at > until) return;
             const bool latency = static_cast<std::int64_t>(p.bytes) <= 1;
@@ -136,34 +130,28 @@ bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_
                 one_way ? static_cast<double>(static_cast<std::int64_t>(p.slowest_oneway_ns))
                         : std::max(fastest,
                                    static_cast<double>(static_cast<std::int64_t>(p.slowest_ns)));
-            if (at >= stall_since && ns >= kProbeStallNs) {
-              Stall s{p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency};
-              // The two leaders, held off over the heartbeat intervals around the round (its
-              // slowest leg lies somewhere in it: from its start, as long as that leg; an hour
-              // at most, whatever a damaged file says).
-              const auto span = static_cast<std::int64_t>(std::min(ns, 3600e9));
-              std::int64_t wall = 0, wall_end = 0;
-              if (!__builtin_add_overflow(at, job.wall_minus_aligned, &wall) &&
-                  !__builtin_add_overflow(wall, span, &wall_end)) {
-                const bool measuring_sends =
-                    p.from_host == job.hosts[static_cast<std::size_t>(rank->second.host)];
-                const int peer = leader_of(measuring_sends ? p.to_host : p.from_host);
-                const StalledEnd mine = held_off.end(p.rank, wall, wall_end);
-                const StalledEnd theirs =
-                    peer >= 0 ? held_off.end(peer, wall, wall_end) : StalledEnd{};
-                s.sender = measuring_sends ? mine : theirs;
-                s.receiver = measuring_sends ? theirs : mine;
-              }
-              probed.push_back(std::move(s));
-            }
+            if (at < stall_since || ns < kProbeStallNs) return;
+            ProbeStall s{
+                .stall = {p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency},
+                .measuring = p.rank,
+                .measuring_sends = p.from_host == host};
+            s.peer_host = s.measuring_sends ? p.to_host : p.from_host;
+            // The leaders' time held off is read over the heartbeat intervals around the round
+            // (its slowest leg lies somewhere in it: from its start, as long as that leg; an hour
+            // at most, whatever a damaged file says).
+            const auto span = static_cast<std::int64_t>(std::min(ns, 3600e9));
+            s.window_known = !__builtin_add_overflow(at, job.wall_minus_aligned, &s.wall) &&
+                             !__builtin_add_overflow(s.wall, span, &s.wall_end);
+            probed.push_back(std::move(s));
           },
           error))
     return false;
   const double latency_base = lower_quartile_of(latency_ns),
                transfer_base = lower_quartile_of(transfer_ns);
-  for (Stall& p : probed) {
-    p.baseline_ns = p.round_trip ? latency_base : transfer_base;
-    if (p.ns >= kStallFactor * std::max(1000.0, p.baseline_ns)) stalls.push_back(p);
+  for (ProbeStall& p : probed) {
+    p.stall.baseline_ns = p.stall.round_trip ? latency_base : transfer_base;
+    if (p.stall.ns >= kStallFactor * std::max(1000.0, p.stall.baseline_ns))
+      stalls.push_back(std::move(p));
   }
   return true;
 }
@@ -389,6 +377,13 @@ bool by_scheduler(const Stall& s) {
 bool detect_stalled_links(const Job& job, const HealthOptions& options,
                           const std::vector<MessageStall>& message_stalls,
                           std::vector<Finding>& findings, std::string& error) {
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
+  const std::int64_t stall_span = stall_span_ns(options);
+  std::vector<ProbeStall> probe_stalls;
+  std::map<std::string, int> leaders;
+  if (!read_probe_stalls(job, options, now - stall_span, probe_stalls, leaders, error))
+    return false;
+  if (message_stalls.empty() && probe_stalls.empty()) return true;
   HeldOffCounters held_off;
   if (!held_off.load(job, error)) return false;
   std::vector<Stall> all;
@@ -401,11 +396,23 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
     s.by_scheduler = by_scheduler(s);
     all.push_back(std::move(s));
   }
-  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
-  const std::int64_t stall_span = stall_span_ns(options);
-  const std::size_t messages = all.size();
-  if (!read_probe_stalls(job, options, now - stall_span, held_off, all, error)) return false;
-  for (std::size_t i = messages; i < all.size(); ++i) all[i].by_scheduler = by_scheduler(all[i]);
+  // A host whose leader recorded no probe: its lowest rank.
+  if (!probe_stalls.empty())
+    for (const auto& [number, r] : job.ranks)
+      leaders.try_emplace(job.hosts[static_cast<std::size_t>(r.host)], number);
+  for (ProbeStall& p : probe_stalls) {
+    Stall& s = p.stall;
+    if (p.window_known) {
+      auto found = leaders.find(p.peer_host);
+      const int peer = found == leaders.end() ? -1 : found->second;
+      const StalledEnd mine = held_off.end(p.measuring, p.wall, p.wall_end);
+      const StalledEnd theirs = peer >= 0 ? held_off.end(peer, p.wall, p.wall_end) : StalledEnd{};
+      s.sender = p.measuring_sends ? mine : theirs;
+      s.receiver = p.measuring_sends ? theirs : mine;
+    }
+    s.by_scheduler = by_scheduler(s);
+    all.push_back(std::move(s));
+  }
   if (std::all_of(all.begin(), all.end(), [](const Stall& s) { return s.by_scheduler; }))
     return true;
   const NamedNetworkSubjects named = named_network_subjects(findings);
