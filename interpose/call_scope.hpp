@@ -45,10 +45,12 @@ class CallScope {
   // Just before the library's call: the first clock read, and the heartbeat's activity (a few
   // relaxed stores; `comm_handle` is resolved off the hot path). The constructor attached the
   // thread, so its activity record is cached.
-  [[gnu::always_inline]] void enter(std::int64_t comm_handle, std::uint64_t seq) {
+  [[gnu::always_inline]] void enter(std::int64_t comm_handle, std::uint64_t seq,
+                                    int peer = monitor::Activity::kNoPeer) {
     t0_ = monitor::now_ns();
     monitor::Activity* const activity = self_.counters.activity;
     activity->seq.store(seq, std::memory_order_relaxed);
+    activity->peer.store(peer, std::memory_order_relaxed);
     activity->comm_handle.store(comm_handle, std::memory_order_relaxed);
     activity->since_ns.store(t0_, std::memory_order_relaxed);
     activity->function.store(static_cast<std::uint32_t>(index_of(fn_)) + 1,

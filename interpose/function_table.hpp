@@ -26,6 +26,7 @@ enum class Family : std::uint8_t {
   datatype,          // Type_commit, Type_free
   communicator,      // communicator creation and destruction
   lifecycle,         // Init, Init_thread, Finalize, Abort
+  error_handling,    // Comm_get_errhandler, Errhandler_get (interpose/fatal_errors.hpp)
   nccl_collective,
   nccl_p2p,
   nccl_group,

@@ -13,6 +13,7 @@
 
 #include "interpose/call_info.hpp"
 #include "interpose/call_scope.hpp"
+#include "interpose/fatal_errors.hpp"
 #include "interpose/hooks_collectives.hpp"
 #include "interpose/hooks_communicators.hpp"
 #include "interpose/hooks_datatypes.hpp"
@@ -91,6 +92,21 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
   constexpr Family family = family_of(id);
   if constexpr (family == Family::lifecycle) {
     return lifecycle_call<id>(real, a...);
+  } else if constexpr (family == Family::error_handling) {
+    // Counted like any call; the handler commtap stands in with is given back as the one it
+    // stands in for.
+    int rc;
+    if (monitor::ThreadState* const self = CallScope::recording_thread()) {
+      CallScope scope(id, *self);
+      scope.enter(static_cast<std::int64_t>(info.comm), 0);
+      rc = real(a...);
+      scope.leave();
+      scope.count(0);
+    } else {
+      rc = real(a...);
+    }
+    if (rc == MPI_SUCCESS) show_as_fatal(arg<1>(a...));
+    return rc;
   } else {
     monitor::ThreadState* const self = CallScope::recording_thread();
     if (self == nullptr) [[unlikely]]
@@ -111,7 +127,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     communicators.before(a...);
     datatypes.before(a...);
 
-    scope.enter(static_cast<std::int64_t>(info.comm), collective.seq);
+    scope.enter(static_cast<std::int64_t>(info.comm), collective.seq, info.peer);
     requests.stamp_arrivals(a...);
     auto library = [&] {
       if constexpr (yield != Yield::none)

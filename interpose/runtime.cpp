@@ -3,6 +3,7 @@
 // MPI_Abort or a fatal signal it stops them; in forked children it stays out of the way.
 #include "interpose/runtime.hpp"
 
+#include "interpose/fatal_errors.hpp"
 #include "interpose/fortran_routes.hpp"
 #include "interpose/launcher_identity.hpp"
 #include "interpose/recording.hpp"
@@ -61,6 +62,8 @@ const char* family_name(Family family) noexcept {
       return "communicator";
     case Family::lifecycle:
       return "lifecycle";
+    case Family::error_handling:
+      return "error_handling";
     case Family::nccl_collective:
       return "nccl_collective";
     case Family::nccl_p2p:
@@ -469,6 +472,7 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
     return world::lowest_rank_where(condition, session.comm);
   });
   go_live(settings, recording, size);
+  if (session.record) install_fatal_error_recorder();
   count_lifecycle_call(init_fn, init_began_ns, monitor::now_ns());
   // Before any Fortran call can come: mpi_f08 bindings that call PMPI_ directly go through the
   // wrappers from here on.
@@ -518,14 +522,17 @@ void start_without_mpi(const FirstNcclCommunicator& first) {
   runtime().active.store(true, std::memory_order_release);
 }
 
-void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
-  std::lock_guard lock(lifecycle_mutex);
+namespace {
+
+// stop_before_mpi_finalize and stop_at_fatal_error, under `lifecycle_mutex`. `finalize_fn`:
+// the lifecycle call to count (none at a fatal error).
+void stop_locked(const Fn* finalize_fn, const char* ended_by) {
   if (!session.started || session.forked_child || session.stopped) return;
   session.stopped = true;
   runtime().active.store(false, std::memory_order_relaxed);
   // The library's finalize has not run yet, so its call is counted with no time.
   const std::uint64_t now = monitor::now_ns();
-  count_lifecycle_call(finalize_fn, now, now);
+  if (finalize_fn != nullptr) count_lifecycle_call(*finalize_fn, now, now);
   // The asynchronous probes first: a leader still measuring waits for its peer's answer, which
   // a peer held in the clock estimate's exchanges would never give.
   runtime().async_probes = nullptr;
@@ -589,6 +596,24 @@ void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
     (void)session.prober.release();  // MPI may be gone: the communicators are left as they are
   }
   runtime().requests.clear();
+}
+
+}  // namespace
+
+void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by) {
+  std::lock_guard lock(lifecycle_mutex);
+  stop_locked(&finalize_fn, ended_by);
+}
+
+bool stop_at_fatal_error(const monitor::RankFacts::Error& error) {
+  // The error may come from a call commtap makes under the lock (a clock estimate, a probe
+  // round) on this thread, or from one of the application's threads while another holds it:
+  // then nothing is written, and MPI aborts the job as it would have.
+  std::unique_lock lock(lifecycle_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || !session.started || session.stopped) return false;
+  session.facts.error = error;
+  stop_locked(nullptr, "mpi_error");
+  return true;
 }
 
 void after_world_collective(std::uint64_t seq) {

@@ -19,6 +19,7 @@
 #include "monitor/call_sites.hpp"
 #include "monitor/stream_completions.hpp"
 #include "monitor/thread_state.hpp"
+#include "monitor/trace_writer.hpp"
 #include "probes/async_probes.hpp"
 #include "settings/settings.hpp"
 #include "world/communicators.hpp"
@@ -73,6 +74,10 @@ inline Runtime& runtime() noexcept {
 // Fortran mpi_f08 wrappers. `start` and `stop` are idempotent.
 void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn);
 void stop_before_mpi_finalize(Fn finalize_fn, const char* ended_by);
+// From the error handler that stands in for MPI_ERRORS_ARE_FATAL (interpose/fatal_errors.hpp),
+// before MPI aborts the job: writes the last window, ended by "mpi_error" with `error`. Returns
+// whether it did (not if this rank already stopped, or the lifecycle lock is taken).
+bool stop_at_fatal_error(const monitor::RankFacts::Error& error);
 // A process that makes an NCCL communicator without having called MPI_Init (torchrun, srun):
 // starts recording there, without any MPI call, as the rank the launcher's environment names
 // (else as `first`'s rank of its size). Called by the constructors' wrappers and by the NCCL

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,6 +44,10 @@ struct Activity {
       0};  // the MPI_Comm handle's value, resolved off the hot path
   std::atomic<std::uint64_t> seq{0};
   std::atomic<std::uint64_t> since_ns{0};  // now_ns() at entry
+  // The call's peer or root, as a rank of its communicator (MPI_ANY_SOURCE, MPI_PROC_NULL as
+  // they are; kNoPeer: none). Read only by the fatal error handler, on this thread.
+  static constexpr int kNoPeer = std::numeric_limits<int>::min();
+  std::atomic<int> peer{kNoPeer};
 };
 
 struct ActivitySnapshot {

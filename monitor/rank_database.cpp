@@ -323,8 +323,10 @@ void RankDatabase::write_rank_row(std::uint64_t end_ns, const std::string& ended
   bool done = false;
   db_.insert_rows(
       "INSERT OR REPLACE INTO ranks(rank, world_size, host, pid, mpi_library, command_line, "
-      "start_ns, end_ns, ended_by, clock_offset_ns, clock_error_ns, node, local_rank, gpus) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+      "start_ns, end_ns, ended_by, clock_offset_ns, clock_error_ns, node, local_rank, gpus, "
+      "error_function, error_comm_id, error_peer, error_class, error_text) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+      "?19)",
       [&](sqlite3_stmt* stmt) {
         if (done) return false;
         sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -346,6 +348,13 @@ void RankDatabase::write_rank_row(std::uint64_t end_ns, const std::string& ended
           std::string joined;
           for (const std::string& gpu : gpus_) joined += (joined.empty() ? "" : "; ") + gpu;
           bind_text(stmt, 14, joined);
+        }
+        if (ended_by == "mpi_error") {
+          bind_text(stmt, 15, facts_.error.function);
+          if (facts_.error.comm_id != 0) sqlite3_bind_int64(stmt, 16, facts_.error.comm_id);
+          if (facts_.error.peer >= 0) sqlite3_bind_int(stmt, 17, facts_.error.peer);
+          bind_text(stmt, 18, facts_.error.error_class);
+          bind_text(stmt, 19, facts_.error.text);
         }
         done = true;
         return true;

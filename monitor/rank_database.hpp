@@ -37,6 +37,8 @@ class RankDatabase {
   void leave_wal() { db_.exec("PRAGMA journal_mode=DELETE"); }
   // A meta row written with every window from now on (the next window's transaction).
   void set_meta(const std::string& key, const std::string& value) { meta_[key] = value; }
+  // The fatal MPI error written with an end of "mpi_error".
+  void set_error(const RankFacts::Error& error) { facts_.error = error; }
 
   bool write_start(const std::vector<std::pair<std::string, std::string>>& settings);
 

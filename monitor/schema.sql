@@ -1,4 +1,4 @@
--- commtap trace database, schema version 13 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 14 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -19,14 +19,24 @@ CREATE TABLE IF NOT EXISTS ranks (
   start_ns     INTEGER NOT NULL,  -- CLOCK_REALTIME at MPI_Init, nanoseconds since the epoch
   end_ns       INTEGER NOT NULL,  -- CLOCK_REALTIME of the last window written (the end, once
                                   -- ended_by is set)
-  ended_by     TEXT    NOT NULL,  -- 'running' while the rank runs, then 'finalize', 'abort' or
-                                  -- 'exit' (the process exited without MPI_Finalize)
+  ended_by     TEXT    NOT NULL,  -- 'running' while the rank runs, then 'finalize', 'abort',
+                                  -- 'exit' (the process exited without MPI_Finalize), 'SIGTERM',
+                                  -- 'SIGINT' or 'mpi_error' (a fatal MPI error: error_* below)
   clock_offset_ns INTEGER,        -- rank 0's monotonic clock = this rank's + offset (NULL: none)
   clock_error_ns  INTEGER,        -- the offset is right within +- this many ns
   node         INTEGER NOT NULL,  -- index of the rank's node (MPI_COMM_TYPE_SHARED domain)
   local_rank   INTEGER NOT NULL,  -- rank within the node
-  gpus         TEXT               -- GPUs the rank's NCCL collectives ran on, '; '-separated:
+  gpus         TEXT,              -- GPUs the rank's NCCL collectives ran on, '; '-separated:
                                   -- 'device 0 (NVIDIA H100 80GB HBM3, PCI 0000:19:00.0)'; NULL: none
+  -- Where ended_by is 'mpi_error', the error (NULL otherwise): the call it came from, its
+  -- communicator, the call's peer as a world rank (NULL: none, or not one rank), the error's
+  -- class ('MPI_ERR_OTHER', 'MPI_ERR_TAG', ...; 'class N' for one without a name here) and
+  -- MPI's text.
+  error_function TEXT,
+  error_comm_id  INTEGER,
+  error_peer     INTEGER,
+  error_class    TEXT,
+  error_text     TEXT
 );
 
 -- The commtap settings each rank ran with (after validation: the values actually used).

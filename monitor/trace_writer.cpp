@@ -38,7 +38,8 @@ struct TraceWriter::State {
   static constexpr std::uint64_t kStallGraceNs = 2'000'000;
   std::string path;  // the file readers open
   int rank = 0;
-  std::string final_ended_by;  // set by stop() before it wakes the thread
+  std::string final_ended_by;    // set by stop() before it wakes the thread
+  RankFacts::Error final_error;  // likewise
   std::thread thread;
 
   // The snapshot layout (shared filesystems): the writer works on `local_path` and publishes
@@ -115,6 +116,7 @@ struct TraceWriter::State {
   // The last window, then the file closed; in the snapshot layout a last snapshot published and
   // the working copy removed, unless that snapshot failed: then the working copy is the trace.
   void finish(const std::string& ended_by) {
+    if (ended_by == "mpi_error") database.set_error(final_error);
     window(ended_by, false);
     if (local_path.empty()) {
       database.close();
@@ -271,6 +273,7 @@ std::string TraceWriter::stop(const RankFacts& facts) {
   State& s = *state_;
   if (s.stopped.exchange(true)) return "";
   s.final_ended_by = facts.ended_by;
+  s.final_error = facts.error;
   const char byte = 'S';
   if (::write(s.wake[1], &byte, 1) != 1 || !s.thread.joinable()) return "the writer is gone";
   s.thread.join();

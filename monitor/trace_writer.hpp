@@ -32,8 +32,18 @@ struct RankFacts {
   std::string command_line;
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
-  std::string ended_by;  // "finalize", "abort", "exit"
+  std::string ended_by;  // "finalize", "abort", "exit", "mpi_error"
   ClockOffset clock;     // this rank's monotonic clock -> rank 0's, estimated at MPI_Init
+  // The fatal MPI error that ended the rank (ended_by "mpi_error"): the function in progress,
+  // its communicator, its peer as a world rank (-1: none, or not one rank), the error's class
+  // by name ("MPI_ERR_OTHER") and MPI's text.
+  struct Error {
+    std::string function;
+    std::int64_t comm_id = 0;
+    int peer = -1;
+    std::string error_class;
+    std::string text;
+  } error;
 };
 
 // A communicator this rank belonged to. `id` is equal on every member rank (see

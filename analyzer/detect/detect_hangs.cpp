@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "analyzer/findings/statistics.hpp"
@@ -46,9 +47,54 @@ struct Liveness {
     for (const auto& [other, o] : job.ranks) {
       if (other == number) continue;
       if (o.ended_by == "running" || ended_by_signal(o) || heard(o) < heard(r)) return false;
-      torn_down = torn_down || o.nccl_aborts > 0 || o.ended_by == "abort";
+      torn_down =
+          torn_down || o.nccl_aborts > 0 || o.ended_by == "abort" || o.ended_by == "mpi_error";
     }
     return torn_down;
+  }
+  // A fatal MPI error of the kind a failed peer gives: its transport's (MPICH reports a dead
+  // UCX or TCP endpoint as MPI_ERR_OTHER) or the fault-tolerance extension's, not the caller's
+  // own mistake (MPI_ERR_TAG, MPI_ERR_RANK, ...), whose peer may well be alive.
+  static bool peer_failure(const MpiError& e) {
+    for (const char* named :
+         {"MPI_ERR_OTHER", "MPI_ERR_INTERN", "MPI_ERR_UNKNOWN", "MPI_ERR_IN_STATUS",
+          "MPI_ERR_PENDING", "MPI_ERR_PROC_ABORTED", "MPIX_ERR_PROC_FAILED", "MPIX_ERR_REVOKED"})
+      if (e.error_class == named) return true;
+    return false;
+  }
+  // The rank a fatal MPI error of a failed peer's kind points at, -1 if none: the failing call's
+  // peer, where it has one; else (a collective, MPI_Waitall) the one member of the call's
+  // communicator whose trace stops without an end no later than the error, if only one does
+  // (a rank still heard from after the error is alive; several silent ones, as when the
+  // launcher killed every rank at once, cannot be told apart).
+  int pointed_at(int erring, const Rank& e) const {
+    if (!peer_failure(e.error)) return -1;
+    auto silent_before = [&](int m) {
+      auto r = job.ranks.find(m);
+      return m != erring && r != job.ranks.end() && r->second.ended_by == "running" &&
+             heard(r->second) <= e.end_ns;
+    };
+    if (e.error.peer >= 0) return silent_before(e.error.peer) ? e.error.peer : -1;
+    std::vector<int> members;
+    if (auto c = job.comms.find(e.error.comm_id); c != job.comms.end()) members = c->second.members;
+    if (members.empty())
+      for (const auto& [number, r] : job.ranks) members.push_back(number);
+    int found = -1;
+    for (int m : members)
+      if (silent_before(m)) {
+        if (found >= 0) return -1;
+        found = m;
+      }
+    return found;
+  }
+  // The ranks whose fatal MPI error points at `r`: MPI aborts a job within milliseconds of such
+  // an error and the launcher kills every rank, so all traces stop together and only these
+  // errors say who went first.
+  std::vector<int> named_by_errors(int number) const {
+    std::vector<int> by;
+    for (const auto& [other, o] : job.ranks)
+      if (o.ended_by == "mpi_error" && pointed_at(other, o) == number) by.push_back(other);
+    return by;
   }
   // A rank that something other than MPI_Finalize ended (a signal: the batch system's time
   // limit, a user's scancel, a launcher tearing the job down; or exit, abort) is judged as it
@@ -117,6 +163,27 @@ struct Liveness {
     return job.rank_name(culprits.front());
   }
 };
+
+// The most specific part of an MPI error's text: MPICH's error stack goes from the call down to
+// the transport, so its last line that says something ("... MPIDI_UCX_send Endpoint timeout"),
+// without its "function(line)...:" prefix; the text as it is otherwise. The text was read as
+// clean text (untrusted_input.hpp), its line breaks escaped as \x0A.
+std::string innermost_error(const std::string& text) {
+  static constexpr std::string_view kBreak = "\\x0A";
+  std::string last;
+  for (std::size_t begin = 0; begin <= text.size();) {
+    std::size_t end = text.find(kBreak, begin);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + begin, end - begin);
+    if (const std::size_t colon = line.find(": ");
+        colon != std::string_view::npos && line.find('(') < colon)
+      line.remove_prefix(colon + 2);
+    if (const std::size_t start = line.find_first_not_of(' '); start != std::string_view::npos)
+      last = line.substr(start);
+    begin = end + kBreak.size();
+  }
+  return last.empty() ? "no text" : last;
+}
 
 std::string names_of(const Job& job, const std::vector<int>& ranks) {
   std::string names;
@@ -288,9 +355,12 @@ void detect_progress_hangs(const Job& job, const HealthOptions& options, const L
 // to go in a job the others then tore down.
 void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding>& out) {
   auto lost = [&](const Rank& r) { return live.lost(r); };
+  std::set<int> found;
   for (const auto& [number, r] : job.ranks) {
-    const bool first_to_go = !lost(r) && live.died_first(number, r);
+    const std::vector<int> named_by = lost(r) ? std::vector<int>{} : live.named_by_errors(number);
+    const bool first_to_go = !lost(r) && (live.died_first(number, r) || !named_by.empty());
     if (!lost(r) && !first_to_go) continue;
+    found.insert(number);
     Finding f;
     f.kind = finding_kind::rank_lost;
     f.subject = job.rank_name(number);
@@ -298,20 +368,61 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
     f.first_seen_ns = Liveness::heard(r);
     f.last_seen_ns = job.now_wall;
     const double silent = static_cast<double>(job.now_wall - Liveness::heard(r));
-    f.summary =
-        job.rank_name(number) +
-        (first_to_go ? ": its trace stops without an end, before every other rank's, which then "
-                       "tore their communicators down (crashed)"
-                     : ": no heartbeat for " + ms_text(silent) +
-                           " while other ranks go on (crashed or frozen)") +
-        "; it was last " + (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
+    std::string how =
+        ": no heartbeat for " + ms_text(silent) + " while other ranks go on (crashed or frozen)";
+    if (!named_by.empty()) {
+      const Rank& first = job.ranks.at(named_by.front());
+      const MpiError& e = first.error;
+      how = ": its trace stops without an end, and " + job.rank_name(named_by.front()) + "'s " +
+            (e.function.empty() ? "MPI call" : e.function) +
+            (e.peer >= 0 ? " to it" : " (it alone of the communicator silent)") + " failed as a " +
+            "dead peer's do (" + e.error_class + ": " + innermost_error(e.text) + ")" +
+            (named_by.size() > 1 ? ", and " + count_text(named_by.size() - 1, "other rank") + "'s"
+                                 : "") +
+            " (crashed, or its host unreachable)";
+    } else if (first_to_go) {
+      how =
+          ": its trace stops without an end, before every other rank's, which then tore their "
+          "communicators down (crashed)";
+    }
+    f.summary = job.rank_name(number) + how + "; it was last " +
+                (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
     f.evidence.rule = RankLostEvidence{.rank = number,
                                        .host = job.hosts[static_cast<std::size_t>(r.host)],
                                        .last_heartbeat_ns = r.last.wall_ns,
                                        .silent_ns = job.now_wall - Liveness::heard(r),
                                        .last_state = r.last.state,
-                                       .last_function = r.last.function};
+                                       .last_function = r.last.function,
+                                       .named_by_mpi_errors = named_by};
     f.host = job.hosts[static_cast<std::size_t>(r.host)];
+    out.push_back(f);
+  }
+  // The fatal MPI errors no lost rank explains: a peer failure whose peer was found lost above
+  // (or, with no one peer, any rank lost) is that rank's finding; the caller's own mistakes
+  // (an invalid tag, rank, count) and failures of peers that went on are findings of their own.
+  for (const auto& [number, r] : job.ranks) {
+    if (r.ended_by != "mpi_error") continue;
+    const MpiError& e = r.error;
+    if (const int pointed = live.pointed_at(number, r); pointed >= 0 && found.count(pointed))
+      continue;
+    if (Liveness::peer_failure(e) && e.peer < 0 && !found.empty()) continue;
+    Finding f;
+    f.kind = finding_kind::mpi_error;
+    f.subject = job.rank_name(number);
+    f.severity = Severity::critical;
+    f.host = job.hosts[static_cast<std::size_t>(r.host)];
+    f.first_seen_ns = f.last_seen_ns = r.end_ns;
+    f.summary = job.rank_name(number) + ": " + (e.function.empty() ? "an MPI call" : e.function) +
+                (e.comm_id != 0 ? " on comm " + std::to_string(e.comm_id) : "") +
+                (e.peer >= 0 ? " with " + job.rank_name(e.peer) : "") + " failed (" +
+                (e.error_class.empty() ? "" : e.error_class + ": ") + innermost_error(e.text) +
+                "): fatal, MPI aborted the rank";
+    f.evidence.rule = MpiErrorEvidence{.rank = number,
+                                       .function = e.function,
+                                       .comm_id = e.comm_id,
+                                       .peer = e.peer,
+                                       .error_class = e.error_class,
+                                       .text = e.text};
     out.push_back(f);
   }
 }

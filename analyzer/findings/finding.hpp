@@ -20,6 +20,7 @@ bool parse_severity(const std::string& text, Severity& severity);
   X(communication_hang)          \
   X(rank_lost)                   \
   X(comm_aborted)                \
+  X(mpi_error)                   \
   X(slow_host)                   \
   X(slow_host_network)           \
   X(slow_link)                   \

@@ -61,6 +61,17 @@ struct RankLostEvidence {
   std::uint64_t last_heartbeat_ns = 0;  // wall clock
   std::uint64_t silent_ns = 0;          // since it was last heard
   std::string last_state, last_function;
+  // Ranks whose fatal MPI error was a call with it (ranks.error_peer), before MPI aborted.
+  std::vector<int> named_by_mpi_errors;
+};
+
+// mpi_error: a rank that a fatal MPI error ended, not explained by a lost peer.
+struct MpiErrorEvidence {
+  int rank = 0;
+  std::string function;  // '' where commtap did not record the call
+  std::int64_t comm_id = 0;
+  int peer = -1;  // world rank; -1: none, or not one rank
+  std::string error_class, text;
 };
 
 // comm_aborted: ranks that called ncclCommAbort, nothing else explaining it.
@@ -239,10 +250,10 @@ struct DegradationEvidence {
 
 using RuleEvidence =
     std::variant<std::monostate, HangEvidence, CommunicationHangEvidence, NcclHangEvidence,
-                 RankLostEvidence, CommAbortedEvidence, LatenessEvidence, RankChangeEvidence,
-                 MessageHostEvidence, MessageLinkEvidence, ProbedHostEvidence, ProbedLinkEvidence,
-                 ProbesAlsoEvidence, LostPacketsEvidence, StalledTransfersEvidence,
-                 DegradationEvidence>;
+                 RankLostEvidence, CommAbortedEvidence, MpiErrorEvidence, LatenessEvidence,
+                 RankChangeEvidence, MessageHostEvidence, MessageLinkEvidence, ProbedHostEvidence,
+                 ProbedLinkEvidence, ProbesAlsoEvidence, LostPacketsEvidence,
+                 StalledTransfersEvidence, DegradationEvidence>;
 
 // A finding's evidence: its rule's, and what the pipeline added.
 struct FindingEvidence {

@@ -55,6 +55,7 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
     r.mpi_library = row.mpi_library;
     r.end_ns = row.end_ns;
     r.mpi_clock |= row.has_clock_error;
+    r.error = row.error;
     r.seen = true;
   };
   facts.clock = [&](const ClockOffsetRow& row) {

@@ -15,6 +15,7 @@
 #include "analyzer/findings/finding.hpp"
 #include "analyzer/findings/job_evidence.hpp"
 #include "analyzer/options.hpp"
+#include "analyzer/trace/fact_rows.hpp"
 #include "analyzer/trace/file_rows.hpp"
 #include "analyzer/trace/job_files.hpp"
 #include "analyzer/trace/recent_rows.hpp"
@@ -50,6 +51,7 @@ struct Rank {
   // have been what `progress` says (a row is written only when they change).
   std::map<std::int64_t, std::uint64_t> progress_since;
   std::uint64_t nccl_aborts = 0;  // ncclCommAbort calls (call_totals)
+  MpiError error;                 // the fatal MPI error that ended it (ended_by 'mpi_error')
   bool seen = false;
 
   // This rank's monotonic time on rank 0's clock: the offset interpolated between estimates.

@@ -42,7 +42,16 @@ json rule_json(const RankLostEvidence& e) {
           {"last_heartbeat_ns", e.last_heartbeat_ns},
           {"silent_ns", e.silent_ns},
           {"last_state", e.last_state},
-          {"last_function", e.last_function}};
+          {"last_function", e.last_function},
+          {"named_by_mpi_errors", e.named_by_mpi_errors}};
+}
+
+json rule_json(const MpiErrorEvidence& e) {
+  json out = {
+      {"rank", e.rank}, {"function", e.function}, {"class", e.error_class}, {"text", e.text}};
+  if (e.comm_id != 0) out["comm_id"] = e.comm_id;
+  if (e.peer >= 0) out["peer"] = e.peer;
+  return out;
 }
 
 json rule_json(const CommAbortedEvidence& e) {

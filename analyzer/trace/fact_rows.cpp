@@ -1,6 +1,7 @@
 // analyzer/trace/fact_rows: the facts pass's reads (fact_rows.hpp).
 #include "analyzer/trace/fact_rows.hpp"
 
+#include <cstdint>
 #include <vector>
 
 #include "analyzer/trace/file_rows.hpp"
@@ -52,7 +53,11 @@ bool read_facts(TraceReader& reader, RowSink& sink, std::int64_t until_wall, boo
       !rows(kRanks,
             "SELECT rank, host, CASE WHEN end_ns > ?1 THEN 'running' ELSE ended_by END, "
             "start_ns, coalesce(clock_offset_ns, 0), coalesce(command_line, ''), mpi_library, "
-            "min(end_ns, ?1), coalesce(clock_error_ns, -1) FROM ranks WHERE start_ns <= ?1",
+            "min(end_ns, ?1), coalesce(clock_error_ns, -1), coalesce(error_function, ''), "
+            "coalesce(error_comm_id, 0), coalesce(error_peer, -1), coalesce(substr(error_text, 1, "
+            "4096), ''), "
+            "coalesce(substr(error_class, 1, 64), '') "
+            "FROM ranks WHERE start_ns <= ?1",
             {until_wall}) ||
       // An estimate with a negative error is no estimate (MPI's writer never keeps one).
       !rows(kClocks,
@@ -121,6 +126,14 @@ void hand_on(const ResultRow& s, const FactRows& rows) {
       r.mpi_library = column_text(s, 6);
       r.end_ns = static_cast<std::uint64_t>(column_i64(s, 7));
       r.has_clock_error = column_i64(s, 8) >= 0;
+      if (r.ended_by == "mpi_error") {
+        r.error.function = column_text(s, 9);
+        r.error.comm_id = column_i64(s, 10);
+        const std::int64_t peer = column_i64(s, 11);
+        r.error.peer = peer >= 0 && peer <= INT32_MAX ? static_cast<int>(peer) : -1;
+        r.error.text = column_text(s, 12);
+        r.error.error_class = column_text(s, 13);
+      }
       rows.rank(r);
       break;
     }

@@ -15,6 +15,15 @@
 
 namespace commtap::analyzer {
 
+// The fatal MPI error that ended a rank (ranks.error_*, where ended_by is 'mpi_error').
+struct MpiError {
+  std::string function;  // the call that failed ('' if commtap did not record it)
+  std::int64_t comm_id = 0;
+  int peer = -1;            // its peer as a world rank; -1: none, or not one rank
+  std::string error_class;  // 'MPI_ERR_OTHER', 'MPI_ERR_TAG', ...
+  std::string text;
+};
+
 // A rank's row (ranks), as it stood at job.until_wall.
 struct RankRow {
   int rank = 0;
@@ -25,6 +34,7 @@ struct RankRow {
   std::string command_line, mpi_library;
   std::uint64_t end_ns = 0;      // its last window's wall clock, at most until_wall
   bool has_clock_error = false;  // clock_error_ns recorded: MPI estimated its offset
+  MpiError error;                // where ended_by is 'mpi_error'
 };
 
 // One of MPI's clock estimates (clock_offsets; those with a negative error are no estimate and

@@ -1423,6 +1423,32 @@ void communicators() {
 
 }  // namespace
 
+// The error handlers as the program sees them before it sets any: MPI_ERRORS_ARE_FATAL on
+// MPI_COMM_WORLD, MPI_COMM_SELF and a communicator made from world (commtap stands in for it
+// there, unseen: interpose/fatal_errors.hpp), by MPI_Comm_get_errhandler and the deprecated
+// MPI_Errhandler_get; and one the program set itself, as it set it.
+void error_handlers() {
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  const std::pair<const char*, MPI_Comm> comms[] = {
+      {"world", MPI_COMM_WORLD}, {"self", MPI_COMM_SELF}, {"dup", dup}};
+  for (const auto& [name, comm] : comms)
+    for (const bool old_call : {false, true}) {
+      MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+      const int rc =
+          old_call ? MPI_Errhandler_get(comm, &handler) : MPI_Comm_get_errhandler(comm, &handler);
+      line("%s %s rc %d fatal %d return %d", old_call ? "Errhandler_get" : "Comm_get_errhandler",
+           name, rc, handler == MPI_ERRORS_ARE_FATAL, handler == MPI_ERRORS_RETURN);
+      MPI_Errhandler_free(&handler);
+    }
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(dup, &handler);
+  line("Comm_get_errhandler dup after set: return %d", handler == MPI_ERRORS_RETURN);
+  MPI_Errhandler_free(&handler);
+  MPI_Comm_free(&dup);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -1434,6 +1460,7 @@ int main(int argc, char** argv) {
   out = std::fopen((std::string(argv[1]) + "/rank-" + std::to_string(rank) + ".txt").c_str(), "w");
   if (out == nullptr) MPI_Abort(MPI_COMM_WORLD, 3);
   std::setvbuf(out, nullptr, _IOLBF, 0);  // what a hang leaves behind says where it hung
+  error_handlers();
   MPI_Comm_create_errhandler(log_error, &logging_handler);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, logging_handler);
   MPI_Comm_set_errhandler(MPI_COMM_SELF, logging_handler);
