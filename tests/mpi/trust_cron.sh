@@ -71,9 +71,11 @@ pass "a file reached from 6 jobs through hard links is read once"
 # ---- 3. One deadline for the run, owners' turns, the alert when the finding is known --------------
 # One user's 12 slow jobs before another user's slow job, whose name sorts last. Every job has a
 # finding, and the alert command takes a second (sleep 1): each job costs the run at least a
-# second, whatever the machine's speed. The deadline is 10 s, the floor 2 s: the other user's job
-# has its turn second (owners take turns), with 8 s left, far more than its analysis needs under
-# any load; the 12 jobs' alerts alone pass the deadline, so the run ends with its message.
+# second, whatever the machine's speed. The deadline is 25 s, the floor 15 s: the other user's job
+# has its turn second (owners take turns), with a share of 15 s (the floor: a share is the time
+# left over the jobs left, at least the floor), far more than its analysis needs under any load;
+# no job starts with less than 15 s left, so after 10 s of the 13 jobs' alerts the run ends with
+# its message.
 tree=$WORK/deadline
 mkdir "$tree" alerts
 for a in $(seq 10 21); do cp -a jobs/slow "$tree/a$a"; done
@@ -83,11 +85,11 @@ chown -R daemon:daemon "$tree/zz-slow"
 alert="cat >'$WORK/alert.json'; grep -q zz-slow '$WORK/alert.json' && cp '$WORK/alert.json' '$WORK/victim-alert.json' && { [ -s '$WORK/deadline.json' ] || touch '$WORK/alerted-early'; }; sleep 1"
 status=0
 start=$SECONDS
-timeout 300 "$CLI" analyze "$tree" --json --deadline 10 --job-floor 2 "${ANALYZE_OPTIONS[@]}" \
+timeout 300 "$CLI" analyze "$tree" --json --deadline 25 --job-floor 15 "${ANALYZE_OPTIONS[@]}" \
   --alert "$alert" >deadline.json 2>deadline.err || status=$?
 took=$((SECONDS - start))
 expect_equal 1 "$status" "exit status with a finding and jobs cut by the deadline"
-grep -q "the run's deadline (--deadline 10 s) came before [0-9]* job(s) had their turn" \
+grep -q "the run's deadline (--deadline 25 s) came before [0-9]* job(s) had their turn" \
   deadline.err || fail "the run did not end at its deadline: $(cat deadline.err)"
 grep -q "zz-slow: not analyzed" deadline.err && fail "the other user's job had no turn"
 analyzed() {  # report.json -> the analyzed jobs' names, one a line
@@ -97,17 +99,17 @@ print("\n".join(os.path.basename(j["path"]) for j in json.load(open(sys.argv[1])
 analyzed deadline.json | grep -qx zz-slow || fail "the other user's job was not analyzed"
 grep -q '"kind": "slow_rank"' victim-alert.json || fail "no alert for the other user's job"
 [ -e alerted-early ] || fail "the alert waited for the whole run"
-[ "$took" -lt 200 ] || fail "the run took $took s with a deadline of 10 s"
+[ "$took" -lt 200 ] || fail "the run took $took s with a deadline of 25 s"
 pass "one deadline for the run ($took s): the other owner's job analyzed and alerted on at once"
 
 # commtap-cron passes its deadline and the alert to analyze.
 rm -f victim-alert.json
 status=0
-timeout 300 "$SOURCE/scripts/commtap-cron" --jobs "$tree" --state "$WORK/state" --deadline 10 \
-  --alert "$alert" --commtap "$CLI" -- "${ANALYZE_OPTIONS[@]}" --job-floor 2 || status=$?
+timeout 300 "$SOURCE/scripts/commtap-cron" --jobs "$tree" --state "$WORK/state" --deadline 25 \
+  --alert "$alert" --commtap "$CLI" -- "${ANALYZE_OPTIONS[@]}" --job-floor 15 || status=$?
 expect_equal 1 "$status" "commtap-cron's exit status"
 grep -q '"kind": "slow_rank"' victim-alert.json || fail "commtap-cron sent no alert"
-grep -q "the run's deadline (--deadline 10 s) came before" state/commtap-cron.log ||
+grep -q "the run's deadline (--deadline 25 s) came before" state/commtap-cron.log ||
   fail "commtap-cron's run had no deadline: $(tail -5 state/commtap-cron.log)"
 status=0
 "$SOURCE/scripts/commtap-cron" --jobs jobs --state "$WORK/state2" --alert "exit 3" \
