@@ -17,6 +17,7 @@ enum class Family : std::uint8_t {
   send,              // blocking send
   recv,              // blocking receive
   sendrecv,          // blocking send-receive
+  probe,             // blocking probe (MPI_Probe, MPI_Mprobe): waits for a message, moves none
   p2p_start,         // nonblocking point-to-point
   p2p_init,          // persistent point-to-point
   completion,        // Wait and Test families

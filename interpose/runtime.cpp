@@ -44,6 +44,8 @@ const char* family_name(Family family) noexcept {
       return "recv";
     case Family::sendrecv:
       return "sendrecv";
+    case Family::probe:
+      return "probe";
     case Family::p2p_start:
       return "p2p_start";
     case Family::p2p_init:

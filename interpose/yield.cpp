@@ -354,6 +354,33 @@ int sendrecv_replace_yielding(void* buf, Count count, MPI_Datatype datatype, int
 
 }  // namespace
 
+namespace {
+
+// Polls MPI_Iprobe until a message matching (source, tag) is there, yielding the CPU between
+// looks under COMMTAP_YIELD (a leader answering the link probes polls without). An erroneous call
+// (a bad rank or tag) fails here as the blocking call would, once, on the communicator's handler.
+int poll_for_message(int source, int tag, MPI_Comm comm) {
+  for (;;) {
+    int arrived = 0;
+    const int rc = PMPI_Iprobe(source, tag, comm, &arrived, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || arrived) return rc;
+    answer_probes();
+    if (runtime().yield) sched_yield();
+  }
+}
+
+}  // namespace
+
+int yield_probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  const int rc = poll_for_message(source, tag, comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Probe(source, tag, comm, status);
+}
+
+int yield_mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  const int rc = poll_for_message(source, tag, comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Mprobe(source, tag, comm, message, status);
+}
+
 int yield_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                MPI_Status* status) {
   return recv_yielding<int>(buf, count, datatype, source, tag, comm, status);

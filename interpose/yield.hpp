@@ -75,6 +75,12 @@ int yield_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag,
 int yield_recv_c(void* buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                  MPI_Comm comm, MPI_Status* status);
 
+// Same parameters as MPI_Probe and MPI_Mprobe: MPI_Iprobe polled until the message is there, then
+// the blocking call, which returns at once with its status (and, for MPI_Mprobe, the matched
+// message: an MPI_Improbe loop would match it before the blocking call could).
+int yield_probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
+int yield_mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status);
+
 // Same parameters as MPI_Sendrecv(_replace)(_c): the send posted as MPI_Isend (the replace
 // forms send a packed copy), the receive as in yield_recv. Not MPI_Isendrecv: MPICH 4.0.2 returns
 // broken statuses from it and crashes on derived datatypes (tests/mpich_defects/).

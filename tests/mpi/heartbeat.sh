@@ -62,6 +62,29 @@ expect_equal "finalize,finalize" "$(db_query trace "SELECT group_concat(ended_by
 [ "$(stat -c %a trace/rank-0.db)" == 600 ] || fail "rank-0.db is not private to the user"
 pass "after the release: ended by finalize, one private file per rank"
 
+# A rank blocked in MPI_Probe (a worker waiting for its next task) is in a call, on the probe's
+# communicator, not computing: a hang there is told from work.
+rm -f gate
+mkfifo gate
+COMMTAP_DIR=trace-probe COMMTAP_INTERVAL=50 run_preloaded 2 "$PROGRAMS/hold_in_barrier" gate probe \
+  >probe.out &
+job=$!
+trap 'release 2>/dev/null || true; wait $job 2>/dev/null || true; rm -rf "$WORK"' EXIT
+state=""
+for ((i = 0; i < 200; i++)); do
+  state=$(db_query trace-probe "SELECT state || ':' || coalesce(function, '') || ':' ||
+            coalesce(comm_id, '') FROM heartbeats WHERE rank = 1 ORDER BY wall_ns DESC LIMIT 1" \
+    2>/dev/null) || true
+  [ "$state" == "in_call:MPI_Probe:1" ] && break
+  sleep 0.05
+done
+expect_equal "in_call:MPI_Probe:1" "$state" "heartbeat of a rank blocked in MPI_Probe"
+release
+wait $job
+trap 'rm -rf "$WORK"' EXIT
+expect_equal released "$(cat probe.out)" "output of the probing job"
+pass "a rank blocked in MPI_Probe is in_call MPI_Probe"
+
 COMMTAP_DIR=shared COMMTAP_GROUP_READ=1 run_preloaded 2 "$PROGRAMS/toy_train" 2 64 >/dev/null
 [ "$(stat -c %a shared/rank-1.db)" == 640 ] || fail "COMMTAP_GROUP_READ=1 file mode"
 got=$(db_query shared "SELECT group_concat(node || ':' || local_rank) FROM ranks")

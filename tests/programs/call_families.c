@@ -197,14 +197,20 @@ int main(int argc, char** argv) {
     int detached_size;
     MPI_Buffer_detach(&detached, &detached_size);
     mix(&in, 1);
+    /* Probe, then receive what it found. */
+    MPI_Status probed;
+    CALL(Send, &out, 1, MPI_INT, partner, 8, world);
+    CALL(Probe, MPI_ANY_SOURCE, 8, world, &probed);
+    CALL(Recv, &in, 1, MPI_INT, probed.MPI_SOURCE, probed.MPI_TAG, world, MPI_STATUS_IGNORE);
+    mix(&in, 1);
     /* Matched probe and receive, blocking and nonblocking. */
     MPI_Message message;
     CALL(Send, &out, 1, MPI_INT, partner, 5, world);
-    MPI_Mprobe(partner, 5, world, &message, MPI_STATUS_IGNORE);
+    CALL(Mprobe, partner, 5, world, &message, MPI_STATUS_IGNORE);
     CALL(Mrecv, &in, 1, MPI_INT, &message, MPI_STATUS_IGNORE);
     mix(&in, 1);
     CALL(Isend, &out, 1, MPI_INT, partner, 6, world, &pair[0]);
-    MPI_Mprobe(partner, 6, world, &message, MPI_STATUS_IGNORE);
+    CALL(Mprobe, partner, 6, world, &message, MPI_STATUS_IGNORE);
     CALL(Imrecv, &in, 1, MPI_INT, &message, &pair[1]);
     CALL(Waitall, 2, pair, MPI_STATUSES_IGNORE);
     count("MPI_Isend", 0, 1);

@@ -824,9 +824,20 @@ void intercommunicator_collectives() {
 enum Sender { kSend, kSendC, kSsend, kSsendC, kBsend, kBsendC, kRsend, kRsendC, kSenders };
 const char* const kSenderName[] = {"Send",  "Send_c",  "Ssend", "Ssend_c",
                                    "Bsend", "Bsend_c", "Rsend", "Rsend_c"};
-enum Receiver { kRecv, kRecvC, kIrecv, kIrecvC, kMrecv, kMrecvC, kImrecv, kImrecvC, kReceivers };
-const char* const kReceiverName[] = {"Recv",  "Recv_c",  "Irecv",  "Irecv_c",
-                                     "Mrecv", "Mrecv_c", "Imrecv", "Imrecv_c"};
+enum Receiver {
+  kRecv,
+  kRecvC,
+  kIrecv,
+  kIrecvC,
+  kMrecv,
+  kMrecvC,
+  kImrecv,
+  kImrecvC,
+  kProbeRecv,
+  kReceivers
+};
+const char* const kReceiverName[] = {"Recv",    "Recv_c", "Irecv",    "Irecv_c",   "Mrecv",
+                                     "Mrecv_c", "Imrecv", "Imrecv_c", "Probe+Recv"};
 
 int send_with(Sender how, const void* buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm c) {
@@ -861,6 +872,17 @@ int receive_with(Receiver how, void* buf, int count, MPI_Datatype type, int sour
       return MPI_Recv(buf, count, type, source, tag, c, status);
     case kRecvC:
       return MPI_Recv_c(buf, count, type, source, tag, c, status);
+    case kProbeRecv: {
+      // The probe resolves the wildcards; its status is printed, then that message received.
+      MPI_Status probed;
+      rc = MPI_Probe(source, tag, c, &probed);
+      if (rc != MPI_SUCCESS) return rc;
+      int probed_count = -1;
+      MPI_Get_count(&probed, MPI_BYTE, &probed_count);
+      line("%s probed source %d tag %d bytes %d", label.c_str(), probed.MPI_SOURCE, probed.MPI_TAG,
+           probed_count);
+      return MPI_Recv(buf, count, type, probed.MPI_SOURCE, probed.MPI_TAG, c, status);
+    }
     case kIrecv:
     case kIrecvC:
       rc = how == kIrecv ? MPI_Irecv(buf, count, type, source, tag, c, &request)
