@@ -219,8 +219,8 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
   db_.insert_rows(
       "INSERT OR REPLACE INTO probes(rank, at_ns, from_node, to_node, from_host, to_host, "
       "bytes, ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns, slowest_ns, "
-      "slowest_oneway_ns, from_held_ns, to_held_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-      "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+      "slowest_oneway_ns, from_held_ns, to_held_ns, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+      "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
       [&](sqlite3_stmt* stmt) {
         if (next == snapshot.probes.size()) return false;
         const ProbeRow& p = snapshot.probes[next++];
@@ -242,6 +242,7 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
         }
         bind_u64(stmt, 15, p.from_held_ns);  // 0 is a measurement: no wait
         bind_u64(stmt, 16, p.to_held_ns);
+        sqlite3_bind_text(stmt, 17, p.asynchronous ? "async" : "round", -1, SQLITE_STATIC);
         return true;
       });
   next = 0;

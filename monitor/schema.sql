@@ -226,6 +226,10 @@ CREATE TABLE IF NOT EXISTS probes (
   -- (NULL: not recorded, files before version 13)
   from_held_ns     INTEGER,
   to_held_ns       INTEGER,
+  -- 'round': measured in a probe round the leaders agreed on at a collective; 'async': by the
+  -- asynchronous probes, pings and transfers the peer leader answered wherever it polled (NULL:
+  -- files before version 14)
+  method           TEXT,
   PRIMARY KEY (rank, at_ns, to_node, bytes)
 ) WITHOUT ROWID;
 

@@ -15,7 +15,7 @@ constexpr int kSchemaVersion = 14;
 // nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
 // probes.slowest_ns; 9: probes.slowest_oneway_ns; 10: tcp_links; 11: heartbeats.sample_level and
 // instances_thinned; 12: transfers.seen_pending_ns; 13: probes.from_held_ns and to_held_ns; 14:
-// ranks.error_*), so an older file is read with those empty: its findings are what that version's
+// ranks.error_*, probes.method), so an older file is read with those empty: its findings are what that version's
 // data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 // transfers.tag of commtap's own all-reduce messages (every message of a recorded instance):
@@ -69,6 +69,9 @@ struct ProbeRow {
   // within microseconds; one descheduled on a loaded machine only when it runs again, and that
   // wait is the scheduler's, not the link's. Both 0: not recorded (files before version 13).
   std::uint64_t from_held_ns = 0, to_held_ns = 0;
+  // Measured asynchronously (probes/async_probes.hpp: pings answered wherever the peer leader
+  // polls), not in a collective probe round.
+  bool asynchronous = false;
 };
 
 // The kernel's counters of the TCP connections between two addresses (the tcp_links table,

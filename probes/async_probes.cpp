@@ -269,6 +269,7 @@ void AsyncProber::finish_measurement() {
              best.found,
              std::max<std::uint64_t>(1, widest / 2),
              slowest_there};
+  latency.asynchronous = true;
   latency.from_held_ns = minus(best.found, best.last_miss);
   latency.to_held_ns = minus(best.reply.found_ns, best.reply.last_miss_ns);
   // A transfer: from its send to the reply that says the peer had it all, less the reply's half
@@ -296,6 +297,7 @@ void AsyncProber::finish_measurement() {
   monitor::ProbeRow& transfer = rows[1];
   transfer = {
       m_.began, layout_.host, m_.peer, from, to, transfer_out_.size(), less_ack(fast.upper_ns())};
+  transfer.asynchronous = true;
   transfer.slowest_ns = less_ack(slowest);
   transfer.slowest_oneway_ns = slowest_data;
   transfer.from_held_ns = m_.transfer_held[quickest];

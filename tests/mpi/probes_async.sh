@@ -52,6 +52,8 @@ check_rows() {  # dir what
   local pairs leaders insane held
   pairs=$(count_pairs "$dir")
   expect_equal 24 "$pairs" "directed pairs x sizes probed ($what)"
+  expect_equal async "$(db_query "$dir" "SELECT group_concat(DISTINCT method) FROM probes")" \
+    "how the rows were measured ($what)"
   # One measuring rank per host: its leader, whose host is the row's from_node.
   leaders=$(db_query "$dir" "SELECT count(DISTINCT rank) || ' ' || count(DISTINCT rank || ':' ||
               from_node) FROM probes")
