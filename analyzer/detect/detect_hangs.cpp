@@ -406,6 +406,13 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
     if (const int pointed = live.pointed_at(number, r); pointed >= 0 && found.count(pointed))
       continue;
     if (Liveness::peer_failure(e) && e.peer < 0 && !found.empty()) continue;
+    // A collective's failure younger than a window and a half: the members' next windows tell
+    // the dead one from the living (the rule above then names it), so it is not said yet. Once
+    // they are in, or never came (the launcher killed every rank), it is.
+    if (Liveness::peer_failure(e) && e.peer < 0 &&
+        static_cast<double>(job.analyzed_at_wall) <
+            static_cast<double>(r.end_ns) + 1.5e9 * job.interval_s)
+      continue;
     Finding f;
     f.kind = finding_kind::mpi_error;
     f.subject = job.rank_name(number);

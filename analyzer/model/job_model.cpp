@@ -1,5 +1,7 @@
 #include "analyzer/model/job_model.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <set>
 
@@ -32,6 +34,12 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
     if (!earliest_rank_start(job, start, error)) return false;
     if (start != INT64_MAX) job.until_wall = start + static_cast<std::int64_t>(options.at_s * 1e9);
   }
+  job.analyzed_at_wall =
+      job.until_wall != INT64_MAX
+          ? static_cast<std::uint64_t>(std::max<std::int64_t>(job.until_wall, 0))
+          : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count());
   std::set<std::string> host_names;
   std::map<int, std::string> host_of_rank;
   // Each rank's own row of a communicator without a members list: (comm_rank, world rank).

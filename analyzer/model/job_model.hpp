@@ -106,7 +106,10 @@ struct Job : JobFiles {
   std::map<std::int64_t, Communicator> comms;
   ClockMethod clock_method;
   double interval_s = 1.0;
-  std::uint64_t now_wall = 0;
+  std::uint64_t now_wall = 0;  // the newest heartbeat's wall clock: the data's "now"
+  // When the analysis looks (wall clock): --at's moment, else the analyzer's own clock. Only
+  // for what the next window may still settle (a live analysis right after an event).
+  std::uint64_t analyzed_at_wall = 0;
   // rank 0's clock (aligned ns) -> wall ns
   std::int64_t wall_minus_aligned = 0;
   std::int64_t until_aligned() const {

@@ -15,7 +15,7 @@ using commtap::testing::analyze;
 using commtap::testing::describe;
 using commtap::testing::expect_exactly;
 
-constexpr std::uint64_t kStartWall = 1'800'000'000'000'000'000ULL;
+constexpr std::uint64_t kStartWall = 1'700'000'000'000'000'000ULL;  // 2023: in the past
 
 // `ranks` ranks on hosts h0, h1, ... (one each) that wrote a window a second for `seconds`;
 // then MPI aborted the job: the ranks in `errors` ended by a fatal MPI error, written `error_ms`
@@ -134,8 +134,9 @@ TEST(FatalErrors, TheCallersOwnMistakeNamesNoPeer) {
 // sweep 33 (the crash run of the halo, the launcher leaving the others): ranks 0 and 3 failed in
 // MPI_Allreduce, which has no one peer, 30 ms after rank 1 went; rank 2 waited on in it. Rank 1
 // is the one member silent since before the errors once rank 2 has written its next window (1 s
-// later at most), seconds before its heartbeat is missed. Where every other rank went silent too (the launcher killed them all),
-// the collective's error cannot tell which went first: the errors are said as they are.
+// later at most), seconds before its heartbeat is missed. Where every other rank went silent too
+// (the launcher killed them all), the collective's error cannot tell which went first: the errors
+// are said as they are.
 TEST(FatalErrors, ACollectivesFailureNamesItsOneMemberSilentSinceBefore) {
   AbortedJob job;
   job.others_go_on = true;
@@ -145,6 +146,9 @@ TEST(FatalErrors, ACollectivesFailureNamesItsOneMemberSilentSinceBefore) {
   options.at_s = 8.5;  // live, 1.5 s after the errors
   const commtap::analyzer::JobHealth health = analyze(job, options);
   expect_exactly(health, {{"rank_lost", "rank 1 (h1)"}});
+  // Right after the errors, before rank 2's next window: nothing yet, rather than the errors.
+  options.at_s = 7.1;
+  expect_exactly(analyze(job, options), {});
 
   job.others_go_on = false;
   expect_exactly(analyze(job), {{"mpi_error", "rank 0 (h0)"}, {"mpi_error", "rank 3 (h3)"}});
