@@ -16,7 +16,15 @@ COMMTAP_DIR=job COMMTAP_SAMPLE=1 COMMTAP_YIELD=1 COMMTAP_TEST_CLOCK_SKEW=7000000
   fail "export failed: $(cat export.err)"
 grep -q "wrote job.json: [0-9,]* slices, [0-9,]* messages" export.err ||
   fail "no summary line: $(cat export.err)"
-"$CHECK" job.json 1 4 >check.txt 2>&1 || fail "the timeline: $(cat check.txt)"
+# The clocks are aligned within their estimates' error bounds (a loaded machine's exchanges are
+# slower, and so are the bounds): a rank may seem to leave a collective before the last one
+# entered it by two ranks' errors at most: allowed that, at least 1 ms and at most 5 ms, well
+# under the 7 ms of skew the unaligned export below must show.
+worst_error_us=$(db_query job "SELECT coalesce(max(clock_error_ns), 0) / 1000 FROM ranks")
+tolerance_us=$((2 * worst_error_us + 100))
+tolerance_us=$((tolerance_us < 1000 ? 1000 : tolerance_us > 5000 ? 5000 : tolerance_us))
+PERFETTO_ALIGNMENT_US=$tolerance_us "$CHECK" job.json 1 4 >check.txt 2>&1 ||
+  fail "the timeline: $(cat check.txt)"
 read -r _ slices _ flows _ instants _ aligned _ worst _ keep _ first _ last <check.txt
 # 200 all-reduces, 20 barriers; 200 steps x 4 halo messages.
 [ "$aligned" -ge 220 ] || fail "only $aligned all-reduces and barriers on every rank: $(cat check.txt)"

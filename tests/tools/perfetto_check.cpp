@@ -1,5 +1,6 @@
 // perfetto_check FILE HOSTS RANKS [SINCE_US UNTIL_US [MAX_EVENTS]]: checks a commtap Perfetto
 // export (tests/tools/perfetto_checks.hpp) and prints what it counted; exit 1 with the problem.
+// PERFETTO_ALIGNMENT_US: how far apart the ranks' clocks may be (default 1000 us).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
     expect.until_us = std::atof(argv[5]);
   }
   if (argc > 6) expect.max_events = std::strtoull(argv[6], nullptr, 10);
+  if (const char* tolerance = std::getenv("PERFETTO_ALIGNMENT_US"))
+    expect.alignment_tolerance_us = std::atof(tolerance);
   const auto check = commtap::test::check_perfetto(trace, expect);
   std::printf(
       "slices %llu flows %llu instants %llu aligned_instances %llu worst_us %.1f "
