@@ -284,7 +284,29 @@ void on_fatal_signal(int number) {
   ::raise(number);
 }
 
-// Only where the application left the default action: its own handlers are not replaced.
+// The crashes: a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) or abort() (SIGABRT). Where the
+// launcher then kills every rank at once (hydra's default), the crashed rank's own last window,
+// ended by the signal, is the only word on who went first.
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+constexpr int kMaxSignal = 65;
+struct sigaction g_before_crash[kMaxSignal];
+
+// Writes the last window (at most 1 s), then puts back the action that was there before and
+// hands the signal on to it: a fault returns, so that the instruction faults again into that
+// action with its own siginfo (UCX's handler prints its backtrace, the default dumps core); a
+// signal that was sent (kill, abort's raise) is raised again.
+void on_crash_signal(int number, siginfo_t* info, void*) {
+  if (!session.forked_child && session.writer != nullptr) {
+    session.final_window.store(true);
+    session.writer->flush_for_signal(number, 1000);
+  }
+  sigaction(number, &g_before_crash[number], nullptr);
+  if (info == nullptr || info->si_code <= 0) ::raise(number);
+}
+
+// SIGTERM and SIGINT only where the application left the default action: its own handlers are
+// not replaced. The crash signals whatever is there (MPI's transport installs its own, UCX's
+// backtrace): that action runs after the window is written.
 void install_signal_flush() {
   for (int number : {SIGTERM, SIGINT}) {
     struct sigaction current {};
@@ -294,6 +316,13 @@ void install_signal_flush() {
     sigemptyset(&flush.sa_mask);
     flush.sa_flags = SA_RESETHAND;
     sigaction(number, &flush, nullptr);
+  }
+  for (int number : kCrashSignals) {
+    struct sigaction flush {};
+    flush.sa_sigaction = on_crash_signal;
+    sigemptyset(&flush.sa_mask);
+    flush.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    sigaction(number, &flush, &g_before_crash[number]);
   }
 }
 

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS ranks (
                                   -- ended_by is set)
   ended_by     TEXT    NOT NULL,  -- 'running' while the rank runs, then 'finalize', 'abort',
                                   -- 'exit' (the process exited without MPI_Finalize), 'SIGTERM',
-                                  -- 'SIGINT' or 'mpi_error' (a fatal MPI error: error_* below)
+                                  -- 'SIGINT', a crash ('SIGSEGV', 'SIGBUS', 'SIGFPE', 'SIGILL',
+                                  -- 'SIGABRT') or 'mpi_error' (a fatal MPI error: error_* below)
   clock_offset_ns INTEGER,        -- rank 0's monotonic clock = this rank's + offset (NULL: none)
   clock_error_ns  INTEGER,        -- the offset is right within +- this many ns
   node         INTEGER NOT NULL,  -- index of the rank's node (MPI_COMM_TYPE_SHARED domain)

@@ -20,6 +20,33 @@
 
 namespace commtap::monitor {
 
+namespace {
+
+// ranks.ended_by of a rank a signal ended: the stops a batch system or a user sends, and the
+// crashes (docs/schema.md).
+const char* signal_name(int number) {
+  switch (number) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    case SIGABRT:
+      return "SIGABRT";
+    default:
+      return "signal";
+  }
+}
+
+}  // namespace
+
 struct TraceWriter::State {
   RankDatabase database;
   Collect collect;
@@ -212,7 +239,7 @@ struct TraceWriter::State {
       if (command == 'K') {
         // A fatal signal: last window, close, tell the handler; the process is about to die.
         const int number = signal.load();
-        finish(number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal");
+        finish(signal_name(number));
         stopped.store(true);
         const char byte = 'D';
         [[maybe_unused]] auto ignored = ::write(done[1], &byte, 1);

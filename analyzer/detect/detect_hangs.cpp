@@ -33,8 +33,16 @@ struct Liveness {
   bool lost(const Rank& r) const {
     return r.ended_by == "running" && job.now_wall > heard(r) + stale_ns;
   }
+  // Ended by a crash of its own: a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) or abort() (SIGABRT),
+  // written by its handler before the process died.
+  static bool crashed(const Rank& r) {
+    for (const char* name : {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"})
+      if (r.ended_by == name) return true;
+    return false;
+  }
+  // Ended by a signal sent to stop it (a batch system's SIGTERM, Ctrl-C), not a crash.
   static bool ended_by_signal(const Rank& r) {
-    return r.ended_by.rfind("SIG", 0) == 0 || r.ended_by == "signal";
+    return (r.ended_by.rfind("SIG", 0) == 0 || r.ended_by == "signal") && !crashed(r);
   }
   // The job is over and `r` went first without a word: its trace stops without an end, no later
   // than every other rank's, and the others ended after tearing their communicators down
@@ -359,7 +367,7 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
   for (const auto& [number, r] : job.ranks) {
     const std::vector<int> named_by = lost(r) ? std::vector<int>{} : live.named_by_errors(number);
     const bool first_to_go = !lost(r) && (live.died_first(number, r) || !named_by.empty());
-    if (!lost(r) && !first_to_go) continue;
+    if (!lost(r) && !first_to_go && !Liveness::crashed(r)) continue;
     found.insert(number);
     Finding f;
     f.kind = finding_kind::rank_lost;
@@ -384,9 +392,17 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
       how =
           ": its trace stops without an end, before every other rank's, which then tore their "
           "communicators down (crashed)";
+    } else if (Liveness::crashed(r)) {
+      how = ": crashed (" + r.ended_by + ", its last window written by commtap's handler)";
     }
-    f.summary = job.rank_name(number) + how + "; it was last " +
-                (r.last.state == "in_call" ? "in " + r.last.function : r.last.state);
+    // A crashed rank's newest heartbeat is its end; what it was doing is the one before (none
+    // where it crashed within its first window).
+    const Heartbeat& last =
+        Liveness::crashed(r) && r.last_running.wall_ns != 0 ? r.last_running : r.last;
+    f.summary = job.rank_name(number) + how;
+    if (!Liveness::crashed(r) || r.last_running.wall_ns != 0)
+      f.summary +=
+          "; it was last " + (last.state == "in_call" ? "in " + last.function : last.state);
     f.evidence.rule = RankLostEvidence{.rank = number,
                                        .host = job.hosts[static_cast<std::size_t>(r.host)],
                                        .last_heartbeat_ns = r.last.wall_ns,

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # MPI_Finalize from a global destructor (after main returned) is counted and written, and a
 # rank that calls MPI_Abort writes its record first.
+# A rank that crashes (SIGSEGV, abort()'s SIGABRT) writes its last window, ended by the signal,
+# before the signal's action goes on: the job ends as natively, and the analyzer names the rank.
 # A rank's forked children record nothing and never write the rank's database, even when one
 # exits (running atexit handlers) after the parent finalized. A job that leaves main without
 # MPI_Finalize still gets its database, marked ended_by = 'exit'.
@@ -42,3 +44,25 @@ got=$(db_query trace-abort/rank-0.db "SELECT r.ended_by, c.calls FROM ranks r JO
         ON c.rank = r.rank WHERE c.function IN ('MPI_Allreduce', 'MPI_Abort') ORDER BY c.function")
 expect_equal "$(printf 'abort|1\nabort|2')" "$got" "record of the aborting rank"
 pass "MPI_Abort: the aborting rank's record is written"
+
+for crash in segv:SIGSEGV abort:SIGABRT; do
+  mode=${crash%:*} signal=${crash#*:}
+  set +e
+  run_native 2 "$PROGRAMS/aborting" "$mode" >native-$mode.out 2>&1
+  native_status=$?
+  COMMTAP_DIR=trace-$mode run_preloaded 2 "$PROGRAMS/aborting" "$mode" >$mode.out 2>&1
+  status=$?
+  set -e
+  [ "$native_status" -ne 0 ] || fail "the native $mode job did not fail"
+  expect_equal "$native_status" "$status" "exit status of the $mode job, native and preloaded"
+  # MPI's own handler (UCX prints a backtrace on a fault) still runs after commtap's.
+  if grep -q "Caught signal" native-$mode.out; then
+    grep -q "Caught signal" $mode.out || fail "MPI's handler did not run after commtap's: $(cat $mode.out)"
+  fi
+  expect_equal "$signal" "$(db_query trace-$mode/rank-1.db "SELECT ended_by FROM ranks")" \
+    "the crashed rank's end ($mode)"
+  "$CLI" analyze trace-$mode >analyze-$mode.out 2>&1 || true
+  grep -q "rank_lost: rank 1 ([^)]*): crashed ($signal" analyze-$mode.out ||
+    fail "the crash is not named: $(cat analyze-$mode.out)"
+  pass "$mode: rank 1's trace ends by $signal, named crashed; the job ends as natively (status $status)"
+done
