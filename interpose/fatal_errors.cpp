@@ -96,7 +96,12 @@ monitor::RankFacts::Error describe(MPI_Comm comm, int code) {
 extern "C" void record_fatal_error(MPI_Comm* comm, int* code, ...) {
   const MPI_Comm on = comm != nullptr ? *comm : MPI_COMM_WORLD;
   const int error = code != nullptr ? *code : MPI_ERR_OTHER;
-  if (!g_handling.exchange(true)) stop_at_fatal_error(describe(on, error));
+  if (!g_handling.exchange(true)) {
+    // What describe() asks of the communicator (its group) returns its errors rather than
+    // coming back here.
+    PMPI_Comm_set_errhandler(on, MPI_ERRORS_RETURN);
+    stop_at_fatal_error(describe(on, error));
+  }
   // What MPI_ERRORS_ARE_FATAL does: MPI prints the error stack and aborts the job. (Its first
   // line names MPI_Comm_call_errhandler where the failed call's name would be; MPI_Abort would
   // print no stack, and MPI_ERRORS_ABORT, which aborts only the communicator's processes, is
