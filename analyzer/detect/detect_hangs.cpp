@@ -2,6 +2,7 @@
 #include "analyzer/detect/detectors.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 #include <string_view>
@@ -70,39 +71,48 @@ struct Liveness {
       if (e.error_class == named) return true;
     return false;
   }
-  // The rank a fatal MPI error of a failed peer's kind points at, -1 if none: the failing call's
-  // peer, where it has one; else (a collective, MPI_Waitall) the one member of the call's
-  // communicator whose trace stops without an end no later than the error, if only one does
-  // (a rank still heard from after the error is alive; several silent ones, as when the
-  // launcher killed every rank at once, cannot be told apart).
-  int pointed_at(int erring, const Rank& e) const {
-    if (!peer_failure(e.error)) return -1;
-    auto silent_before = [&](int m) {
-      auto r = job.ranks.find(m);
-      return m != erring && r != job.ranks.end() && r->second.ended_by == "running" &&
-             heard(r->second) <= e.end_ns;
+  // Where each fatal MPI error of a failed peer's kind points (erring rank -> that rank; -1:
+  // none): the failing call's peer, where it has one; else (a collective, MPI_Waitall) the one
+  // member of the call's communicator whose trace stops without an end no later than the error,
+  // if only one does (a rank still heard from after the error is alive; several silent ones, as
+  // when the launcher killed every rank at once, cannot be told apart). MPI aborts a job within
+  // milliseconds of such an error and the launcher kills every rank, so all traces stop together
+  // and only these errors say who went first. Each communicator's running members are sorted
+  // once by when they were last heard: every survivor of a 10,000-rank all-reduce may have
+  // recorded its error.
+  std::map<int, int> error_targets() const {
+    std::map<int, int> targets;
+    std::map<std::int64_t, std::vector<std::pair<std::uint64_t, int>>> running_by_comm;
+    auto silent_members = [&](std::int64_t comm_id) -> const auto& {
+      auto [at, added] = running_by_comm.try_emplace(comm_id);
+      if (!added) return at->second;
+      std::vector<int> members;
+      if (auto c = job.comms.find(comm_id); c != job.comms.end()) members = c->second.members;
+      if (members.empty())
+        for (const auto& [number, r] : job.ranks) members.push_back(number);
+      for (int m : members)
+        if (auto r = job.ranks.find(m); r != job.ranks.end() && r->second.ended_by == "running")
+          at->second.emplace_back(heard(r->second), m);
+      std::sort(at->second.begin(), at->second.end());
+      return at->second;
     };
-    if (e.error.peer >= 0) return silent_before(e.error.peer) ? e.error.peer : -1;
-    std::vector<int> members;
-    if (auto c = job.comms.find(e.error.comm_id); c != job.comms.end()) members = c->second.members;
-    if (members.empty())
-      for (const auto& [number, r] : job.ranks) members.push_back(number);
-    int found = -1;
-    for (int m : members)
-      if (silent_before(m)) {
-        if (found >= 0) return -1;
-        found = m;
+    for (const auto& [erring, e] : job.ranks) {
+      if (e.ended_by != "mpi_error" || !peer_failure(e.error)) continue;
+      int& target = targets[erring] = -1;
+      if (e.error.peer >= 0) {
+        auto p = job.ranks.find(e.error.peer);
+        if (e.error.peer != erring && p != job.ranks.end() && p->second.ended_by == "running" &&
+            heard(p->second) <= e.end_ns)
+          target = e.error.peer;
+        continue;
       }
-    return found;
-  }
-  // The ranks whose fatal MPI error points at `r`: MPI aborts a job within milliseconds of such
-  // an error and the launcher kills every rank, so all traces stop together and only these
-  // errors say who went first.
-  std::vector<int> named_by_errors(int number) const {
-    std::vector<int> by;
-    for (const auto& [other, o] : job.ranks)
-      if (o.ended_by == "mpi_error" && pointed_at(other, o) == number) by.push_back(other);
-    return by;
+      const auto& sorted = silent_members(e.error.comm_id);
+      const auto silent =
+          std::upper_bound(sorted.begin(), sorted.end(), std::make_pair(e.end_ns, INT_MAX)) -
+          sorted.begin();
+      if (silent == 1) target = sorted.front().second;
+    }
+    return targets;
   }
   // A rank that something other than MPI_Finalize ended (a signal: the batch system's time
   // limit, a user's scancel, a launcher tearing the job down; or exit, abort) is judged as it
@@ -363,9 +373,15 @@ void detect_progress_hangs(const Job& job, const HealthOptions& options, const L
 // to go in a job the others then tore down.
 void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding>& out) {
   auto lost = [&](const Rank& r) { return live.lost(r); };
+  const std::map<int, int> error_targets = live.error_targets();
+  std::map<int, std::vector<int>> named_by_errors;  // a rank -> the errors pointing at it
+  for (const auto& [erring, target] : error_targets)
+    if (target >= 0) named_by_errors[target].push_back(erring);
   std::set<int> found;
   for (const auto& [number, r] : job.ranks) {
-    const std::vector<int> named_by = lost(r) ? std::vector<int>{} : live.named_by_errors(number);
+    const auto named = named_by_errors.find(number);
+    const std::vector<int> named_by =
+        lost(r) || named == named_by_errors.end() ? std::vector<int>{} : named->second;
     const bool first_to_go = !lost(r) && (live.died_first(number, r) || !named_by.empty());
     if (!lost(r) && !first_to_go && !Liveness::crashed(r)) continue;
     found.insert(number);
@@ -419,7 +435,8 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
   for (const auto& [number, r] : job.ranks) {
     if (r.ended_by != "mpi_error") continue;
     const MpiError& e = r.error;
-    if (const int pointed = live.pointed_at(number, r); pointed >= 0 && found.count(pointed))
+    if (const auto t = error_targets.find(number);
+        t != error_targets.end() && t->second >= 0 && found.count(t->second))
       continue;
     if (Liveness::peer_failure(e) && e.peer < 0 && !found.empty()) continue;
     // A collective's failure younger than a window and a half: the members' next windows tell
