@@ -37,14 +37,20 @@ namespace {
 // first three rounds, which come at the set interval whatever they cost.
 constexpr double kDecisionPart = 0.25;
 // A round that measured a direction this many times slower than its fastest of the rounds before
-// (latency or transfer) found a change: a fault the analyzer needs two rounds or more to name
+// (latency or transfer) found a change: a fault the analyzer needs two to four rounds to name
 // (docs/analyzer.md), which the bound would otherwise put 20-40 s apart on a loaded machine
-// (rounds of 100-200 ms). The next round then comes at the set interval, for as long as rounds
-// keep finding a change and everything spent on probes since the first rounds (rounds and
-// decisions) stays under kConfirmShare of the time since: a noisy machine that keeps finding
-// changes pays at most that share, a quiet one the bound's.
+// (rounds of 100-200 ms), and even the set interval 10-20 s apart. The next round then comes
+// kConfirmAfterS later (the set interval where that is shorter), for as long as rounds keep
+// finding a change and everything spent on probes beyond the first rounds (rounds and decisions)
+// stays under kConfirmShare of the time since probing began: a noisy machine that keeps finding
+// changes pays at most that share, a quiet one the bound's. A lasting fault reads as a change in
+// the first round that sees it and the two after (ChangeDetector keeps three rounds), so it gets
+// four rounds within about 3 s; a descheduled leader's round is a change once, and the next one
+// reads fine. kConfirmAfterS is the decisions' longest step, so a change waits for no more than one
+// decision.
 constexpr double kChangeFactor = 4;
 constexpr double kConfirmShare = 0.02;
+constexpr double kConfirmAfterS = 1.0;
 // A communicator asks again at least this often: the rate of its collectives that a rank turns
 // seconds into sequence numbers with is a past one, and a job that speeds up would otherwise be
 // probed late.
@@ -254,7 +260,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   if (cost_.rounds >= kRoundsKept) {
     budget.spent_since_first_s =
         static_cast<double>(cost_.probing_ns + cost_.deciding_ns - first_rounds_spent_ns_) / 1e9;
-    budget.since_first_s = static_cast<double>(entered - first_rounds_end_ns_) / 1e9;
+    budget.since_start_s = static_cast<double>(entered - cost_.since_ns) / 1e9;
   }
   const RoundsDue due = rounds_due(budget);
   const double elapsed_s = std::max(1e-9, static_cast<double>(entered - s->last_decision_ns) / 1e9);
@@ -306,12 +312,11 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   recent_cycles_s_[(cost_.rounds - 1) % kRoundsKept] =
       static_cast<double>(probing_ns + deciding_since_round_ns_) / 1e9;
   deciding_since_round_ns_ = 0;
-  // The confirmations' share is counted from the end of the first rounds. Every member counts
-  // them, leader or not, so all agree when.
-  if (cost_.rounds == kRoundsKept) {
-    first_rounds_end_ns_ = last_round_end_ns_;
-    first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns;
-  }
+  // The confirmations' share is what probing cost beyond the first rounds, which come whatever
+  // they cost, over the time since probing began: a fault the third round sees (10 s in, at the
+  // default interval) can be confirmed at once. Every member counts them, leader or not, so all
+  // agree when.
+  if (cost_.rounds == kRoundsKept) first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns;
   return next;
 }
 
@@ -354,8 +359,9 @@ RoundsDue rounds_due(const ProbeBudget& b) {
   RoundsDue due;
   due.interval_s = std::max(b.set_interval_s, b.cheapest_cycle_s / kMaxShare);
   due.routine = b.since_round_s >= due.interval_s + b.partial_wait_s;
-  due.confirm = b.since_first_s > 0 && b.since_round_s >= b.set_interval_s + b.partial_wait_s &&
-                b.spent_since_first_s <= kConfirmShare * b.since_first_s;
+  due.confirm = b.since_start_s > 0 &&
+                b.since_round_s >= std::min(b.set_interval_s, kConfirmAfterS) + b.partial_wait_s &&
+                b.spent_since_first_s <= kConfirmShare * b.since_start_s;
   return due;
 }
 

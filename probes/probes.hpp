@@ -28,16 +28,16 @@ namespace commtap::probes {
 // When a member may probe, by its own account (the members agree by the maximum of their "not
 // yet"s). Routine rounds: the set interval has passed since its last round, grown so that the
 // cheapest of its last three cycles (a round and the decisions before it) takes at most 0.5% of
-// it. Confirming rounds, after a round that
-// found a change: the set interval has passed, and what probing cost since the first rounds
-// is at most 2% of the time since.
+// it. Confirming rounds, after a round that found a change: a second has passed, and what
+// probing cost beyond the first rounds is at most 2% of the time since probing began.
 struct ProbeBudget {
   double set_interval_s = 0;    // COMMTAP_PROBE_INTERVAL
   double cheapest_cycle_s = 0;  // of the last three cycles this rank took part in (0: fewer)
   double partial_wait_s = 0;    // more, for a communicator on some of the job's hosts only
   double since_round_s = 0;     // since this rank's last round on any communicator
-  // Rounds and decisions since the first rounds ended, and the time since (0 before).
-  double spent_since_first_s = 0, since_first_s = 0;
+  // Rounds and decisions since the first rounds ended, and the time since probing began (both
+  // 0 before the first rounds end).
+  double spent_since_first_s = 0, since_start_s = 0;
 };
 struct RoundsDue {
   double interval_s = 0;  // the set interval as the bound grows it
@@ -182,9 +182,9 @@ class LinkProber {
   static constexpr std::size_t kRoundsKept = 3;
   std::array<double, kRoundsKept> recent_cycles_s_{};
   std::uint64_t decisions_ = 0, deciding_since_round_ns_ = 0;
-  // When this rank's first kRoundsKept rounds ended and what they and their decisions cost (the
-  // confirmations' share is counted from there).
-  std::uint64_t first_rounds_end_ns_ = 0, first_rounds_spent_ns_ = 0;
+  // What this rank's first kRoundsKept rounds and their decisions cost (the confirmations' share
+  // is what probing cost beyond them).
+  std::uint64_t first_rounds_spent_ns_ = 0;
   // The directions this rank measured, and whether its newest round found a change, which the
   // next decision carries to the communicator's members.
   ChangeDetector changes_;

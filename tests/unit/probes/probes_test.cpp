@@ -39,7 +39,8 @@ TEST(Probes, TheTournamentMeetsEveryPairOnceInDisjointPairs) {
 
 // Routine rounds come at the set interval, grown so that the cheapest recent round is at most
 // 0.5% of it, and later on a communicator of some hosts only; a round that found a change is
-// confirmed at the set interval while probing has cost at most 2% since the first rounds.
+// confirmed 1 s later while probing beyond the first rounds has cost at most 2% of the time since
+// probing began.
 TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
   using commtap::probes::ProbeBudget;
   using commtap::probes::rounds_due;
@@ -58,17 +59,20 @@ TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
 
   b.since_round_s = 6;
   EXPECT_FALSE(rounds_due(b).confirm);  // the first rounds are not over
-  b.since_first_s = 10;
+  b.since_start_s = 10;
   b.spent_since_first_s = 0.15;  // 1.5%
   EXPECT_TRUE(rounds_due(b).confirm);
   b.spent_since_first_s = 0.25;  // 2.5%
   EXPECT_FALSE(rounds_due(b).confirm);
   b.spent_since_first_s = 0.15;
-  b.since_round_s = 4;  // before the set interval
+  b.since_round_s = 0.5;  // within a second of the round
   EXPECT_FALSE(rounds_due(b).confirm);
-  b.since_round_s = 6;
+  b.since_round_s = 1.5;  // long before the set interval
+  EXPECT_TRUE(rounds_due(b).confirm);
   b.partial_wait_s = 2;
   EXPECT_FALSE(rounds_due(b).confirm);
+  b.since_round_s = 3.5;
+  EXPECT_TRUE(rounds_due(b).confirm);
 }
 
 // A direction's round is a change when its latency or its transfer is 4 times the fastest of
