@@ -291,6 +291,20 @@ TEST(Health, APairThatBecameSlowerThanItsOwnPatternIsNamed) {
   expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
 }
 
+// The same pattern in a job younger than one window, whose pair has no history yet to tell it from
+// a link (NPB CG at load 4: docs/faults.md, sweep 34): no finding; every message slow from the
+// job's start (a link slow since then) is named.
+TEST(Health, AYoungPairSlowInSomeOfItsMessagesIsNotALinkYet) {
+  SyntheticJob job;
+  job.seconds = 8;
+  job.link_us = [](int from, int to, double t) {
+    return from == 0 && to == 2 ? mixed_slow_us(t) : 0.0;
+  };
+  expect_exactly(analyze(job), {});
+  job.link_us = [](int from, int to, double) { return from == 0 && to == 2 ? 2000.0 : 0.0; };
+  expect_exactly(analyze(job), {{"slow_link", "link h0 -> h2"}});
+}
+
 // A receiver that posts early and computes 2 ms before it first looks at its receive (a
 // pipeline stage, LULESH) completes every message at that look, 2 ms after the send: by
 // completion times alone the pair h0 -> h2 reads as a 2 ms slow link from the job's start, which
