@@ -51,7 +51,16 @@ struct PairProbes {
 // taken out is an upper bound of the scheduler's share; it cannot tell a slow link whose whole
 // delay fell while a leader was off the CPU from the scheduler (then the round says nothing) and,
 // for transfers, it sees only the final completions, so a stall mid-transfer counts as the link's.
-enum class Reading { fine, slow, held };
+//
+// A measurement slow where a pair that shares no host with it, measured in the same round, is
+// slow by the same measure too (by its network part) is the machine's (`alike`), and counts neither
+// way either: a round's disjoint pairs are measured at the same moment (a tournament), so a
+// loaded machine that holds the leaders off mid-transfer slows them alike, while a link's or a
+// host's network fault leaves the pairs between the other hosts fine. Seen on 2 cores at 2 busy
+// loops: a clean pipeline's ctap3 -> ctap0 at 150-270 MB/s against 2,600 for 10 s, in rounds
+// where ctap1 -> ctap2 read 30-180 (docs/faults.md, sweep 34). What it cannot tell apart: two
+// links (or hosts' networks) that share no host, slow at once; it needs four hosts.
+enum class Reading { fine, slow, held, alike };
 template <class Slow>
 Reading read_sample(const Sample& sample, Slow slow) {
   if (!slow(sample.value)) return Reading::fine;
@@ -61,7 +70,8 @@ Reading read_sample(const Sample& sample, Slow slow) {
 struct PairVerdict {
   double latency_ns = 0, mb_per_s = 0;  // medians over the recent rounds
   int rounds = 0, slow_rounds = 0;      // slow rounds: of the measure slow most often
-  int held_rounds = 0;  // measurements slow only by a leader's time off the CPU (either measure)
+  int held_rounds = 0;   // measurements slow only by a leader's time off the CPU (either measure)
+  int alike_rounds = 0;  // measurements slow alike between other hosts in the same round
   bool slow_for_host = false;  // slow in most of the newest rounds, kHostRounds at least
   bool slow = false;           // the same, kLinkRounds at least, and the evidence holds
   // The rounds of the measure and newest run that make the strongest case against chance.
@@ -90,12 +100,16 @@ double quantile(std::vector<double> values, double q) {
   return values[std::min(index, values.size() - 1)];
 }
 
-// Measurements left out as the scheduler's, for a summary ("" where none).
-std::string held_text(int held_rounds) {
-  return held_rounds == 0
-             ? ""
-             : ", " + count_text(static_cast<std::uint64_t>(held_rounds), "measurement") +
-                   " left out (a leader held off the CPU)";
+// Measurements left out as the scheduler's or the machine's, for a summary ("" where none).
+std::string held_text(int held_rounds, int alike_rounds) {
+  std::string text;
+  if (held_rounds > 0)
+    text += ", " + count_text(static_cast<std::uint64_t>(held_rounds), "measurement") +
+            " left out (a leader held off the CPU)";
+  if (alike_rounds > 0)
+    text += ", " + count_text(static_cast<std::uint64_t>(alike_rounds), "measurement") +
+            " left out (as slow between other hosts in the same round)";
+  return text;
 }
 
 std::string mb_text(double mb_per_s) {
@@ -125,7 +139,7 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
     int rounds = 0, slow_rounds = 0;
     for (const Sample& sample : series) {
       const Reading reading = read_sample(sample, slow);
-      if (sample.at < since || reading == Reading::held) continue;
+      if (sample.at < since || reading == Reading::held || reading == Reading::alike) continue;
       ++rounds;
       slow_rounds += reading == Reading::slow ? 1 : 0;
     }
@@ -268,15 +282,78 @@ std::vector<Reading> round_readings(const std::vector<Sample>& samples, Slow slo
 // Two readings of one round that must both be slow: slow if both are, fine if either is.
 Reading both_slow(Reading a, Reading b) {
   if (a == Reading::fine || b == Reading::fine) return Reading::fine;
-  return a == Reading::slow && b == Reading::slow ? Reading::slow : Reading::held;
+  if (a == Reading::slow && b == Reading::slow) return Reading::slow;
+  return a == Reading::alike || b == Reading::alike ? Reading::alike : Reading::held;
+}
+
+bool votes(Reading r) {
+  return r == Reading::fine || r == Reading::slow;
 }
 
 // The rounds that say something, oldest first: whether each was slow.
 std::vector<bool> voting_rounds(const std::vector<Reading>& readings) {
   std::vector<bool> out;
   for (Reading r : readings)
-    if (r != Reading::held) out.push_back(r == Reading::slow);
+    if (votes(r)) out.push_back(r == Reading::slow);
   return out;
+}
+
+// Rounds of one pair whose rows lie this close in time (rank 0's clock) are one round: a round's
+// leaders start it within milliseconds, and rounds are a second apart or more.
+constexpr std::int64_t kSameRoundNs = 500'000'000;
+
+// One measure's measurements slow by their network part (read_sample), of every pair, in time
+// order: a pair slow by a leader's time off the CPU alone says nothing about the machine's network
+// (on a loaded machine some leader of every round is).
+struct SlowMoment {
+  std::int64_t at;
+  std::pair<int, int> pair;
+  double network;  // Sample::network
+  bool operator<(const SlowMoment& other) const { return at < other.at; }
+};
+template <class Slow>
+std::vector<SlowMoment> slow_moments(const ProbePairs& pairs,
+                                     std::vector<Sample> PairProbes::*measure, Slow slow) {
+  std::vector<SlowMoment> moments;
+  for (const auto& [key, p] : pairs)
+    for (const Sample& sample : p.*measure)
+      if (read_sample(sample, slow) == Reading::slow)
+        moments.push_back({sample.at, key, sample.network});
+  std::sort(moments.begin(), moments.end());
+  return moments;
+}
+
+// The slow readings of `key` (its recent `samples` of the measure) where a pair sharing no host
+// with it read about as slow in the same round (`moments`, of that measure) become `alike`. About
+// as slow: the slowest such pair's network part slowed half as much as the link's or more, as
+// detect_slow_links judges the messages of pairs elsewhere; the link's is the slower of its two
+// directions in the round, so that both are judged alike (a delay one way slows the transfers
+// both ways, their acknowledgements crossing it, and which way it is the one-way legs tell).
+// `slowness` of a network part: how many times past the limit. A fault many times the noise of
+// a loaded machine still counts in the rounds where the noise slows another pair too (a
+// delayed link's 8 MB/s against 124 MB/s elsewhere). Costs the slow moments near each slow
+// reading: a host's pairs at most, 2 h per round of h hosts.
+template <class Slowness>
+void leave_out_alike(const std::vector<SlowMoment>& moments, const std::pair<int, int>& key,
+                     const std::vector<Sample>& samples, Slowness slowness,
+                     std::vector<Reading>& readings) {
+  constexpr double kAsSlowElsewhere = 0.5;
+  auto shares_a_host = [&](const std::pair<int, int>& other) {
+    return other.first == key.first || other.first == key.second || other.second == key.first ||
+           other.second == key.second;
+  };
+  const std::pair<int, int> reverse{key.second, key.first};
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    if (readings[i] != Reading::slow) continue;
+    double link = slowness(samples[i].network), elsewhere = 0;
+    auto near = std::lower_bound(moments.begin(), moments.end(),
+                                 SlowMoment{samples[i].at - kSameRoundNs, {}, 0});
+    for (; near != moments.end() && near->at <= samples[i].at + kSameRoundNs; ++near) {
+      if (near->pair == reverse) link = std::max(link, slowness(near->network));
+      if (!shares_a_host(near->pair)) elsewhere = std::max(elsewhere, slowness(near->network));
+    }
+    if (elsewhere > 0 && elsewhere >= kAsSlowElsewhere * link) readings[i] = Reading::alike;
+  }
 }
 
 // The median of the values that are not the scheduler's (all of them where every one is).
@@ -284,7 +361,7 @@ double median_of_voting(const std::vector<Sample>& samples, const std::vector<Re
   std::vector<double> voting, all;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     all.push_back(samples[i].value);
-    if (readings[i] != Reading::held) voting.push_back(samples[i].value);
+    if (votes(readings[i])) voting.push_back(samples[i].value);
   }
   return median_of(voting.empty() ? all : voting);
 }
@@ -304,13 +381,20 @@ bool persistent(const std::vector<bool>& slow, int needed) {
 PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& base,
                                SlowRounds& slow_rounds) {
   PairVerdicts verdicts;
+  auto late = [&](double ns) { return ns > base.latency_limit; };
+  auto narrow = [&](double mb) { return mb < base.throughput_limit; };
+  const std::vector<SlowMoment> slow_latencies = slow_moments(pairs, &PairProbes::latency_ns, late);
+  const std::vector<SlowMoment> slow_throughputs =
+      slow_moments(pairs, &PairProbes::mb_per_s, narrow);
+  auto lateness = [&](double ns) { return ns / std::max(1.0, base.latency_limit); };
+  auto narrowness = [&](double mb) { return base.throughput_limit / std::max(1e-9, mb); };
   for (const auto& [key, p] : pairs) {
     PairVerdict& v = verdicts[key];
     const std::vector<Sample> lat = recent_samples(p.latency_ns), tput = recent_samples(p.mb_per_s);
-    auto late = [&](double ns) { return ns > base.latency_limit; };
-    auto narrow = [&](double mb) { return mb < base.throughput_limit; };
     std::vector<Reading> latency_readings = round_readings(lat, late);
-    const std::vector<Reading> throughput_readings = round_readings(tput, narrow);
+    std::vector<Reading> throughput_readings = round_readings(tput, narrow);
+    leave_out_alike(slow_latencies, key, lat, lateness, latency_readings);
+    leave_out_alike(slow_throughputs, key, tput, narrowness, throughput_readings);
     v.latency_ns = median_of_voting(lat, latency_readings);
     v.mb_per_s = median_of_voting(tput, throughput_readings);
     v.rounds = static_cast<int>(std::max(lat.size(), tput.size()));
@@ -319,19 +403,23 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
     // only when one of the two starts it is that host's or its peer's CPU (a descheduled process
     // answers late), not the link: latency counts in rounds where both directions are slow.
     if (auto back = pairs.find({key.second, key.first}); back != pairs.end()) {
-      const std::vector<Reading> back_readings =
-          round_readings(recent_samples(back->second.latency_ns), late);
+      const std::vector<Sample> back_lat = recent_samples(back->second.latency_ns);
+      std::vector<Reading> back_readings = round_readings(back_lat, late);
+      leave_out_alike(slow_latencies, back->first, back_lat, lateness, back_readings);
       for (std::size_t i = 1; i <= latency_readings.size(); ++i) {
         Reading& there = latency_readings[latency_readings.size() - i];
         there = i > back_readings.size()
-                    ? (there == Reading::held ? Reading::held : Reading::fine)
+                    ? (votes(there) ? Reading::fine : there)
                     : both_slow(there, back_readings[back_readings.size() - i]);
       }
     }
-    auto held = [](const std::vector<Reading>& readings) {
-      return static_cast<int>(std::count(readings.begin(), readings.end(), Reading::held));
+    auto counted = [&](Reading r) {
+      return static_cast<int>(
+          std::count(latency_readings.begin(), latency_readings.end(), r) +
+          std::count(throughput_readings.begin(), throughput_readings.end(), r));
     };
-    v.held_rounds = held(latency_readings) + held(throughput_readings);
+    v.held_rounds = counted(Reading::held);
+    v.alike_rounds = counted(Reading::alike);
     const std::vector<bool> slow_latency = voting_rounds(latency_readings);
     const std::vector<bool> slow_throughput = voting_rounds(throughput_readings);
     auto count = [](const std::vector<bool>& slow) {
@@ -537,7 +625,7 @@ struct ProbeJudgement {
 void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& findings,
                       std::vector<std::string>& delayed) {
   std::vector<double> lat, tput;
-  int rounds = 0, held_rounds = 0;
+  int rounds = 0, held_rounds = 0, alike_rounds = 0;
   std::string host;
   for (const auto& [key, v] : j.verdicts) {
     if (!involves(key, node) || !v.slow_for_host) continue;
@@ -545,6 +633,7 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
     tput.push_back(v.mb_per_s);
     rounds = std::max(rounds, v.rounds);
     held_rounds += v.held_rounds;
+    alike_rounds += v.alike_rounds;
     host = key.first == node ? j.pairs[key].from : j.pairs[key].to;
   }
   Finding f;
@@ -559,7 +648,8 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
               " latency, " + mb_text(median_of(tput)) + " (median of its slow pairs) vs " +
               j.baseline() + " between other hosts, over " +
               count_text(static_cast<std::uint64_t>(rounds), "probe round") +
-              " (network side: NIC or link)" + held_text(held_rounds) + "; " + test.text();
+              " (network side: NIC or link)" + held_text(held_rounds, alike_rounds) + "; " +
+              test.text();
   ProbedHostEvidence evidence{.host = host,
                               .test = test,
                               .latency_ns = median_of(lat),
@@ -567,7 +657,8 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
                               .baseline_latency_ns = j.base.latency,
                               .baseline_mb_per_s = j.base.throughput,
                               .rounds = rounds,
-                              .held_rounds = held_rounds};
+                              .held_rounds = held_rounds,
+                              .alike_rounds = alike_rounds};
   // The job's messages on its links, named as slow links (a host whose messages go to one peer
   // only is not judged by them), are this finding's.
   std::vector<std::string>& links = evidence.message_links;
@@ -657,7 +748,7 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
               " between other hosts, slow in " + std::to_string(v.slow_rounds) + " of " +
               count_text(static_cast<std::uint64_t>(v.rounds), "probe round") +
               (both ? ", both directions" : ", this direction only" + direction) +
-              held_text(v.held_rounds) + "; " + v.test.text();
+              held_text(v.held_rounds, v.alike_rounds) + "; " + v.test.text();
   f.evidence.rule = ProbedLinkEvidence{.from = p.from,
                                        .to = p.to,
                                        .test = v.test,
@@ -668,7 +759,8 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
                                        .baseline_mb_per_s = j.base.throughput,
                                        .slow_rounds = v.slow_rounds,
                                        .rounds = v.rounds,
-                                       .held_rounds = v.held_rounds};
+                                       .held_rounds = v.held_rounds,
+                                       .alike_rounds = v.alike_rounds};
   // A probe's latency is half a round trip: a link slow both ways costs a message the whole
   // excess twice over.
   f.from = p.from;

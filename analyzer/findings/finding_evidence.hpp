@@ -177,6 +177,9 @@ struct ProbedHostEvidence {
   // Of its slow pairs' rounds, the measurements slow only by the time a leader was held off the
   // CPU (probes.from_held_ns, to_held_ns), which count neither way.
   int held_rounds = 0;
+  // Of the same, the measurements slow alike between two other hosts in the same round (the
+  // machine's), which count neither way either.
+  int alike_rounds = 0;
   std::vector<std::string> message_links;  // the message findings it absorbed ("link a -> b")
 };
 
@@ -188,7 +191,7 @@ struct ProbedLinkEvidence {
   double latency_ns = 0, mb_per_s = 0;
   double baseline_latency_ns = 0, baseline_mb_per_s = 0;
   int slow_rounds = 0, rounds = 0;
-  int held_rounds = 0;  // as ProbedHostEvidence's
+  int held_rounds = 0, alike_rounds = 0;  // as ProbedHostEvidence's
 };
 
 // What the probes add to the message finding of the same link (its `also`).

@@ -139,6 +139,7 @@ json rule_json(const ProbedHostEvidence& e) {
               {"baseline_mb_per_s", e.baseline_mb_per_s},
               {"rounds", e.rounds}};
   if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 13
+  if (e.alike_rounds > 0) out["alike_rounds"] = e.alike_rounds;
   if (!e.message_links.empty()) out["message_links"] = e.message_links;
   return out;
 }
@@ -156,6 +157,7 @@ json rule_json(const ProbedLinkEvidence& e) {
               {"slow_rounds", e.slow_rounds},
               {"rounds", e.rounds}};
   if (e.held_rounds > 0) out["held_rounds"] = e.held_rounds;  // files since version 13
+  if (e.alike_rounds > 0) out["alike_rounds"] = e.alike_rounds;
   return out;
 }
 
