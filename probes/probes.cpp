@@ -58,7 +58,10 @@ constexpr double kMaxDecisionStepS = 1.0;
 // A communicator whose members are on some of the job's hosts only waits this much longer than
 // the interval, so that one on all of them (the world's collectives, a Cartesian communicator
 // of every rank), which asks at least every kMaxDecisionStepS, gets the rounds where both are
-// used, and the pairs between the smaller ones' hosts are probed too.
+// used, and the pairs between the smaller ones' hosts are probed too. Only while such a one is
+// in use, by this rank's account: it asked within as long. A program whose collectives are all on
+// communicators of some hosts (a pipeline's stages split off without its first rank) would
+// otherwise have its rounds, and its confirmations, that much later for nothing.
 constexpr double kPartialWaitS = 2 * kMaxDecisionStepS;
 // The fastest of several: noise (a descheduled rank, other traffic) only ever adds time. Each is a
 // round trip that waits for the other leader, which on a loaded machine is descheduled: the
@@ -253,7 +256,12 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   budget.cheapest_cycle_s = cost_.rounds < kRoundsKept ? 0.0
                                                        : *std::min_element(recent_cycles_s_.begin(),
                                                                            recent_cycles_s_.end());
-  budget.partial_wait_s = static_cast<int>(s->hosts.size()) < hosts_ ? kPartialWaitS : 0.0;
+  if (static_cast<int>(s->hosts.size()) == hosts_) last_full_decision_ns_ = entered;
+  const bool full_in_use =
+      last_full_decision_ns_ != 0 &&
+      static_cast<double>(entered - last_full_decision_ns_) < kPartialWaitS * 1e9;
+  budget.partial_wait_s =
+      static_cast<int>(s->hosts.size()) < hosts_ && full_in_use ? kPartialWaitS : 0.0;
   budget.since_round_s = last_round_end_ns_ == 0
                              ? std::numeric_limits<double>::infinity()
                              : static_cast<double>(entered - last_round_end_ns_) / 1e9;
@@ -303,7 +311,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // collective ahead of their leaders, and the leaders would look late.
   all_max(*s, comm.rank, nullptr, 0, s->tag + kLeaveTag);
   last_round_end_ns_ = monitor::now_ns();
-  last_round_partial_ = static_cast<int>(s->hosts.size()) < hosts_;
+  last_round_partial_ = budget.partial_wait_s > 0;
   ++cost_.rounds;
   const std::uint64_t probing_ns = monitor::elapsed_ns(decided, last_round_end_ns_);
   cost_.probing_ns += probing_ns;
@@ -327,7 +335,8 @@ bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_n
     interval_ns =
         std::max(interval_ns, *std::min_element(recent_cycles_s_.begin(), recent_cycles_s_.end()) /
                                   kMaxShare * 1e9);
-  // A communicator on some hosts only has its rounds kPartialWaitS later than the interval.
+  // A communicator on some hosts only (while one of every host is in use) has its rounds
+  // kPartialWaitS later than the interval.
   const double partial_ns = last_round_partial_ ? kPartialWaitS * 1e9 : 0.0;
   return static_cast<double>(monitor::elapsed_ns(last, now)) >= interval_ns + partial_ns &&
          static_cast<double>(monitor::elapsed_ns(last_collective_ns, now)) >= interval_ns;

@@ -192,11 +192,14 @@ class LinkProber {
   Cost cost_;
   std::vector<char> send_buffer_, receive_buffer_;
   MPI_Request answer_request_ = MPI_REQUEST_NULL;  // the answering side's posted receive
-  std::uint64_t began_ = 0;          // the current probe round's start, the rows' at_ns
-  std::vector<int> world_leaders_;   // of each host (its lowest world rank)
-  int node_ = 0;                     // this rank's host
-  bool async_agreed_ = false;        // the asynchronous probes run (on the leaders)
-  bool last_round_partial_ = false;  // on a communicator of some of the job's hosts only
+  std::uint64_t began_ = 0;         // the current probe round's start, the rows' at_ns
+  std::vector<int> world_leaders_;  // of each host (its lowest world rank)
+  int node_ = 0;                    // this rank's host
+  bool async_agreed_ = false;       // the asynchronous probes run (on the leaders)
+  // On a communicator of some of the job's hosts only, which waited kPartialWaitS longer.
+  bool last_round_partial_ = false;
+  // This rank's last decision on a communicator of every host (0: none yet).
+  std::uint64_t last_full_decision_ns_ = 0;
   std::unique_ptr<AsyncProber> async_;
 };
 
