@@ -103,11 +103,24 @@ bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, in
 // arrival, but a blocking collective, or a trace from before them, holds it, and (a -> b) reads
 // as slow as b's wait: NPB CG's ctap1 -> ctap2 at 98 ms against 15 ms with ctap3 rate-limited
 // (docs/faults.md, sweep 18). Such a pair is left to the rule that names (b -> c) or b's host.
+// Only where (b -> c) is about as slow (echoes_of): a wait many times shorter than (a -> b)'s
+// transits cannot have made them, and is rather their echo (a pipeline's stage forwards late
+// what came to it late over the slow link).
 constexpr double kWaitingChance = 0.05;
+// Whether `echo`'s recent transits are much faster than `cause`'s (under kAsSlowElsewhere of its
+// median): too little to explain it, or to be explained by anything but it. False where either
+// has none measured.
+constexpr double kAsSlowElsewhere = 0.5;
+bool much_faster(const PairCell& echo, const PairCell& cause) {
+  return !echo.recent_ns.empty() && !cause.recent_ns.empty() &&
+         median_of(echo.recent_ns) < kAsSlowElsewhere * median_of(cause.recent_ns);
+}
 bool receiver_waited_elsewhere(const std::pair<int, int>& pair, const PairCells& pairs) {
+  const PairCell& mine = pairs.at(pair);
   for (const auto& [other, cell] : pairs) {
     // A direction that reads slow by a clock error only (drop_clock_only) was not waited in.
     if (other.first != pair.second || other.second == pair.first || cell.clock_only) continue;
+    if (much_faster(cell, mine)) continue;
     if (cell.slow || cell.suspect) return true;
     if (cell.recent_slow >= kMinSlow && cell.test.p_value() <= kWaitingChance) return true;
   }
@@ -647,13 +660,18 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   // messages in all: a few of its set-up's, slow or not, at 1 in 16 recorded) says nothing
   // about the neighbourhood: counted as undecided, it kept a halo's delayed link from ever being
   // named (its one-way ring leaves most of the link's neighbour pairs with 1 or 2 messages).
+  // A pair out of the link's receiver that reads slow by much less than the link (much_faster) is
+  // its echo, not a sign of the host: a pipeline's stage forwards late what came to it late
+  // (split_pipeline at load 7: ctap0 -> ctap1 at 13 ms with a 5 ms delay, ctap1 -> ctap2 at
+  // 1.3 ms, docs/faults.md, sweep 34); a slow host's network slows both alike.
   constexpr std::uint64_t kMinKnown = 3;
-  constexpr double kAsSlowElsewhere = 0.5;
   auto undecided_around = [&](const std::pair<int, int>& link) {
+    const PairCell& mine = pairs.at(link);
     for (const auto& [other, cell] : pairs) {
       if (explained_by_link(other, link)) continue;
       if (!involves(other, link.first) && !involves(other, link.second)) continue;
       if (cell.messages < kMinKnown) continue;
+      if (other.first == link.second && much_faster(cell, mine)) continue;
       if (cell.slow || cell.suspect) return true;
       if (cell.recent_fast < kMinKnown && !cell.clock_only) return true;
     }

@@ -611,6 +611,28 @@ TEST(Health, BothStagesBehindASlowLinkAreExplainedByIt) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
 }
 
+// A chain of four stages (h0 -> h1 -> h2 -> h3 and back): a 5 ms delay on h0 -> h1 also makes
+// 40% of h1 -> h2's messages read 1.2 ms slow, the stage forwarding late what came late
+// (split_pipeline at load 7: 13 ms against 1.3 ms, docs/faults.md, sweep 34). An echo that much
+// milder does not make h1 a receiver that waited elsewhere: the link is named. A wait on h1 -> h2
+// as slow as the link is left to the rule that names that pair.
+TEST(Health, AStageForwardingLateIsTheEchoOfTheLinkBeforeIt) {
+  SyntheticJob job;
+  job.ranks = 4;
+  job.sends = [](int from, int to, double) { return std::abs(from - to) == 1; };
+  job.link_us = [](int from, int to, double t) {
+    if (t < 8) return 0.0;
+    const bool echoed = from == 1 && to == 2 && std::fmod(t * 7.31, 1.0) < 0.4;
+    return from == 0 && to == 1 ? 5000.0 : echoed ? 1200.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+  job.link_us = [](int from, int to, double t) {
+    if (t < 8) return 0.0;
+    return from == 0 && to == 1 ? 5000.0 : from == 1 && to == 2 ? 4000.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h2"}});
+}
+
 // Two replicas of a two-stage pipeline (h0 -> h1, h2 -> h3 forward, and back): the forward
 // links of both read 1.4 ms slower than the backward ones from 8 s on, as a loaded machine makes
 // a sending stage that polls with sched_yield push its data out late. Links that share no host
