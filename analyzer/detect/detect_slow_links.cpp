@@ -159,7 +159,15 @@ MessageSamples sample_messages(const Job& job, const HealthOptions& options,
   std::mt19937_64 random(12345);
   const std::int64_t stall_since =
       static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - stall_span_ns(options);
+  // A rank nothing aligned (no MPI estimate, no completed collective to align it by: a job
+  // without MPI in its first seconds) is on rank 0's clock by its wall clock, off by up to the
+  // hosts' disagreement, milliseconds: a message to or from it has no measured one-way time.
+  // Seen: an NCCL job 2 s old named a link of its ring at a 717 us median where its rows gave
+  // 85-90 us (docs/faults.md, sweep 34).
+  const std::set<int> unaligned(job.clock_method.unaligned.begin(),
+                                job.clock_method.unaligned.end());
   for (const JoinedMessage& m : messages) {
+    if (unaligned.count(m.from_rank) || unaligned.count(m.to_rank)) continue;
     const auto sender =
         static_cast<std::int64_t>(correction[static_cast<std::size_t>(m.from_host)]);
     const auto receiver =

@@ -611,6 +611,22 @@ TEST(Health, BothStagesBehindASlowLinkAreExplainedByIt) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
 }
 
+// Ranks whose clocks nothing aligned (no MPI estimates, no completed collective to align them by:
+// an NCCL job's first seconds) are put on rank 0's clock by their wall clocks, off by up to a
+// millisecond: their messages' one-way times are not measured, and a ring whose h2's wall clock
+// is 700 us ahead names no link (sweep 34's NCCL crash runs named one).
+TEST(Health, MessagesBetweenUnalignedClocksNameNoLink) {
+  SyntheticJob job;
+  job.ranks = 4;
+  job.seconds = 12;
+  job.clock_estimates = false;
+  job.sends = [](int from, int to, double) { return to == (from + 1) % 4; };
+  job.wall_error_us = [](int rank) { return rank == 2 ? 700.0 : 0.0; };
+  const JobHealth health = analyze(job, HealthOptions{});
+  EXPECT_EQ(health.evidence.clocks.method, "none") << describe(health);
+  expect_exactly(health, {});
+}
+
 // A chain of four stages (h0 -> h1 -> h2 -> h3 and back): a 5 ms delay on h0 -> h1 also makes
 // 40% of h1 -> h2's messages read 1.2 ms slow, the stage forwarding late what came late
 // (split_pipeline at load 7: 13 ms against 1.3 ms, docs/faults.md, sweep 34). An echo that much
