@@ -53,8 +53,8 @@ struct PairProbes {
 // for transfers, it sees only the final completions, so a stall mid-transfer counts as the link's.
 //
 // A measurement slow where a pair that shares no host with it, measured in the same round, is
-// slow by the same measure too (by its network part) is the machine's (`alike`), and counts neither
-// way either: a round's disjoint pairs are measured at the same moment (a tournament), so a
+// about as slow by the same measure (leave_out_alike) is the machine's (`alike`), and counts
+// neither way either: a round's disjoint pairs are measured at the same moment (a tournament), so a
 // loaded machine that holds the leaders off mid-transfer slows them alike, while a link's or a
 // host's network fault leaves the pairs between the other hosts fine. Seen on 2 cores at 2 busy
 // loops: a clean pipeline's ctap3 -> ctap0 at 150-270 MB/s against 2,600 for 10 s, in rounds
@@ -311,16 +311,34 @@ struct SlowMoment {
   double network;  // Sample::network
   bool operator<(const SlowMoment& other) const { return at < other.at; }
 };
+// Also each pair's own, for the reverse direction of a link.
+struct SlowMoments {
+  std::vector<SlowMoment> all;
+  std::map<std::pair<int, int>, std::vector<SlowMoment>> of_pair;
+};
 template <class Slow>
-std::vector<SlowMoment> slow_moments(const ProbePairs& pairs,
-                                     std::vector<Sample> PairProbes::*measure, Slow slow) {
-  std::vector<SlowMoment> moments;
+SlowMoments slow_moments(const ProbePairs& pairs, std::vector<Sample> PairProbes::*measure,
+                         Slow slow) {
+  SlowMoments moments;
   for (const auto& [key, p] : pairs)
     for (const Sample& sample : p.*measure)
       if (read_sample(sample, slow) == Reading::slow)
-        moments.push_back({sample.at, key, sample.network});
-  std::sort(moments.begin(), moments.end());
+        moments.all.push_back({sample.at, key, sample.network});
+  std::sort(moments.all.begin(), moments.all.end());
+  for (const SlowMoment& m : moments.all) moments.of_pair[m.pair].push_back(m);
   return moments;
+}
+
+// The first moment of `list` (in time order) within kSameRoundNs of `at`; the round's go on while
+// in_round says so.
+std::vector<SlowMoment>::const_iterator round_of(const std::vector<SlowMoment>& list,
+                                                 std::int64_t at) {
+  auto by_time = [](const SlowMoment& m, std::int64_t t) { return m.at < t; };
+  return std::lower_bound(list.begin(), list.end(), at - kSameRoundNs, by_time);
+}
+bool in_round(const std::vector<SlowMoment>& list, std::vector<SlowMoment>::const_iterator m,
+              std::int64_t at) {
+  return m != list.end() && m->at <= at + kSameRoundNs;
 }
 
 // The slow readings of `key` (its recent `samples` of the measure) where a pair sharing no host
@@ -331,10 +349,11 @@ std::vector<SlowMoment> slow_moments(const ProbePairs& pairs,
 // both ways, their acknowledgements crossing it, and which way it is the one-way legs tell).
 // `slowness` of a network part: how many times past the limit. A fault many times the noise of
 // a loaded machine still counts in the rounds where the noise slows another pair too (a
-// delayed link's 8 MB/s against 124 MB/s elsewhere). Costs the slow moments near each slow
-// reading: a host's pairs at most, 2 h per round of h hosts.
+// delayed link's 8 MB/s against 124 MB/s elsewhere). Costs, per slow reading, the slow moments
+// of the round up to the first such pair: one where the whole machine is slow (every pair of a
+// large job), a host's pairs (2 h of h hosts) where none is.
 template <class Slowness>
-void leave_out_alike(const std::vector<SlowMoment>& moments, const std::pair<int, int>& key,
+void leave_out_alike(const SlowMoments& moments, const std::pair<int, int>& key,
                      const std::vector<Sample>& samples, Slowness slowness,
                      std::vector<Reading>& readings) {
   constexpr double kAsSlowElsewhere = 0.5;
@@ -342,17 +361,19 @@ void leave_out_alike(const std::vector<SlowMoment>& moments, const std::pair<int
     return other.first == key.first || other.first == key.second || other.second == key.first ||
            other.second == key.second;
   };
-  const std::pair<int, int> reverse{key.second, key.first};
+  const auto reverse = moments.of_pair.find({key.second, key.first});
   for (std::size_t i = 0; i < samples.size(); ++i) {
     if (readings[i] != Reading::slow) continue;
-    double link = slowness(samples[i].network), elsewhere = 0;
-    auto near = std::lower_bound(moments.begin(), moments.end(),
-                                 SlowMoment{samples[i].at - kSameRoundNs, {}, 0});
-    for (; near != moments.end() && near->at <= samples[i].at + kSameRoundNs; ++near) {
-      if (near->pair == reverse) link = std::max(link, slowness(near->network));
-      if (!shares_a_host(near->pair)) elsewhere = std::max(elsewhere, slowness(near->network));
-    }
-    if (elsewhere > 0 && elsewhere >= kAsSlowElsewhere * link) readings[i] = Reading::alike;
+    const std::int64_t at = samples[i].at;
+    double link = slowness(samples[i].network);
+    if (reverse != moments.of_pair.end())
+      for (auto m = round_of(reverse->second, at); in_round(reverse->second, m, at); ++m)
+        link = std::max(link, slowness(m->network));
+    for (auto m = round_of(moments.all, at); in_round(moments.all, m, at); ++m)
+      if (!shares_a_host(m->pair) && slowness(m->network) >= kAsSlowElsewhere * link) {
+        readings[i] = Reading::alike;
+        break;
+      }
   }
 }
 
@@ -383,9 +404,8 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
   PairVerdicts verdicts;
   auto late = [&](double ns) { return ns > base.latency_limit; };
   auto narrow = [&](double mb) { return mb < base.throughput_limit; };
-  const std::vector<SlowMoment> slow_latencies = slow_moments(pairs, &PairProbes::latency_ns, late);
-  const std::vector<SlowMoment> slow_throughputs =
-      slow_moments(pairs, &PairProbes::mb_per_s, narrow);
+  const SlowMoments slow_latencies = slow_moments(pairs, &PairProbes::latency_ns, late);
+  const SlowMoments slow_throughputs = slow_moments(pairs, &PairProbes::mb_per_s, narrow);
   auto lateness = [&](double ns) { return ns / std::max(1.0, base.latency_limit); };
   auto narrowness = [&](double mb) { return base.throughput_limit / std::max(1e-9, mb); };
   for (const auto& [key, p] : pairs) {
