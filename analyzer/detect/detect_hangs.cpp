@@ -126,6 +126,19 @@ struct Liveness {
   }
   // Silent long before its end (stopped, frozen): what it was doing then is long past.
   bool silent(const Seen& v) const { return v.ended_by && v.now > v.beat.wall_ns + stale_ns; }
+  // The newest heartbeat any rank wrote while it ran, as the ranks are seen.
+  std::uint64_t newest_running_ns() const {
+    std::uint64_t newest = 0;
+    for (const auto& [number, r] : job.ranks) newest = std::max(newest, seen(r).beat.wall_ns);
+    return newest;
+  }
+  // Silent long before a signal ended it (SIGSTOPped or frozen, then the job stopped), while
+  // another rank was heard from long after it went quiet: what the analysis while it ran called
+  // lost. `newest_ns`: newest_running_ns(); it is another rank's, being newer than this one's.
+  bool frozen_before_end(const Rank& r, std::uint64_t newest_ns) const {
+    const Seen v = seen(r);
+    return silent(v) && newest_ns > v.beat.wall_ns + stale_ns;
+  }
   // What a rank that never arrived at an instance on `comm_id` was doing: "rank 2 (h0) last
   // entered #100, computing".
   std::string doing(int c, std::int64_t comm_id) const {
@@ -378,23 +391,35 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
   for (const auto& [erring, target] : error_targets)
     if (target >= 0) named_by_errors[target].push_back(erring);
   std::set<int> found;
+  const std::uint64_t newest_running_ns = live.newest_running_ns();
   for (const auto& [number, r] : job.ranks) {
     const auto named = named_by_errors.find(number);
     const std::vector<int> named_by =
         lost(r) || named == named_by_errors.end() ? std::vector<int>{} : named->second;
     const bool first_to_go = !lost(r) && (live.died_first(number, r) || !named_by.empty());
-    if (!lost(r) && !first_to_go && !Liveness::crashed(r)) continue;
+    const bool frozen = !lost(r) && live.frozen_before_end(r, newest_running_ns);
+    if (!lost(r) && !first_to_go && !frozen && !Liveness::crashed(r)) continue;
     found.insert(number);
     Finding f;
     f.kind = finding_kind::rank_lost;
     f.subject = job.rank_name(number);
     f.severity = Severity::critical;
-    f.first_seen_ns = Liveness::heard(r);
-    f.last_seen_ns = job.now_wall;
-    const double silent = static_cast<double>(job.now_wall - Liveness::heard(r));
-    std::string how =
-        ": no heartbeat for " + ms_text(silent) + " while other ranks go on (crashed or frozen)";
-    if (!named_by.empty()) {
+    // A crashed or frozen rank's newest heartbeat is its end; what it was doing is the one
+    // before (none where it crashed within its first window). A frozen one was last heard then,
+    // and silent until its end.
+    const Heartbeat& last =
+        (Liveness::crashed(r) || frozen) && r.last_running.wall_ns != 0 ? r.last_running : r.last;
+    const Heartbeat& heard_last = frozen ? r.last_running : r.last;
+    const std::uint64_t heard = frozen ? heard_last.wall_ns : Liveness::heard(r);
+    const std::uint64_t until = frozen ? r.last.wall_ns : job.now_wall;
+    f.first_seen_ns = heard;
+    f.last_seen_ns = until;
+    std::string how = ": no heartbeat for " + ms_text(static_cast<double>(until - heard)) +
+                      " while other ranks go on (crashed or frozen)";
+    if (frozen) {
+      how = ": no heartbeat for " + ms_text(static_cast<double>(until - heard)) + " before " +
+            r.ended_by + " ended it, while other ranks went on (stopped or frozen)";
+    } else if (!named_by.empty()) {
       const Rank& first = job.ranks.at(named_by.front());
       const MpiError& e = first.error;
       how = ": its trace stops without an end, and " + job.rank_name(named_by.front()) + "'s " +
@@ -411,20 +436,16 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
     } else if (Liveness::crashed(r)) {
       how = ": crashed (" + r.ended_by + ", its last window written by commtap's handler)";
     }
-    // A crashed rank's newest heartbeat is its end; what it was doing is the one before (none
-    // where it crashed within its first window).
-    const Heartbeat& last =
-        Liveness::crashed(r) && r.last_running.wall_ns != 0 ? r.last_running : r.last;
     f.summary = job.rank_name(number) + how;
     if (!Liveness::crashed(r) || r.last_running.wall_ns != 0)
       f.summary +=
           "; it was last " + (last.state == "in_call" ? "in " + last.function : last.state);
     f.evidence.rule = RankLostEvidence{.rank = number,
                                        .host = job.hosts[static_cast<std::size_t>(r.host)],
-                                       .last_heartbeat_ns = r.last.wall_ns,
-                                       .silent_ns = job.now_wall - Liveness::heard(r),
-                                       .last_state = r.last.state,
-                                       .last_function = r.last.function,
+                                       .last_heartbeat_ns = heard_last.wall_ns,
+                                       .silent_ns = until - heard,
+                                       .last_state = heard_last.state,
+                                       .last_function = heard_last.function,
                                        .named_by_mpi_errors = named_by};
     f.host = job.hosts[static_cast<std::size_t>(r.host)];
     out.push_back(f);

@@ -66,8 +66,9 @@ struct NcclJob {
   // `never_enqueue` never enqueue it (empty: all did, and the kernel hangs). Nothing after it.
   std::uint64_t hang_seq = 0;
   std::vector<int> never_enqueue;
-  int stopped_rank = -1;      // SIGSTOPped at the hang: writes nothing after it
-  std::vector<int> aborting;  // call ncclCommAbort (call_totals) at the end
+  int stopped_rank = -1;               // SIGSTOPped at the hang: writes nothing after it
+  bool stopped_ends_with_job = false;  // ... but the job's end, after SIGCONT, writes its last
+  std::vector<int> aborting;           // call ncclCommAbort (call_totals) at the end
   std::string ended_by = "exit";
   std::map<int, std::string> ended_by_rank;  // overrides ended_by
 
@@ -146,9 +147,18 @@ struct NcclJob {
       const bool stopped = r == stopped_rank && hang_s >= 0;
       const int last_window = stopped ? static_cast<int>(hang_s) : windows - 1;
       auto& snapshots = per_rank[static_cast<std::size_t>(r)];
-      snapshots.resize(static_cast<std::size_t>(last_window + 1));
-      for (int w = 0; w <= last_window; ++w) {
-        commtap::monitor::Snapshot& s = snapshots[static_cast<std::size_t>(w)];
+      std::vector<int> written;  // the windows it wrote
+      for (int w = 0; w <= last_window; ++w) written.push_back(w);
+      if (stopped && stopped_ends_with_job) {
+        written.push_back(windows - 1);
+        snapshots[static_cast<std::size_t>(windows - 1)].instances.clear();
+        snapshots[static_cast<std::size_t>(last_window + 1)] =
+            std::move(snapshots[static_cast<std::size_t>(windows - 1)]);
+      }
+      snapshots.resize(written.size());
+      for (std::size_t i = 0; i < written.size(); ++i) {
+        const int w = written[i];
+        commtap::monitor::Snapshot& s = snapshots[i];
         const double end = w + 1.0;
         s.wall_ns = kStartWall + static_cast<std::uint64_t>(end * 1e9);
         s.wall_minus_monotonic_ns =
@@ -184,7 +194,7 @@ struct NcclJob {
           }
           s.progress.push_back({id, entered, completed});
         }
-        if (w == last_window && std::count(aborting.begin(), aborting.end(), r))
+        if (i + 1 == written.size() && std::count(aborting.begin(), aborting.end(), r))
           s.functions = {{"ncclCommAbort", "nccl_communicator", {1, 5'000'000, 0, 0, 0}}};
       }
       commtap::monitor::RankFacts facts;
@@ -198,9 +208,9 @@ struct NcclJob {
       facts.command_line = "/usr/bin/python3 train.py";
       facts.start_ns = kStartWall;
       facts.clock = {};  // no estimate: no MPI to measure it with
-      facts.ended_by = stopped                       ? "running"
-                       : ended_by_rank.count(r) != 0 ? ended_by_rank.at(r)
-                                                     : ended_by;
+      facts.ended_by = stopped && !stopped_ends_with_job ? "running"
+                       : ended_by_rank.count(r) != 0     ? ended_by_rank.at(r)
+                                                         : ended_by;
       const std::string error = commtap::monitor::write_rank_database(
           (directory / ("rank-" + std::to_string(r) + ".db")).string(), facts,
           {{"COMMTAP_INTERVAL", "1000"}, {"COMMTAP_SAMPLE", std::to_string(sample)}}, snapshots);
@@ -425,6 +435,28 @@ TEST(NcclJob, AStoppedRankIsLostAndTheHangsCause) {
   ASSERT_FALSE(health.findings.empty());
   EXPECT_NE(health.findings[0].summary.find("no heartbeat for"), std::string::npos)
       << describe(health);
+}
+
+// The same stopped rank, then the job stopped by its batch system: SIGCONT and SIGTERM have it
+// write its last window with the others'. The analysis after the job says what the ones while
+// it ran said: silent for 20 s while the others went on.
+TEST(NcclJob, ARankStoppedUntilTheJobWasKilledIsLostAfterTheJob) {
+  NcclJob nccl;
+  nccl.hang_seq = 101;
+  nccl.never_enqueue = {2};
+  nccl.stopped_rank = 2;
+  nccl.stopped_ends_with_job = true;
+  nccl.ended_by = "SIGTERM";
+  const JobHealth health = analyze(nccl);
+  expect_exactly(health, {{"hang", "rank 2 (h1)"}, {"rank_lost", "rank 2 (h1)"}});
+  for (const Finding& f : health.findings) {
+    if (f.kind != "rank_lost") continue;
+    EXPECT_NE(f.summary.find("before SIGTERM ended it, while other ranks went on"),
+              std::string::npos)
+        << f.summary;
+    EXPECT_GT(evidence_json(f.evidence)["silent_ns"].get<double>(), 20e9) << f.summary;
+  }
+  EXPECT_FALSE(health.running);
 }
 
 // Every rank enqueued #101 and its kernel never finished anywhere: the communicator hangs.
