@@ -101,8 +101,12 @@ bool read_facts(TraceReader& reader, RowSink& sink, std::int64_t until_wall, boo
         return false;
     }
   }
-  return rows(kAborts, "SELECT rank, calls FROM call_totals WHERE function = 'ncclCommAbort'",
-              {}) &&
+  // call_totals are the trace's totals, with no time: a rank's count is what it was at until_wall
+  // only where the rank's trace had ended by then (its last window, where an abort usually is).
+  return rows(kAborts,
+              "SELECT c.rank, c.calls FROM call_totals c JOIN ranks r ON r.rank = c.rank WHERE "
+              "c.function = 'ncclCommAbort' AND r.end_ns <= ?1",
+              {until_wall}) &&
          rows(kComms,
               "SELECT comm_id, size, members, rank, comm_rank, created_by FROM communicators "
               "WHERE inter = 0",

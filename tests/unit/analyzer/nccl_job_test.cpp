@@ -71,6 +71,7 @@ struct NcclJob {
   std::vector<int> aborting;           // call ncclCommAbort (call_totals) at the end
   std::string ended_by = "exit";
   std::map<int, std::string> ended_by_rank;  // overrides ended_by
+  std::vector<double> window_phase_ms;       // per rank: its windows end this much later
 
   double local_ns(int r, double true_s) const {
     return kMonotonicStart + skew_ms[static_cast<std::size_t>(r)] * 1e6 +
@@ -160,7 +161,10 @@ struct NcclJob {
         const int w = written[i];
         commtap::monitor::Snapshot& s = snapshots[i];
         const double end = w + 1.0;
-        s.wall_ns = kStartWall + static_cast<std::uint64_t>(end * 1e9);
+        const double phase_s = static_cast<std::size_t>(r) < window_phase_ms.size()
+                                   ? window_phase_ms[static_cast<std::size_t>(r)] / 1e3
+                                   : 0.0;
+        s.wall_ns = kStartWall + static_cast<std::uint64_t>((end + phase_s) * 1e9);
         s.wall_minus_monotonic_ns =
             static_cast<std::int64_t>(kStartWall) - static_cast<std::int64_t>(local_ns(r, 0));
         s.function_names = {"ncclAllReduce"};
@@ -410,6 +414,19 @@ TEST(NcclJob, AnAbortAfterAHangIsItsConsequence) {
   expect_exactly(alone, {{"comm_aborted", "rank 1 (h0)"}});
   ASSERT_FALSE(alone.findings.empty());
   EXPECT_EQ(alone.findings[0].severity, commtap::analyzer::Severity::warning);
+}
+
+// The abort count is a total without a time: replayed (--at) before the aborting rank's trace
+// ended, the abort (in its last window) had not happened yet.
+TEST(NcclJob, AnAbortIsNotSeenBeforeTheAbortingRanksEnd) {
+  NcclJob nccl;
+  nccl.aborting = {1};
+  nccl.window_phase_ms = {300, 0, 300, 300};  // the others are heard after it: alive
+  HealthOptions options = test_options();
+  options.at_s = 10.5;
+  expect_exactly(analyze(nccl, options), {});
+  options.at_s = 40;
+  expect_exactly(analyze(nccl, options), {{"comm_aborted", "rank 1 (h0)"}});
 }
 
 // A job stopped by its batch system: the SIGTERM ends ranks 0-2 first, and rank 3, seeing its
