@@ -176,7 +176,8 @@ void AsyncProber::send_next(bool transfer) {
 }
 
 void AsyncProber::start_measurement(std::uint64_t now) {
-  const int peer = partner_now();
+  const int peer = confirm_peer_ >= 0 ? confirm_peer_ : partner_now();
+  confirm_peer_ = -1;  // its result says whether to go on confirming
   next_measure_ns_ = next_slot_start(now);
   if (peer >= hosts_ || peer == layout_.host) return;  // a bye
   m_.peer = peer;
@@ -303,6 +304,14 @@ void AsyncProber::finish_measurement() {
   transfer.from_held_ns = m_.transfer_held[quickest];
   transfer.to_held_ns = fast.reply.held_ns;
   ++cost_.measurements;
+  const ChangeDetector::Reading reading{m_.peer, latency.ns, transfer.ns};
+  if (changes_.note_against(reading, latest_)) {
+    confirm_peer_ = m_.peer;
+    next_measure_ns_ = std::min(
+        next_measure_ns_, monitor::now_ns() + static_cast<std::uint64_t>(kConfirmAfterS * 1e9));
+  }
+  std::erase_if(latest_, [&](const ChangeDetector::Reading& r) { return r.peer_node == m_.peer; });
+  latest_.push_back(reading);
   m_ = Measurement{};
   sink_(std::move(rows));
 }
@@ -317,7 +326,9 @@ void AsyncProber::service(std::uint64_t now, bool at_entry) {
   worked |= advance_measurement(now);
   const std::uint64_t elapsed = std::max(kShareFloorNs, minus(now, cost_.since_ns));
   const bool over = static_cast<double>(cost_.spent_ns) > kMaxShare * static_cast<double>(elapsed);
-  if (m_.stage == Measurement::Stage::idle && measuring_allowed_ && !over &&
+  const bool confirming = confirm_peer_ >= 0 && static_cast<double>(cost_.spent_ns) <=
+                                                    kConfirmShare * static_cast<double>(elapsed);
+  if (m_.stage == Measurement::Stage::idle && measuring_allowed_ && (!over || confirming) &&
       now >= next_measure_ns_ && collective_.rounds_quiet(now, last_collective_ns_)) {
     start_measurement(now);
     worked = true;

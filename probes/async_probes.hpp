@@ -20,7 +20,10 @@
 // rendezvous transfer moves only while both progress).
 //
 // Cost: the leader's time in these services and measurements is kept under kMaxShare (0.5%) of
-// the job: measurements are skipped and the entry services spaced out while it is over.
+// the job: measurements are skipped and the entry services spaced out while it is over. A
+// measurement that found a change (changes.hpp: against the direction's last three, or, in its
+// first three, against this leader's other directions as last measured) is measured again
+// kConfirmAfterS later, out of turn, while the cost is under kConfirmShare (2%).
 #pragma once
 
 #include <mpi.h>
@@ -33,6 +36,7 @@
 
 #include "monitor/clock.hpp"
 #include "monitor/trace_schema.hpp"
+#include "probes/changes.hpp"
 
 namespace commtap::probes {
 
@@ -187,6 +191,9 @@ class AsyncProber {
   Measurement m_;
   Gaps gaps_;
   Cost cost_;
+  ChangeDetector changes_;
+  std::vector<ChangeDetector::Reading> latest_;  // each direction's newest measurement
+  int confirm_peer_ = -1;                        // a direction whose change waits (-1: none)
 };
 
 }  // namespace commtap::probes

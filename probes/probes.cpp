@@ -36,21 +36,20 @@ namespace {
 // allows (a dissemination among descheduled ranks), they are asked less often. Not before a rank's
 // first three rounds, which come at the set interval whatever they cost.
 constexpr double kDecisionPart = 0.25;
-// A round that measured a direction this many times slower than its fastest of the rounds before
-// (latency or transfer) found a change: a fault the analyzer needs two to four rounds to name
-// (docs/analyzer.md), which the bound would otherwise put 20-40 s apart on a loaded machine
-// (rounds of 100-200 ms), and even the set interval 10-20 s apart. The next round then comes
-// kConfirmAfterS later (the set interval where that is shorter), for as long as rounds keep
-// finding a change and everything spent on probes beyond the first rounds (rounds and decisions)
-// stays under kConfirmShare of the time since probing began: a noisy machine that keeps finding
-// changes pays at most that share, a quiet one the bound's. A lasting fault reads as a change in
-// the first round that sees it and the two after (ChangeDetector keeps three rounds), so it gets
-// four rounds within about 3 s; a descheduled leader's round is a change once, and the next one
-// reads fine. kConfirmAfterS is the decisions' longest step, so a change waits for no more than one
-// decision.
-constexpr double kChangeFactor = 4;
-constexpr double kConfirmShare = 0.02;
-constexpr double kConfirmAfterS = 1.0;
+// Confirmations (changes.hpp): a round that measured a direction kChangeFactor times slower than
+// its fastest of the rounds before (latency or transfer) found a change: a fault the analyzer
+// needs two to four rounds to name (docs/analyzer.md), which the bound would otherwise put 20-40 s
+// apart on a loaded machine (rounds of 100-200 ms), and even the set interval 10-20 s apart. The
+// next round then comes kConfirmAfterS later (the set interval where that is shorter), for as long
+// as rounds keep finding a change and everything spent on probes beyond the first rounds (rounds
+// and decisions) stays under kConfirmShare of the time since probing began. A lasting fault reads
+// as a change in the first round that sees it and the two after (ChangeDetector keeps three
+// rounds), so it gets four rounds within about 3 s; a descheduled leader's round is a change once,
+// and the next one reads fine. A fault there from a direction's first round reads as a change
+// against the round's other directions for its first three rounds, so it too gets four rounds
+// within about 3 s. kConfirmAfterS is the decisions' longest step, so a change waits for no more
+// than one decision.
+
 // A communicator asks again at least this often: the rate of its collectives that a rank turns
 // seconds into sequence numbers with is a past one, and a job that speeds up would otherwise be
 // probed late.
@@ -265,11 +264,12 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   budget.since_round_s = last_round_end_ns_ == 0
                              ? std::numeric_limits<double>::infinity()
                              : static_cast<double>(entered - last_round_end_ns_) / 1e9;
-  if (cost_.rounds >= kRoundsKept) {
+  // A change the second round finds is confirmed as soon as one the third finds: the third
+  // round, which comes whatever it costs, then comes a second after the second.
+  if (cost_.rounds >= kRoundsKept)
     budget.spent_since_first_s =
         static_cast<double>(cost_.probing_ns + cost_.deciding_ns - first_rounds_spent_ns_) / 1e9;
-    budget.since_start_s = static_cast<double>(entered - cost_.since_ns) / 1e9;
-  }
+  budget.since_start_s = static_cast<double>(entered - cost_.since_ns) / 1e9;
   const RoundsDue due = rounds_due(budget);
   const double elapsed_s = std::max(1e-9, static_cast<double>(entered - s->last_decision_ns) / 1e9);
   const double per_s = static_cast<double>(seq - s->last_decision_seq) / elapsed_s;
@@ -321,9 +321,9 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
       static_cast<double>(probing_ns + deciding_since_round_ns_) / 1e9;
   deciding_since_round_ns_ = 0;
   // The confirmations' share is what probing cost beyond the first rounds, which come whatever
-  // they cost, over the time since probing began: a fault the third round sees (10 s in, at the
-  // default interval) can be confirmed at once. Every member counts them, leader or not, so all
-  // agree when.
+  // they cost, over the time since probing began: a fault the second or third round sees (5 or
+  // 10 s in, at the default interval) can be confirmed at once. Every member counts them, leader
+  // or not, so all agree when.
   if (cost_.rounds == kRoundsKept) first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns;
   return next;
 }
@@ -374,26 +374,10 @@ RoundsDue rounds_due(const ProbeBudget& b) {
   return due;
 }
 
-bool ChangeDetector::note(int peer_node, std::uint64_t latency_ns, std::uint64_t transfer_ns) {
-  History& h = directions_[peer_node];
-  bool changed = false;
-  if (h.rounds > 0) {
-    const auto kept = static_cast<std::ptrdiff_t>(std::min(h.rounds, kKept));
-    auto slower = [&](std::uint64_t now, const std::array<std::uint64_t, kKept>& before) {
-      const std::uint64_t fastest = *std::min_element(before.begin(), before.begin() + kept);
-      return static_cast<double>(now) >= kChangeFactor * static_cast<double>(fastest);
-    };
-    changed = slower(latency_ns, h.latency_ns) || slower(transfer_ns, h.transfer_ns);
-  }
-  h.latency_ns[h.rounds % kKept] = latency_ns;
-  h.transfer_ns[h.rounds % kKept] = transfer_ns;
-  ++h.rounds;
-  return changed;
-}
-
 std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
   began_ = monitor::now_ns();
   std::vector<monitor::ProbeRow> rows;
+  std::vector<ChangeDetector::Reading> readings;
   const int hosts = static_cast<int>(s.hosts.size());
   const int tag = s.tag + kProbeTag;
   for (int round = 0; round < tournament_rounds(hosts); ++round) {
@@ -424,11 +408,11 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
       measure(s, peer, latency_row, transfer_row, false);
     }
     latency_row.slowest_oneway_ns = std::max(latency_row.slowest_oneway_ns, slowest_there);
-    changed_ |=
-        changes_.note(s.hosts[static_cast<std::size_t>(peer)], latency_row.ns, transfer_row.ns);
+    readings.push_back({s.hosts[static_cast<std::size_t>(peer)], latency_row.ns, transfer_row.ns});
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }
+  changed_ |= changes_.note_round(readings);
   return rows;
 }
 

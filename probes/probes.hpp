@@ -20,6 +20,7 @@
 
 #include "monitor/trace_schema.hpp"
 #include "probes/async_probes.hpp"
+#include "probes/changes.hpp"
 #include "settings/module_settings.hpp"
 #include "world/world.hpp"
 
@@ -35,8 +36,8 @@ struct ProbeBudget {
   double cheapest_cycle_s = 0;  // of the last three cycles this rank took part in (0: fewer)
   double partial_wait_s = 0;    // more, for a communicator on some of the job's hosts only
   double since_round_s = 0;     // since this rank's last round on any communicator
-  // Rounds and decisions since the first rounds ended, and the time since probing began (both
-  // 0 before the first rounds end).
+  // Rounds and decisions since the first rounds ended (0 before they end), and the time since
+  // probing began (0: not begun).
   double spent_since_first_s = 0, since_start_s = 0;
 };
 struct RoundsDue {
@@ -44,22 +45,6 @@ struct RoundsDue {
   bool routine = false, confirm = false;
 };
 RoundsDue rounds_due(const ProbeBudget& budget);
-
-// A leader's record of the directions it measures (by the peer host's node): a round's
-// measurement is a change where its latency or its transfer is 4 times its fastest of the
-// direction's last three rounds, or slower.
-class ChangeDetector {
- public:
-  bool note(int peer_node, std::uint64_t latency_ns, std::uint64_t transfer_ns);
-
- private:
-  static constexpr std::size_t kKept = 3;
-  struct History {
-    std::array<std::uint64_t, kKept> latency_ns{}, transfer_ns{};
-    std::size_t rounds = 0;
-  };
-  std::unordered_map<int, History> directions_;
-};
 
 class LinkProber {
  public:

@@ -58,7 +58,7 @@ TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
   b.partial_wait_s = 0;
 
   b.since_round_s = 6;
-  EXPECT_FALSE(rounds_due(b).confirm);  // the first rounds are not over
+  EXPECT_FALSE(rounds_due(b).confirm);  // probing has not begun
   b.since_start_s = 10;
   b.spent_since_first_s = 0.15;  // 1.5%
   EXPECT_TRUE(rounds_due(b).confirm);
@@ -73,6 +73,45 @@ TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
   EXPECT_FALSE(rounds_due(b).confirm);
   b.since_round_s = 3.5;
   EXPECT_TRUE(rounds_due(b).confirm);
+}
+
+// A fault there from the job's first round has no history to be a change against: for its
+// first three rounds, a direction is also compared with the fastest of the round's other
+// directions, so that it is confirmed as soon as a fault that came later.
+TEST(Probes, AFaultThereFromTheFirstRoundIsAChangeAgainstTheRoundsOtherDirections) {
+  using Reading = commtap::probes::ChangeDetector::Reading;
+  const std::vector<Reading> round = {
+      {1, 10'000, 100'000}, {2, 300'000, 3'000'000}, {3, 12'000, 110'000}};
+  commtap::probes::ChangeDetector changes;
+  EXPECT_TRUE(changes.note_round(round));
+  EXPECT_TRUE(changes.note_round(round));
+  EXPECT_TRUE(changes.note_round(round));
+  EXPECT_FALSE(changes.note_round(round));  // three rounds of its own, all as slow
+  commtap::probes::ChangeDetector alike;    // 3.9x the fastest other: no change
+  EXPECT_FALSE(
+      alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 390'000}, {3, 20'000, 100'000}}));
+  EXPECT_TRUE(alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 400'000}, {3, 20'000, 100'000}}));
+  commtap::probes::ChangeDetector alone;  // nothing to compare with
+  EXPECT_FALSE(alone.note_round({{1, 300'000, 3'000'000}}));
+}
+
+// The asynchronous probes measure one direction at a time: against the others as last measured,
+// in its first three measurements, and against its own history after.
+TEST(Probes, AnAsynchronousMeasurementIsAChangeAgainstTheOtherDirectionsAsLastMeasured) {
+  using Reading = commtap::probes::ChangeDetector::Reading;
+  commtap::probes::ChangeDetector changes;
+  std::vector<Reading> latest;
+  EXPECT_FALSE(changes.note_against({1, 10'000, 100'000}, latest));  // nothing to compare with
+  latest.push_back({1, 10'000, 100'000});
+  EXPECT_FALSE(changes.note_against({2, 12'000, 110'000}, latest));
+  latest.push_back({2, 12'000, 110'000});
+  const Reading slow{3, 50'000, 120'000};  // 5x the fastest other latency
+  EXPECT_TRUE(changes.note_against(slow, latest));
+  // Its own history only counts once it has three: itself, then as slow as it was.
+  EXPECT_TRUE(changes.note_against(slow, latest));
+  EXPECT_TRUE(changes.note_against(slow, latest));
+  EXPECT_FALSE(changes.note_against(slow, latest));
+  EXPECT_FALSE(changes.note_against({2, 12'000, 110'000}, latest));  // as the others: none
 }
 
 // A direction's round is a change when its latency or its transfer is 4 times the fastest of

@@ -1,0 +1,49 @@
+// Changes a leader's link measurements find, and the confirming measurements they earn: shared
+// by the collective rounds (probes.hpp) and the asynchronous probes (async_probes.hpp).
+//
+// A measurement that found a change (a link or a host that just became slow, which the analyzer
+// names from two to four measurements of it) is measured again kConfirmAfterS later instead of
+// at the set interval, while probing costs at most kConfirmShare of the time since it began: a
+// noisy machine that keeps finding changes pays at most that share, a quiet one the 0.5% bound's.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace commtap::probes {
+
+inline constexpr double kChangeFactor = 4;
+inline constexpr double kConfirmShare = 0.02;
+inline constexpr double kConfirmAfterS = 1.0;
+
+// A leader's record of the directions it measures (by the peer host's node): a measurement is a
+// change where its latency or its transfer is kChangeFactor times its fastest of the direction's
+// last three measurements, or slower.
+class ChangeDetector {
+ public:
+  struct Reading {
+    int peer_node = 0;
+    std::uint64_t latency_ns = 0, transfer_ns = 0;
+  };
+  bool note(int peer_node, std::uint64_t latency_ns, std::uint64_t transfer_ns);
+  // Also a change, while the direction has fewer than three measurements (no history shows a
+  // fault that was there from the job's first round), where its latency or its transfer is
+  // kChangeFactor times the fastest of `others` (the leader's other directions, as last
+  // measured), or slower.
+  bool note_against(const Reading& reading, const std::vector<Reading>& others);
+  // One round's measurements of this leader's directions, each against the others.
+  bool note_round(const std::vector<Reading>& round);
+
+ private:
+  static constexpr std::size_t kKept = 3;
+  struct History {
+    std::array<std::uint64_t, kKept> latency_ns{}, transfer_ns{};
+    std::size_t rounds = 0;
+  };
+  std::unordered_map<int, History> directions_;
+};
+
+}  // namespace commtap::probes
