@@ -756,7 +756,12 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
     named->summary += "; link probes also measure " + describe(v) + " vs " + j.baseline();
     return;
   }
-  const std::string direction = both ? slow_direction(j, p, both) : "";
+  // A latency is half a round trip, which crosses the link both ways: a direction slow by its
+  // latency says nothing of which way is slow, whether or not its reverse's rows read slow too
+  // (the asynchronous probes measure one direction at a time, and their confirmations only the
+  // one that found the change), so the messages or the one-way times tell it where they can.
+  const bool by_latency = v.latency_ns > j.base.latency_limit;
+  const std::string direction = both || by_latency ? slow_direction(j, p, both) : "";
   Finding f;
   f.kind = finding_kind::slow_link;
   f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;

@@ -1087,6 +1087,17 @@ TEST(Health, ProbesTellTheDirectionOfALinkSlowOneWay) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
 }
 
+// The asynchronous probes measure one direction at a time: a direction whose round trips are
+// slow, its reverse not measured yet, is named the way its one-way times say is slow.
+TEST(Health, ProbesOfOneDirectionTellTheWayTheirRoundTripsAreSlow) {
+  SyntheticJob job = probed_job();
+  job.probe_one_way_us = [](int from, int to, double t) {
+    return from == 0 && to == 1 && t >= 10 ? 3030.0 : 30.0;
+  };
+  job.probed = [](int from, int to) { return !(from == 0 && to == 1); };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+}
+
 // Files of older schema versions are read, with what they lack empty: version 5 had probes
 // without their four times (no clock correction or direction from them), version 4 no probes.
 TEST(Health, OlderTraceVersionsAreReadWithWhatTheyHold) {
