@@ -85,6 +85,7 @@ AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink si
   post(ping_, kPingTag, &ping_in_, 1);
   post(transfer_, kTransferTag, transfer_in_.data(), static_cast<int>(transfer_in_.size()));
   cost_.since_ns = monitor::now_ns();
+  next_measure_ns_ = next_turn(cost_.since_ns);
 }
 
 void AsyncProber::post(Watch& watch, int tag, void* buffer, int bytes) {
@@ -143,9 +144,18 @@ int AsyncProber::partner_now() const {
   return tournament_partner(hosts_, round, layout_.host);
 }
 
-std::uint64_t AsyncProber::next_slot_start(std::uint64_t now) const {
+std::uint64_t next_turn_wall(std::uint64_t wall, std::uint64_t slot_ns, int hosts, int host) {
+  const auto rounds = static_cast<std::uint64_t>(tournament_rounds(hosts));
+  for (std::uint64_t slot = wall / slot_ns;; ++slot) {
+    const int partner = tournament_partner(hosts, static_cast<int>(slot % rounds), host);
+    const std::uint64_t begins = slot * slot_ns + (partner < host ? slot_ns / 2 : 0);
+    if (begins > wall) return begins;
+  }
+}
+
+std::uint64_t AsyncProber::next_turn(std::uint64_t now) const {
   const std::uint64_t wall = wall_ns();
-  return now + (wall / slot_ns_ + 1) * slot_ns_ - wall;
+  return now + (next_turn_wall(wall, slot_ns_, hosts_, layout_.host) - wall);
 }
 
 void AsyncProber::send_next(bool transfer) {
@@ -178,7 +188,7 @@ void AsyncProber::send_next(bool transfer) {
 void AsyncProber::start_measurement(std::uint64_t now) {
   const int peer = confirm_peer_ >= 0 ? confirm_peer_ : partner_now();
   confirm_peer_ = -1;  // its result says whether to go on confirming
-  next_measure_ns_ = next_slot_start(now);
+  next_measure_ns_ = next_turn(now);
   if (peer >= hosts_ || peer == layout_.host) return;  // a bye
   m_.peer = peer;
   m_.began = now;

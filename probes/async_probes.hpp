@@ -7,7 +7,8 @@
 // interpose/yield.cpp) it answers what came: when it found the message, when it last found it
 // not there, when it replied. When due, it sends pings and transfers to this round's peer (the
 // tournament schedule by the round number of its own wall clock: no agreement is needed, since
-// the peer answers whenever it polls) and goes on; the replies are picked up by the same polling.
+// the peer answers whenever it polls; the pair's lower host in the slot's first half, the higher
+// in its second) and goes on; the replies are picked up by the same polling.
 //
 // The network's round trip of a ping lies between
 //   (last_miss_here - sent) - (replied - peer_last_miss)   and
@@ -59,6 +60,11 @@ struct RoundTripBounds {
   std::uint64_t lower_ns = 0, upper_ns = 0;  // lower: 0 where the windows allow no more
 };
 RoundTripBounds round_trip_bounds(const PingTimes& ping);
+
+// The wall clock at which `host`'s next turn to measure begins after `wall`: slots of `slot_ns`
+// go round the tournament's rounds, and of a slot's pair the lower host measures from the slot's
+// start, the higher from its middle.
+std::uint64_t next_turn_wall(std::uint64_t wall, std::uint64_t slot_ns, int hosts, int host);
 
 class AsyncProber {
  public:
@@ -168,7 +174,10 @@ class AsyncProber {
   void start_measurement(std::uint64_t now);
   void send_next(bool transfer);
   void finish_measurement();
-  std::uint64_t next_slot_start(std::uint64_t now) const;
+  // When this leader's next turn to measure begins (next_turn_wall, on the monotonic clock of
+  // `now`): the pair's two directions are not measured at once (under a rate limit one side's
+  // transfer queues the other's replies, and both directions read slow).
+  std::uint64_t next_turn(std::uint64_t now) const;
   int partner_now() const;
 
   Layout layout_;

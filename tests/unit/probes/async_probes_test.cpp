@@ -1,12 +1,35 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 
 #include "probes/async_probes.hpp"
+#include "probes/probes.hpp"
 
 using commtap::probes::PingTimes;
 using commtap::probes::round_trip_bounds;
+
+// A slot's pair measures one direction at a time: the lower host from the slot's start, the
+// higher from its middle. On 4 hosts, slot 0 pairs 0 with 3 and 1 with 2; slot 1 pairs 0 with 2
+// and 1 with 3.
+TEST(AsyncProbes, ASlotsPairTakesTurnsHalfASlotApart) {
+  using commtap::probes::next_turn_wall;
+  EXPECT_EQ(next_turn_wall(0, 1000, 4, 3), 500u);   // slot 0, after host 0
+  EXPECT_EQ(next_turn_wall(0, 1000, 4, 2), 500u);   // slot 0, after host 1
+  EXPECT_EQ(next_turn_wall(0, 1000, 4, 0), 1000u);  // its slot-0 turn began at 0: slot 1's
+  EXPECT_EQ(next_turn_wall(600, 1000, 4, 3), 1500u);
+  EXPECT_EQ(next_turn_wall(999, 1000, 4, 1), 1000u);
+  // In every slot, each pair's two turns are half a slot apart.
+  for (int slot = 1; slot < 6; ++slot)
+    for (int host = 0; host < 4; ++host) {
+      const int partner = commtap::probes::tournament_partner(4, slot % 3, host);
+      const auto before = static_cast<std::uint64_t>(slot) * 1000 - 1;
+      const std::uint64_t mine = next_turn_wall(before, 1000, 4, host);
+      const std::uint64_t theirs = next_turn_wall(before, 1000, 4, partner);
+      EXPECT_EQ(std::max(mine, theirs) - std::min(mine, theirs), 500u) << slot << " " << host;
+    }
+}
 
 // An asynchronous ping's round trip is known only within a window: each leader sees a message
 // at its next look, some time after it arrived. Simulated pings with random legs, random gaps
