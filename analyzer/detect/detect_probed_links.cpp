@@ -805,6 +805,11 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
   ProbePairs pairs;
   if (!read_probe_pairs(job, options, pairs, error)) return false;
   if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
+  for (const auto& [key, p] : pairs)
+    for (const auto* series : {&p.latency_ns, &p.mb_per_s})
+      evidence.held_recorded = evidence.held_recorded ||
+                               std::any_of(series->begin(), series->end(),
+                                           [](const Sample& s) { return s.network != s.value; });
   const std::map<int, std::string> name_of = name_nodes(pairs);
   const ProbeBaseline base = probe_baseline(pairs, options);
   SlowRounds slow_rounds;

@@ -100,6 +100,9 @@ struct ProbeEvidence {
   std::vector<ProbedLink> links;
   std::vector<HostThatIsALink> host_is_a_link;
   std::vector<std::string> not_confirmed;  // subjects of message findings the probes contradict
+  // Whether the probes record the leaders' held times (version 13), so that their findings are
+  // judged with the time off the CPU taken out.
+  bool held_recorded = false;
 };
 
 // detect_lost_packets: per directed host pair, the kernel's TCP counters over the stall span.
