@@ -177,7 +177,15 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
       const bool network =
           (f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network) &&
           !accounted(f.source) && !accounted(f.also_source);
-      const bool touches = stalled.count(f.host) || stalled.count(f.from) || stalled.count(f.to);
+      // A link into or out of a stalled host that stands apart from the host's other pairs
+      // that way is not the stall's (MessageLinkEvidence::apart_at).
+      const auto* link = std::get_if<MessageLinkEvidence>(&f.evidence.rule);
+      auto stalled_end = [&](const std::string& host) {
+        return stalled.count(host) > 0 &&
+               (link == nullptr || std::find(link->apart_at.begin(), link->apart_at.end(), host) ==
+                                       link->apart_at.end());
+      };
+      const bool touches = stalled_end(f.host) || stalled_end(f.from) || stalled_end(f.to);
       if (network && touches) evidence.explained_by_stalls.push_back({f.kind, f.subject});
       return network && touches;
     });

@@ -115,6 +115,35 @@ bool much_faster(const PairCell& echo, const PairCell& cause) {
   return !echo.recent_ns.empty() && !cause.recent_ns.empty() &&
          median_of(echo.recent_ns) < kAsSlowElsewhere * median_of(cause.recent_ns);
 }
+// Whether `link` stands apart at its host `h`: each of its slow directions (the link, and its
+// reverse where `both`) is slower than every other pair of h the same way by much (much_faster),
+// with one such pair at least that has recent messages measured (kMinKnown). A host whose process
+// the scheduler holds off receives late from every peer (and sends late to every peer) alike: a
+// link into a host held off 7-10% of the time, at 17 ms against the host's other incoming pair at
+// 0.8 ms, is the link, the stall its consequence (a receiver that polls with sched_yield on a
+// loaded machine waits its turn each time it yields, and it yields as long as its message is
+// late: split_pipeline's ctap0 -> ctap1 +5 ms at 2 busy loops, docs/faults.md sweep 36).
+bool apart_at_host(const std::pair<int, int>& link, bool both, int h, const PairCells& pairs) {
+  constexpr std::size_t kMinKnown = 3;
+  std::vector<std::pair<int, int>> directions = {link};
+  if (both) directions.push_back({link.second, link.first});
+  for (const auto& direction : directions) {
+    if (!involves(direction, h)) continue;
+    const bool into = direction.second == h;
+    const PairCell& mine = pairs.at(direction);
+    int known = 0;
+    for (const auto& [other, cell] : pairs) {
+      if (other == direction || (into ? other.second != h : other.first != h)) continue;
+      if (other == std::make_pair(link.second, link.first)) continue;  // the link's own reverse
+      if (cell.recent_ns.size() < kMinKnown) continue;
+      if (!much_faster(cell, mine)) return false;
+      ++known;
+    }
+    if (known == 0) return false;
+  }
+  return true;
+}
+
 bool receiver_waited_elsewhere(const std::pair<int, int>& pair, const PairCells& pairs) {
   const PairCell& mine = pairs.at(pair);
   for (const auto& [other, cell] : pairs) {
@@ -755,6 +784,10 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                                           .messages = cell.messages,
                                           .recent_censored = cell.recent_censored,
                                           .test = cell.test};
+    auto& rule = std::get<MessageLinkEvidence>(f.evidence.rule);
+    for (int h : {pair.first, pair.second})
+      if (apart_at_host(pair, both, h, pairs))
+        rule.apart_at.push_back(job.hosts[static_cast<std::size_t>(h)]);
     f.from = from;
     f.to = to;
     f.avoid = avoid_link(from, to, both, cell.median - cell.base);

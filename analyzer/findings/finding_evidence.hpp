@@ -165,6 +165,11 @@ struct MessageLinkEvidence {
   // look long after last seen pending (transfers.seen_pending_ns), so their arrival is not known.
   std::uint64_t recent_censored = 0;
   EvidenceTest test;
+  // The link's hosts at which it stands apart: every other pair of that host the same way (into
+  // it where the link's direction ends there, out of it where it starts there) with recent
+  // messages measured, one at least, read much faster. A host held off the CPU delays all its
+  // pairs that way alike, so its stall does not explain this link (health.cpp).
+  std::vector<std::string> apart_at;
 };
 
 // slow_host_network by link probes.

@@ -126,6 +126,7 @@ json rule_json(const MessageLinkEvidence& e) {
               {"test", evidence_test_json(e.test)}};
   // Only where some were: files before version 12 have none.
   if (e.recent_censored > 0) out["recent_censored"] = e.recent_censored;
+  out["apart_at"] = e.apart_at;
   return out;
 }
 

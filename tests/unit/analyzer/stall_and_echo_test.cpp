@@ -151,3 +151,31 @@ TEST(StallAndEcho, ASetUpOnlyNeighbourPairDoesNotKeepALinkUnnamed) {
     }
   EXPECT_TRUE(set_up_pair_seen) << "the set-up pair must be in the job's message links";
 }
+
+// A receiver that polls with sched_yield on a loaded machine waits its turn each time it
+// yields, and it yields as long as its message is late: behind a link +5 ms its host is held
+// off the CPU 7-10% of the time against the others' 1-2%, and stands out as stalled
+// (split_pipeline at 2 busy loops, docs/faults.md sweep 36). Its other incoming pair reads
+// fast, so the stall, which would delay every pair into it alike, does not explain the link.
+// The same stall with every pair into the host slow is the stall's, as before.
+TEST(StallAndEcho, ALinkIntoAHostHeldOffStandsApartFromTheHostsOtherPairs) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double t) {
+    return from == 0 && to == 1 && t >= 12 ? 5000.0 : 0.0;
+  };
+  job.stall_share = [](int host, double t) { return host == 1 && t >= 12 ? 0.09 : 0.004; };
+  const JobHealth health = analyze(job);
+  ASSERT_TRUE(health.evidence.stalls.stalled.count("h1")) << describe(health);
+  expect_exactly(health, {{"slow_link", "link h0 -> h1"}});
+  ASSERT_FALSE(health.findings.empty());
+  const auto evidence = evidence_json(health.findings[0].evidence);
+  EXPECT_EQ(evidence.value("apart_at", nlohmann::json::array()), nlohmann::json::array({"h0", "h1"}))
+      << evidence.dump();
+
+  job.link_us = [](int, int to, double t) { return to == 1 && t >= 12 ? 5000.0 : 0.0; };
+  const JobHealth alike = analyze(job);
+  for (const Finding& f : alike.findings) {
+    EXPECT_NE(f.kind, "slow_link") << describe(alike);
+    EXPECT_NE(f.kind, "slow_host_network") << describe(alike);
+  }
+}
