@@ -79,7 +79,7 @@ struct CollectiveHooks {
       // its rounds are coming, however late a loaded machine or the cost bound makes them.
       if (probes::AsyncProber* const async = runtime().async_probes;
           async != nullptr && comm->probe_at.load(std::memory_order_relaxed) != UINT64_MAX)
-        async->note_collective(scope.t1());
+        async->note_collective(scope.t1(), comm->id);
     } else if constexpr (kApplies) {
       if (info.request != nullptr && rc == MPI_SUCCESS) {
         // Persistent operations take their sequence numbers (and sampling) at each MPI_Start.

@@ -76,6 +76,9 @@ std::uint64_t AsyncProber::Ping::upper_ns() const {
 AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink sink)
     : layout_(std::move(layout)), collective_(collective), sink_(std::move(sink)) {
   hosts_ = static_cast<int>(layout_.leaders.size());
+  last_collective_ns_.assign(static_cast<std::size_t>(hosts_), 0);
+  for (int node = 0; node < hosts_; ++node)
+    node_of_leader_[layout_.leaders[static_cast<std::size_t>(node)]] = node;
   // One peer per slot: every pair both ways once per set interval.
   slot_ns_ = std::max<std::uint64_t>(
       1'000'000, layout_.interval_ns / static_cast<std::uint64_t>(tournament_rounds(hosts_)));
@@ -130,12 +133,28 @@ bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::ui
     if (began_here != 0 && began_here < reply.found_ns)
       reply.held_ns = gaps_.longest_in(began_here, reply.found_ns, reply.held_ns);
   }
-  reply.quiet = collective_.rounds_quiet(reply.found_ns, last_collective_ns_) ? 1 : 0;
+  const auto asker = node_of_leader_.find(status.MPI_SOURCE);
+  reply.quiet = asker != node_of_leader_.end() && pair_quiet(reply.found_ns, asker->second) ? 1 : 0;
   reply.replied_ns = monitor::now_ns();
   send_reply(reply, status.MPI_SOURCE);
   post(watch, tag, buffer, bytes);
   ++cost_.answers;
   return true;
+}
+
+void AsyncProber::note_collective(std::uint64_t at_ns, std::int64_t comm_id) {
+  const std::vector<int>* hosts = collective_.probed_hosts(comm_id);
+  if (hosts == nullptr) {
+    std::fill(last_collective_ns_.begin(), last_collective_ns_.end(), at_ns);
+    return;
+  }
+  for (int h : *hosts)
+    if (h >= 0 && h < hosts_) last_collective_ns_[static_cast<std::size_t>(h)] = at_ns;
+}
+
+bool AsyncProber::pair_quiet(std::uint64_t now, int peer) const {
+  return peer >= 0 && peer < hosts_ &&
+         collective_.rounds_quiet(now, last_collective_ns_[static_cast<std::size_t>(peer)], peer);
 }
 
 int AsyncProber::partner_now() const {
@@ -185,17 +204,19 @@ void AsyncProber::send_next(bool transfer) {
   m_.reply.last_miss_ns = m_.sent;
 }
 
-void AsyncProber::start_measurement(std::uint64_t now) {
+bool AsyncProber::start_measurement(std::uint64_t now) {
   const int peer = confirm_peer_ >= 0 ? confirm_peer_ : partner_now();
   confirm_peer_ = -1;  // its result says whether to go on confirming
   next_measure_ns_ = next_turn(now);
-  if (peer >= hosts_ || peer == layout_.host) return;  // a bye
+  if (peer >= hosts_ || peer == layout_.host) return false;  // a bye
+  if (!pair_quiet(now, peer)) return false;                  // the rounds measure it
   m_.peer = peer;
   m_.began = now;
   m_.pings.clear();
   m_.transfers.clear();
   m_.transfer_held.clear();
   send_next(false);
+  return true;
 }
 
 bool AsyncProber::advance_measurement(std::uint64_t looked) {
@@ -339,9 +360,8 @@ void AsyncProber::service(std::uint64_t now, bool at_entry) {
   const bool confirming = confirm_peer_ >= 0 && static_cast<double>(cost_.spent_ns) <=
                                                     kConfirmShare * static_cast<double>(elapsed);
   if (m_.stage == Measurement::Stage::idle && measuring_allowed_ && (!over || confirming) &&
-      now >= next_measure_ns_ && collective_.rounds_quiet(now, last_collective_ns_)) {
-    start_measurement(now);
-    worked = true;
+      now >= next_measure_ns_) {
+    worked |= start_measurement(now);
   }
   const std::uint64_t end = monitor::now_ns();
   if (at_entry || worked) cost_.spent_ns += minus(end, now);

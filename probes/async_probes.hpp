@@ -1,6 +1,8 @@
-// Asynchronous link probes: for jobs (or stretches of jobs) where the collective prober
-// (probes.hpp) has no round, because the program calls no blocking collective on a communicator
-// of two hosts or more (NPB CG and MG: point-to-point only in their timed loops). Each host's
+// Asynchronous link probes: for the host pairs (or stretches of jobs) where the collective
+// prober (probes.hpp) has no round, because the program calls no blocking collective on a
+// communicator of two hosts or more (NPB CG and MG: point-to-point only in their timed loops), or
+// none on a communicator that spans the pair (a pipeline's input stage split off the model
+// stages' communicator). Each host's
 // leader keeps two receives posted on commtap's private communicator, from any source: a ping
 // and a transfer (COMMTAP_PROBE_BYTES). Wherever it polls (at the entry of intercepted MPI calls,
 // at most once per kEntryNs; inside the polling loops of blocking point-to-point calls,
@@ -33,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "monitor/clock.hpp"
@@ -99,10 +102,11 @@ class AsyncProber {
     const std::uint64_t now = monitor::now_ns();
     if (now >= next_blocked_ns_) service(now, false);
   }
-  // After a blocking collective on a communicator the collective rounds probe (or may, before
-  // its first decision point): no measurement starts until a collective interval has passed
-  // without one (LinkProber::rounds_quiet).
-  void note_collective(std::uint64_t at_ns) { last_collective_ns_ = at_ns; }
+  // After a blocking collective on communicator `comm_id`, which the collective rounds probe
+  // (or may, before its first decision point): no measurement of a pair it spans (every pair,
+  // before that point) starts until a collective interval has passed without one
+  // (LinkProber::rounds_quiet).
+  void note_collective(std::uint64_t at_ns, std::int64_t comm_id);
   // Before MPI_Finalize, on leaders: starts no more measurements and completes the one under way
   // (answering meanwhile); the caller then meets every rank (finish_with_barrier) before the
   // receives are cancelled.
@@ -123,9 +127,8 @@ class AsyncProber {
  private:
   struct Reply {
     std::uint64_t found_ns = 0, last_miss_ns = 0, replied_ns = 0, held_ns = 0;
-    // Whether the answering leader's collective rounds are quiet too: a pair is measured here
-    // only where neither leader takes part in collective rounds (those measure it, or the
-    // program's collectives leave it out on purpose: a communicator without that host).
+    // Whether the answering leader leaves the pair to its collective rounds (pair_quiet): a
+    // pair is measured here only where neither leader's rounds measure it.
     std::uint64_t quiet = 0;
   };
   // A message this leader polls for (one of its posted receives, or a reply it waits for).
@@ -171,7 +174,8 @@ class AsyncProber {
   void post(Watch& watch, int tag, void* buffer, int bytes);
   void send_reply(const Reply& reply, int to_rank);
   bool advance_measurement(std::uint64_t looked);
-  void start_measurement(std::uint64_t now);
+  // Starts the due measurement where its pair is not the rounds' (pair_quiet); whether it did.
+  bool start_measurement(std::uint64_t now);
   void send_next(bool transfer);
   void finish_measurement();
   // When this leader's next turn to measure begins (next_turn_wall, on the monotonic clock of
@@ -182,7 +186,11 @@ class AsyncProber {
 
   Layout layout_;
   const LinkProber& collective_;
-  std::uint64_t last_collective_ns_ = 0;  // note_collective (0: none yet)
+  // Per host (node): note_collective's last on a communicator with it (0: none yet).
+  std::vector<std::uint64_t> last_collective_ns_;
+  std::unordered_map<int, int> node_of_leader_;  // world rank -> node, of the hosts' leaders
+  // Whether the pair with `peer` (a node) is left to the collective rounds now.
+  bool pair_quiet(std::uint64_t now, int peer) const;
   RowSink sink_;
   int hosts_ = 0;
   std::uint64_t slot_ns_ = 0;

@@ -115,6 +115,7 @@ LinkProber::LinkProber(MPI_Comm comm, const world::NodeLayout& layout,
   interval_ns_ = static_cast<std::uint64_t>(settings.probe_interval) * 1'000'000'000ull;
   probe_bytes_ = static_cast<std::uint64_t>(settings.probe_bytes);
   hosts_ = layout.nodes;
+  round_end_by_node_.assign(static_cast<std::size_t>(std::max(0, hosts_)), 0);
   // Every rank has the same layout: all return here, or none.
   if (interval_ns_ == 0 || hosts_ < 2) return;
   // Shared with commtap's other agreements, which use its collectives (and the collectives
@@ -311,6 +312,8 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // collective ahead of their leaders, and the leaders would look late.
   all_max(*s, comm.rank, nullptr, 0, s->tag + kLeaveTag);
   last_round_end_ns_ = monitor::now_ns();
+  for (int h : s->hosts)
+    if (h >= 0 && h < hosts_) round_end_by_node_[static_cast<std::size_t>(h)] = last_round_end_ns_;
   last_round_partial_ = budget.partial_wait_s > 0;
   ++cost_.rounds;
   const std::uint64_t probing_ns = monitor::elapsed_ns(decided, last_round_end_ns_);
@@ -328,8 +331,17 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   return next;
 }
 
-bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_ns) const {
-  const std::uint64_t last = std::max(last_round_end_ns_, cost_.since_ns);
+const std::vector<int>* LinkProber::probed_hosts(std::int64_t comm_id) const {
+  const auto found = schedules_.find(comm_id);
+  return found == schedules_.end() || found->second == nullptr ? nullptr : &found->second->hosts;
+}
+
+bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_ns,
+                              int peer_node) const {
+  const std::uint64_t round_end = peer_node >= 0 && peer_node < hosts_
+                                      ? round_end_by_node_[static_cast<std::size_t>(peer_node)]
+                                      : last_round_end_ns_;
+  const std::uint64_t last = std::max(round_end, cost_.since_ns);
   double interval_ns = static_cast<double>(interval_ns_);
   if (cost_.rounds >= kRoundsKept)
     interval_ns =
@@ -362,6 +374,11 @@ void LinkProber::before_finalize() {
     async_->finish_with_barrier(barrier);
   else
     wait_napping(1, &barrier);
+}
+
+TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns) {
+  if (last_ns < kCappedAfterNs) return {probe_bytes, 0};
+  return {std::max<std::uint64_t>(probe_bytes / 4, 1), kCappedTransferNs};
 }
 
 RoundsDue rounds_due(const ProbeBudget& b) {
@@ -408,7 +425,9 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
       measure(s, peer, latency_row, transfer_row, false);
     }
     latency_row.slowest_oneway_ns = std::max(latency_row.slowest_oneway_ns, slowest_there);
-    readings.push_back({s.hosts[static_cast<std::size_t>(peer)], latency_row.ns, transfer_row.ns});
+    // The transfer at the probe's size, whether it was capped or not (transfer_plan).
+    const int peer_node = s.hosts[static_cast<std::size_t>(peer)];
+    readings.push_back({peer_node, latency_row.ns, last_transfer_ns_[peer_node]});
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }
@@ -505,7 +524,33 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
   std::vector<std::uint64_t> takes;
   std::uint64_t worst_transfer = 0, slowest_data = 0, held_here = 0, held_there = 0;
   std::size_t quickest = 0;
-  while (takes.size() < kTransfers) {
+  const int to_node = s.hosts[static_cast<std::size_t>(peer)];
+  const TransferPlan plan = transfer_plan(probe_bytes_, last_transfer_ns_[to_node]);
+  std::uint64_t bytes = probe_bytes_, acknowledgements = 1;
+  if (plan.cap_ns > 0) {
+    // One capped transfer (transfer_plan): its chunks' data legs and times held off the CPU add
+    // up, and each chunk's reply is an acknowledgement less.
+    const std::uint64_t t0 = monitor::now_ns();
+    std::uint64_t end = t0;
+    bytes = 0;
+    acknowledgements = 0;
+    while (bytes < probe_bytes_ && monitor::elapsed_ns(t0, end) < plan.cap_ns) {
+      PeerTimes had{};
+      const std::uint64_t c0 = monitor::now_ns();
+      const Completion done = round_trip(send_buffer_.data(), static_cast<int>(plan.chunk_bytes),
+                                         had, c0, peer_rank, tag);
+      end = done.at_ns;
+      bytes += plan.chunk_bytes;
+      ++acknowledgements;
+      held_here += done.held_ns;
+      held_there += had.held_ns;
+      slowest_data = std::max(slowest_data, there(c0, had.received_ns));
+      slowest_back = std::max(slowest_back, back(had.replied_ns, done.at_ns));
+    }
+    takes.push_back(monitor::elapsed_ns(t0, end));
+    worst_transfer = takes.back();
+  }
+  while (plan.cap_ns == 0 && takes.size() < kTransfers) {
     PeerTimes had{};
     const std::uint64_t t0 = monitor::now_ns();
     const Completion done = round_trip(send_buffer_.data(), static_cast<int>(send_buffer_.size()),
@@ -531,7 +576,6 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
   world::wait_all(1, &stop, true);
   // Numbered and named by the job's hosts, whichever communicator's members measured.
   const int from_node = s.hosts[static_cast<std::size_t>(s.host)];
-  const int to_node = s.hosts[static_cast<std::size_t>(peer)];
   const std::string& from = host_names_[static_cast<std::size_t>(from_node)];
   const std::string& to = host_names_[static_cast<std::size_t>(to_node)];
   latency = {began_,
@@ -549,8 +593,12 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
              slowest_there};
   latency.from_held_ns = best.held_here;
   latency.to_held_ns = best.held_there;
-  auto less_ack = [&](std::uint64_t ns) { return ns > best_rtt / 2 ? ns - best_rtt / 2 : ns; };
-  transfer = {began_, from_node, to_node, from, to, send_buffer_.size(), less_ack(takes[quickest])};
+  auto less_ack = [&](std::uint64_t ns) {
+    const std::uint64_t acks = acknowledgements * (best_rtt / 2);
+    return ns > acks ? ns - acks : ns;
+  };
+  transfer = {began_, from_node, to_node, from, to, bytes, less_ack(takes[quickest])};
+  last_transfer_ns_[to_node] = transfer.ns * probe_bytes_ / std::max<std::uint64_t>(1, bytes);
   transfer.slowest_ns = less_ack(worst_transfer);
   transfer.slowest_oneway_ns = slowest_data;
   transfer.from_held_ns = held_here;

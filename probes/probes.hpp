@@ -91,13 +91,19 @@ class LinkProber {
   };
   Cost cost() const { return cost_; }
 
-  // Whether no round has come for the interval (the set one, or what the cost bound has grown it
-  // to; 2 s more after a round on a communicator of some hosts only, which waits that much
-  // longer), or since MPI_Init, and no collective the rounds may use for as long (at
-  // `last_collective_ns`, 0: none): the asynchronous probes (async_probes.hpp) measure then. A
-  // program still calling such collectives gets its rounds, however late a loaded machine (a
-  // slow rate of collectives, decisions spaced by their cost) or the bound makes them.
-  bool rounds_quiet(std::uint64_t now, std::uint64_t last_collective_ns) const;
+  // Whether no round that measured this rank's pair with `peer_node` has come for the interval
+  // (the set one, or what the cost bound has grown it to; 2 s more after a round on a
+  // communicator of some hosts only, which waits that much longer), or since MPI_Init, and no
+  // collective the rounds may use on a communicator with that host for as long (at
+  // `last_collective_ns`, 0: none): the asynchronous probes (async_probes.hpp) measure the pair
+  // then. A program still calling such collectives gets its rounds, however late a loaded machine
+  // (a slow rate of collectives, decisions spaced by their cost) or the bound makes them; a pair
+  // that no communicator with collectives spans (a pipeline's input stage, split off the model
+  // stages' communicator) is measured asynchronously whatever the rounds do.
+  bool rounds_quiet(std::uint64_t now, std::uint64_t last_collective_ns, int peer_node) const;
+  // The hosts (node numbers) whose pairs the rounds on communicator `comm_id` measure; nullptr
+  // where it has had no decision point yet.
+  const std::vector<int>* probed_hosts(std::int64_t comm_id) const;
   // The asynchronous probes: on every rank, right after the constructor. Runs on each host's
   // leader (nullptr elsewhere, returned) where the job is probed and no rank runs under
   // MPI_THREAD_MULTIPLE (all ranks agree on it).
@@ -160,8 +166,10 @@ class LinkProber {
   std::uint64_t probe_bytes_ = 0;
   // Communicators met at a decision point: their schedules (nullptr: never probed).
   std::unordered_map<std::int64_t, std::unique_ptr<Schedule>> schedules_;
-  // This rank's last round, on any communicator (0: none yet), for the interval.
+  // This rank's last round, on any communicator (0: none yet), for the interval; and by each
+  // host (node) whose pair with this rank's host it measured.
   std::uint64_t last_round_end_ns_ = 0;
+  std::vector<std::uint64_t> round_end_by_node_;
   // The last cycles' seconds (0: none yet), for the cost bound: each a round and the decisions
   // since the one before it, on any communicator.
   static constexpr std::size_t kRoundsKept = 3;
@@ -174,6 +182,8 @@ class LinkProber {
   // next decision carries to the communicator's members.
   ChangeDetector changes_;
   bool changed_ = false;
+  // Each direction's last transfer time scaled to probe_bytes_, by the peer host's node.
+  std::unordered_map<int, std::uint64_t> last_transfer_ns_;
   Cost cost_;
   std::vector<char> send_buffer_, receive_buffer_;
   MPI_Request answer_request_ = MPI_REQUEST_NULL;  // the answering side's posted receive
@@ -187,6 +197,26 @@ class LinkProber {
   std::uint64_t last_full_decision_ns_ = 0;
   std::unique_ptr<AsyncProber> async_;
 };
+
+// How a leader measures a direction's throughput. Normally `probe_bytes` in one message, the
+// fastest of 1-3. On a direction whose last transfer took kCappedAfterNs or more (at
+// `probe_bytes`; a rate-limited or congested link, 20 Mbit/s: 110 ms), once, in chunks of a
+// quarter of it, each a round trip, until all are through or kCappedTransferNs has passed: the
+// bytes that got through in the time they took still read a limited link hundreds of times
+// below a healthy one, at a fifth of the cost. A round that costs the fault's full transfer
+// otherwise spends the confirmations' share at once (a rate-limited pipeline at 2 busy loops was
+// confirmed 4 s and 11 s after the round that found it, and named 13-23 s after the fault,
+// docs/faults.md sweep 36), and the routine rounds' cost bound spaces them 20 s apart. Chunks, not
+// one smaller message: a shaper's burst (a token bucket's 64 KB) passes a small message at the
+// line's rate, and the first chunks go through it while the later ones meet the rate.
+inline constexpr std::uint64_t kCappedAfterNs = 20'000'000;
+inline constexpr std::uint64_t kCappedTransferNs = 20'000'000;
+struct TransferPlan {
+  std::uint64_t chunk_bytes = 0;  // the probe's bytes: one message, no cap
+  std::uint64_t cap_ns = 0;       // 0: none
+};
+// `last_ns`: the direction's last transfer time scaled to `probe_bytes` (0: none yet).
+TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns);
 
 // The pairs of round `round` of a round-robin tournament of `players` (the circle method): each
 // index meets every other exactly once in players - 1 rounds (players rounded up to even; a

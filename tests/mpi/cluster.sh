@@ -49,6 +49,28 @@ if [ -x "$BUILD/cluster/netdelay" ]; then
   pass "netdelay: 20 ms on one host's incoming link -> ${native} us per all-reduce"
 fi
 
+# A rate-limited direction (20 Mbit/s, ctap0 -> ctap1, from before the job): its first probe
+# transfer takes 100 ms or more, and then the probes measure it capped (probes.hpp,
+# transfer_plan): rows of fewer bytes than the probe's, each under 60 ms and still far below a
+# healthy link's rate; the other direction keeps the whole probe. Rounds every second: the first
+# three come at the interval whatever they cost.
+"$cluster" clear 1
+"$cluster" rate 0 20mbit 1 || fail "cluster rate"
+timeout 120 "$cluster" run 0:1,1:1 -- -genv LD_PRELOAD "$LIB" -genv COMMTAP_DIR "$WORK/rated" \
+  -genv COMMTAP_PROBE_INTERVAL 1 "$PROGRAMS/probe_workload" 500 10000 >rated.txt 2>&1 ||
+  echo "(job exit status $?)"
+"$cluster" clear 0
+transfers="FROM probes WHERE bytes > 1 AND from_host = 'ctap0' AND to_host = 'ctap1'"
+full=$(db_query rated "SELECT count(*) $transfers AND bytes = 262144 AND ns >= 50000000")
+capped=$(db_query rated "SELECT count(*) $transfers AND bytes < 262144 AND ns < 60000000 AND
+           bytes * 1000.0 / ns < 25")
+back=$(db_query rated "SELECT count(*) FROM probes WHERE bytes > 1 AND from_host = 'ctap1' AND
+         bytes <> 262144")
+[ "$full" -ge 1 ] || fail "the limited direction's first transfer: $(db_query rated "SELECT bytes, ns $transfers")"
+[ "$capped" -ge 1 ] || fail "no capped transfer on the limited direction: $(db_query rated "SELECT bytes, ns $transfers")"
+expect_equal 0 "$back" "transfers of the healthy direction with fewer bytes than the probe's"
+pass "a rate-limited direction: $full whole transfer(s), then $capped capped under 60 ms"
+
 # Packet loss: a random-drop rule on what host 1 receives from host 0, per frame on every host.
 "$cluster" loss 1 0.5 0 || fail "cluster loss"
 ip netns exec ctap1 iptables -S INPUT | grep -q -- '-s 10.77.0.1/32 .*--probability 0.00[45].* -j DROP' ||

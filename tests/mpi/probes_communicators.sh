@@ -4,7 +4,8 @@
 # MPI_COMM_WORLD, a pipeline whose only collectives are on a communicator split off without
 # rank 0, and two coupled models joined by an intercommunicator. On 4 pretend hosts (COMMTAP_TEST_NODES, one rank each) the probes run on the
 # communicators' own collectives: every directed pair of the hosts each communicator spans, and
-# no other; the programs print what they print natively. Before probes followed any
+# the pairs no such communicator spans asynchronously; the programs print what they print
+# natively. Before probes followed any
 # communicator, these jobs had no probe rows at all.
 source "$(dirname "$0")/common.sh"
 
@@ -35,8 +36,24 @@ check() {  # program expected_pairs forbidden_node(-1: none) what [args...]
 
 check stencil_cart 24 -1 "collectives on a Cartesian communicator only" 300 64 3000
 check param_server 24 -1 "collectives on a duplicate of MPI_COMM_WORLD" 300 64 3000
-# The split communicator spans hosts 1-3: their 6 directed pairs, none with host 0.
-check split_pipeline 12 0 "collectives on a split communicator without rank 0 only" 300 1024 3000
+# The split communicator spans hosts 1-3: the rounds measure their 6 directed pairs, and the
+# asynchronous probes the 6 with host 0, which no communicator with collectives spans (host 0's
+# leader answers them in its blocking sends and receives): every directed pair, host 0's only
+# asynchronously.
+check split_pipeline 24 -1 "collectives on a split communicator without rank 0 only" 300 1024 3000
+method() {  # where
+  db_query trace-split_pipeline "SELECT count(DISTINCT from_node || '>' || to_node) FROM probes
+    WHERE $1"
+}
+expect_equal 6 "$(method "method = 'round' AND from_node <> 0 AND to_node <> 0")" \
+  "split_pipeline: pairs of hosts 1-3 measured in rounds"
+expect_equal 0 "$(method "method = 'async' AND from_node <> 0 AND to_node <> 0")" \
+  "split_pipeline: pairs of hosts 1-3 measured asynchronously too"
+expect_equal 6 "$(method "method = 'async' AND (from_node = 0 OR to_node = 0)")" \
+  "split_pipeline: host 0's pairs measured asynchronously"
+expect_equal 0 "$(method "method <> 'async' AND (from_node = 0 OR to_node = 0)")" \
+  "split_pipeline: host 0's pairs in rounds"
+pass "split_pipeline: the split communicator's pairs in rounds, host 0's asynchronously"
 # Two models of 2 ranks (hosts 0-1 and 2-3), each all-reducing on its own communicator, coupled
 # through an intercommunicator whose all-reduce both models call: the pairs within each model on
 # their communicators, and those across the models on the intercommunicator (both groups are its

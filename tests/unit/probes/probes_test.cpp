@@ -5,8 +5,11 @@
 
 #include "probes/probes.hpp"
 
+using commtap::probes::kCappedAfterNs;
+using commtap::probes::kCappedTransferNs;
 using commtap::probes::tournament_partner;
 using commtap::probes::tournament_rounds;
+using commtap::probes::transfer_plan;
 
 // Every host pair is probed exactly once per probe round, in disjoint pairs: each round pairs
 // every index with one partner (or a bye), symmetrically, and over the rounds each index meets
@@ -131,4 +134,21 @@ TEST(Probes, AChangeIsADirectionFourTimesSlowerThanItsFastestOfThreeRounds) {
   EXPECT_FALSE(changes.note(1, 100'000, 300'000));
   EXPECT_FALSE(changes.note(1, 390'000, 300'000));   // fastest latency 100: 3.9x
   EXPECT_TRUE(changes.note(1, 100'000, 1'200'000));  // fastest transfer 300: 4x
+}
+
+// A direction's throughput is measured in one message of the probe's bytes until a transfer of
+// it takes kCappedAfterNs (a rate-limited link), then in quarter chunks for at most
+// kCappedTransferNs; a capped one that was fast again (scaled to the probe's bytes) goes back.
+TEST(Probes, ASlowDirectionIsMeasuredInChunksForAtMostTheCap) {
+  constexpr std::uint64_t kBytes = 262144;
+  for (std::uint64_t last : {std::uint64_t{0}, std::uint64_t{89'000}, kCappedAfterNs - 1}) {
+    EXPECT_EQ(transfer_plan(kBytes, last).chunk_bytes, kBytes) << last;
+    EXPECT_EQ(transfer_plan(kBytes, last).cap_ns, 0u) << last;
+  }
+  for (std::uint64_t last : {kCappedAfterNs, std::uint64_t{110'000'000}}) {
+    EXPECT_EQ(transfer_plan(kBytes, last).chunk_bytes, kBytes / 4) << last;
+    EXPECT_EQ(transfer_plan(kBytes, last).cap_ns, kCappedTransferNs) << last;
+  }
+  // Never 8 bytes (the size that ends a turn) or a ping's 1: the smallest probe is 1 KiB.
+  EXPECT_EQ(transfer_plan(1024, kCappedAfterNs).chunk_bytes, 256u);
 }
