@@ -998,12 +998,22 @@ TEST(Health, ProbeFindingsNeedTheSameMeasureSlowInSeveralRounds) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
 
   job = probed_job();
-  job.probe_mb_per_s = [](int from, int to, double) { return from == 0 && to == 1 ? 3.0 : 1000.0; };
-  job.seconds = 17;  // 5, 10 and 15 s: 3 slow rounds, by chance 1 in 8,000 for a pair, and 24
+  job.probe_mb_per_s = [](int from, int to, double) {
+    return from == 0 && to == 1 ? 30.0 : 1000.0;
+  };
+  job.seconds = 17;  // 5, 10 and 15 s: 3 slow rounds, by chance 1 in 8,000 for a pair, and 48
                      // pairs and measures could have been named
   const JobHealth three = analyze(job, HealthOptions{});
   expect_exactly(three, {});
   job.seconds = 22;  // and 20 s
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+  // A throughput 200 times under the baseline or more (a rate limit: 3 MB/s) is far less likely
+  // by chance than one merely slow (a loaded machine's worst is 64 times): 3 rounds name it, 2 do
+  // not.
+  job.probe_mb_per_s = [](int from, int to, double) { return from == 0 && to == 1 ? 3.0 : 1000.0; };
+  job.seconds = 12;
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.seconds = 17;
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
 
   job = probed_job();
