@@ -212,7 +212,8 @@ bool LinkProber::can_probe(const Members& comm) {
          schedule_of(comm) != nullptr;
 }
 
-void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag) {
+void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag,
+                         bool napping) {
   const int n = static_cast<int>(s.members.size());
   std::array<std::uint64_t, 6> in{};
   char none_out = 0, none_in = 0;
@@ -227,7 +228,7 @@ void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int
       PMPI_Irecv(&none_in, 0, MPI_BYTE, from, tag, comm_, &requests[0]);
       PMPI_Isend(&none_out, 0, MPI_BYTE, to, tag, comm_, &requests[1]);
     }
-    if (count > 0)
+    if (count > 0 && !napping)
       world::wait_all(2, requests, true);
     else
       wait_napping(2, requests);  // leaving: some wait for their leaders' round
@@ -268,8 +269,9 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // A change the second round finds is confirmed as soon as one the third finds: the third
   // round, which comes whatever it costs, then comes a second after the second.
   if (cost_.rounds >= kRoundsKept)
-    budget.spent_since_first_s =
-        static_cast<double>(cost_.probing_ns + cost_.deciding_ns - first_rounds_spent_ns_) / 1e9;
+    budget.spent_since_first_s = static_cast<double>(cost_.probing_ns + cost_.deciding_ns -
+                                                     excused_ns_ - first_rounds_spent_ns_) /
+                                 1e9;
   budget.since_start_s = static_cast<double>(entered - cost_.since_ns) / 1e9;
   const RoundsDue due = rounds_due(budget);
   const double elapsed_s = std::max(1e-9, static_cast<double>(entered - s->last_decision_ns) / 1e9);
@@ -307,10 +309,13 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
       std::max(UINT64_MAX - decision[1], probing || decision[2] != 0 ? decision[5] : decision[4]);
   if (!probing) return next;
   changed_ = false;
+  round_excess_ns_ = 0;
   if (s->leader) rows = probe_round(*s);
   // Everyone leaves together: members that were not probing would otherwise reach the next
-  // collective ahead of their leaders, and the leaders would look late.
-  all_max(*s, comm.rank, nullptr, 0, s->tag + kLeaveTag);
+  // collective ahead of their leaders, and the leaders would look late. Leaving, they agree on
+  // the round's excess: the most any leader's first slow transfers took beyond the cap.
+  std::uint64_t excess = round_excess_ns_;
+  all_max(*s, comm.rank, &excess, 1, s->tag + kLeaveTag, true);
   last_round_end_ns_ = monitor::now_ns();
   for (int h : s->hosts)
     if (h >= 0 && h < hosts_) round_end_by_node_[static_cast<std::size_t>(h)] = last_round_end_ns_;
@@ -318,6 +323,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   ++cost_.rounds;
   const std::uint64_t probing_ns = monitor::elapsed_ns(decided, last_round_end_ns_);
   cost_.probing_ns += probing_ns;
+  excused_ns_ += std::min(excess, probing_ns);
   // The cycle's cost for the bound, as this rank paid it (a member that does not measure waits
   // for its leader as long).
   recent_cycles_s_[(cost_.rounds - 1) % kRoundsKept] =
@@ -327,7 +333,8 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // they cost, over the time since probing began: a fault the second or third round sees (5 or
   // 10 s in, at the default interval) can be confirmed at once. Every member counts them, leader
   // or not, so all agree when.
-  if (cost_.rounds == kRoundsKept) first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns;
+  if (cost_.rounds == kRoundsKept)
+    first_rounds_spent_ns_ = cost_.probing_ns + cost_.deciding_ns - excused_ns_;
   return next;
 }
 
@@ -374,6 +381,11 @@ void LinkProber::before_finalize() {
     async_->finish_with_barrier(barrier);
   else
     wait_napping(1, &barrier);
+}
+
+std::uint64_t SlowTransferExcuses::excuse(int peer_node, bool measured, std::uint64_t excess_ns) {
+  if (excess_ns == 0) return 0;
+  return (measured ? measured_ : answered_).insert(peer_node).second ? excess_ns : 0;
 }
 
 TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns) {
@@ -550,12 +562,14 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
     takes.push_back(monitor::elapsed_ns(t0, end));
     worst_transfer = takes.back();
   }
+  std::uint64_t beyond_cap_ns = 0;  // of the whole transfers (note_slow_transfer)
   while (plan.cap_ns == 0 && takes.size() < kTransfers) {
     PeerTimes had{};
     const std::uint64_t t0 = monitor::now_ns();
     const Completion done = round_trip(send_buffer_.data(), static_cast<int>(send_buffer_.size()),
                                        had, t0, peer_rank, tag);
     takes.push_back(monitor::elapsed_ns(t0, done.at_ns));
+    if (takes.back() > kCappedTransferNs) beyond_cap_ns += takes.back() - kCappedTransferNs;
     if (takes.back() <= takes[quickest]) {
       quickest = takes.size() - 1;
       held_here = done.held_ns;
@@ -567,6 +581,7 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
     if (takes[quickest] > kSlowTransferNs) break;
     if (takes.size() >= kMinTransfers && two_fastest_agree(takes)) break;
   }
+  round_excess_ns_ += excuses_.excuse(to_node, true, beyond_cap_ns);
   // The turn ends with the longest leg back (8 bytes: neither a ping nor a transfer) on the
   // peer's posted receive; this side's own receive for the peer's turn is posted before it, so
   // the peer may start at once.
@@ -622,6 +637,13 @@ std::uint64_t LinkProber::answer(int peer_rank, int tag) {
       return slowest;
     }
     if (count <= 0) return 0;  // an error: nothing more comes
+    // A whole transfer (not a ping, nor a capped transfer's chunk), since the reply before it.
+    if (static_cast<std::uint64_t>(count) == probe_bytes_) {
+      const std::uint64_t take = monitor::elapsed_ns(since, had.at_ns);
+      if (take > kCappedTransferNs)
+        round_excess_ns_ += excuses_.excuse(node_of_rank_[static_cast<std::size_t>(peer_rank)],
+                                            false, take - kCappedTransferNs);
+    }
     post_answer_receive(peer_rank, tag);
     PeerTimes far{had.at_ns, 0, had.held_ns};
     far.replied_ns = monitor::now_ns();

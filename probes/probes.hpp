@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "monitor/trace_schema.hpp"
@@ -45,6 +46,21 @@ struct RoundsDue {
   bool routine = false, confirm = false;
 };
 RoundsDue rounds_due(const ProbeBudget& budget);
+
+// What the confirmations' share leaves out of a leader's rounds: a direction's first slow
+// transfer, measured whole before the direction is capped (transfer_plan), costs its time beyond
+// kCappedTransferNs once; a rate-limited host's first round after its fault (six 84 ms transfers)
+// otherwise spent the share of the job's first 25 s at once (docs/faults.md, sweep 36). Once per
+// direction and side, whatever comes later: what is left out is bounded by one transfer each.
+class SlowTransferExcuses {
+ public:
+  // The part of `excess_ns` (a whole transfer's time beyond the cap, toward `peer_node` where
+  // `measured`, else answered from it) left out: all of it for the direction's first, else 0.
+  std::uint64_t excuse(int peer_node, bool measured, std::uint64_t excess_ns);
+
+ private:
+  std::unordered_set<int> measured_, answered_;
+};
 
 class LinkProber {
  public:
@@ -130,7 +146,10 @@ class LinkProber {
   // Dissemination among the schedule's members (log2 n steps of one message each way): the
   // element-wise maximum of `values` on every member; with no values, a barrier that sleeps
   // between its tests after 50 us (members waiting for their leaders leave them the cores).
-  void all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag);
+  // `napping`: waits as wait_napping does whatever the count (leaving a round).
+  void all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag,
+               bool napping = false);
+
   std::vector<monitor::ProbeRow> probe_round(const Schedule& s);
   // One pair's two halves: this leader measures its direction to `peer` (a host index of the
   // schedule; filling the two rows; posting its receive for the peer's turn before it ends its
@@ -184,6 +203,11 @@ class LinkProber {
   bool changed_ = false;
   // Each direction's last transfer time scaled to probe_bytes_, by the peer host's node.
   std::unordered_map<int, std::uint64_t> last_transfer_ns_;
+  // The time the current round's first slow transfers took beyond the cap (note_slow_transfer),
+  // the directions already counted so (by peer node: measured, answered), and the total the
+  // members agreed on after each round, which the confirmations' share does not count.
+  std::uint64_t round_excess_ns_ = 0, excused_ns_ = 0;
+  SlowTransferExcuses excuses_;
   Cost cost_;
   std::vector<char> send_buffer_, receive_buffer_;
   MPI_Request answer_request_ = MPI_REQUEST_NULL;  // the answering side's posted receive

@@ -7,6 +7,7 @@
 
 using commtap::probes::kCappedAfterNs;
 using commtap::probes::kCappedTransferNs;
+using commtap::probes::SlowTransferExcuses;
 using commtap::probes::tournament_partner;
 using commtap::probes::tournament_rounds;
 using commtap::probes::transfer_plan;
@@ -151,4 +152,16 @@ TEST(Probes, ASlowDirectionIsMeasuredInChunksForAtMostTheCap) {
   }
   // Never 8 bytes (the size that ends a turn) or a ping's 1: the smallest probe is 1 KiB.
   EXPECT_EQ(transfer_plan(1024, kCappedAfterNs).chunk_bytes, 256u);
+}
+
+// The confirmations' share leaves out a direction's first slow whole transfer beyond the cap,
+// once per direction and side: a direction that slows again, or a second transfer of it, counts.
+TEST(Probes, ADirectionsFirstSlowTransferIsLeftOutOfTheConfirmationsShareOnce) {
+  SlowTransferExcuses excuses;
+  EXPECT_EQ(excuses.excuse(1, true, 0), 0u);  // not slow: nothing, and the direction is not used up
+  EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 64'000'000u);
+  EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 0u);
+  EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 30'000'000u);  // answered from host 1
+  EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 0u);
+  EXPECT_EQ(excuses.excuse(2, true, 5'000'000), 5'000'000u);
 }
