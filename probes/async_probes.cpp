@@ -77,6 +77,7 @@ AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink si
     : layout_(std::move(layout)), collective_(collective), sink_(std::move(sink)) {
   hosts_ = static_cast<int>(layout_.leaders.size());
   last_collective_ns_.assign(static_cast<std::size_t>(hosts_), 0);
+  peer_turns_ = PeerTurns(hosts_);
   for (int node = 0; node < hosts_; ++node)
     node_of_leader_[layout_.leaders[static_cast<std::size_t>(node)]] = node;
   // One peer per slot: every pair both ways once per set interval.
@@ -123,6 +124,8 @@ bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::ui
   if (cancelled) return false;
   Reply reply;
   reply.found_ns = monitor::now_ns();
+  if (const auto asker = node_of_leader_.find(status.MPI_SOURCE); asker != node_of_leader_.end())
+    peer_turns_.answered(asker->second, tag == kPingTag, reply.found_ns);
   reply.last_miss_ns = watch.last_miss_ns;
   reply.held_ns = minus(reply.found_ns, reply.last_miss_ns);
   if (tag == kTransferTag) {
@@ -155,6 +158,17 @@ void AsyncProber::note_collective(std::uint64_t at_ns, std::int64_t comm_id) {
 bool AsyncProber::pair_quiet(std::uint64_t now, int peer) const {
   return peer >= 0 && peer < hosts_ &&
          collective_.rounds_quiet(now, last_collective_ns_[static_cast<std::size_t>(peer)], peer);
+}
+
+void PeerTurns::answered(int node, bool ping, std::uint64_t now) {
+  if (node >= 0 && static_cast<std::size_t>(node) < since_.size())
+    since_[static_cast<std::size_t>(node)] = ping ? std::max<std::uint64_t>(now, 1) : 0;
+}
+
+bool PeerTurns::measuring(int node, std::uint64_t now) const {
+  if (node < 0 || static_cast<std::size_t>(node) >= since_.size()) return false;
+  const std::uint64_t since = since_[static_cast<std::size_t>(node)];
+  return since != 0 && minus(now, since) < kPeerTurnNs;
 }
 
 int AsyncProber::partner_now() const {
@@ -206,6 +220,11 @@ void AsyncProber::send_next(bool transfer) {
 
 bool AsyncProber::start_measurement(std::uint64_t now) {
   const int peer = confirm_peer_ >= 0 ? confirm_peer_ : partner_now();
+  // A turn and a confirmation alike wait while the peer measures this way (PeerTurns).
+  if (peer_turns_.measuring(peer, now)) {
+    next_measure_ns_ = now + kPeerWaitNs;
+    return false;
+  }
   confirm_peer_ = -1;  // its result says whether to go on confirming
   next_measure_ns_ = next_turn(now);
   if (peer >= hosts_ || peer == layout_.host) return false;  // a bye

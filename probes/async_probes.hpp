@@ -69,6 +69,25 @@ RoundTripBounds round_trip_bounds(const PingTimes& ping);
 // start, the higher from its middle.
 std::uint64_t next_turn_wall(std::uint64_t wall, std::uint64_t slot_ns, int hosts, int host);
 
+// Which peers are measuring this leader's way: a peer whose pings this leader answered and whose
+// transfer it has not yet is in the middle of its measurement, for up to kPeerTurnNs. Measured at
+// once, under a rate limit this side's reply waits behind the peer's transfer on the limited
+// direction and this direction reads as slow (NPB CG, 20 Mbit/s ctap2 -> ctap3: confirmations of
+// ctap3 -> ctap2 at 110-127 ms against 6-9 ms, docs/faults.md sweep 36), so a measurement
+// toward it waits (AsyncProber::start_measurement). Two leaders that start at the same moment,
+// before either answered the other, still measure at once.
+class PeerTurns {
+ public:
+  static constexpr std::uint64_t kPeerTurnNs = 1'000'000'000;
+  explicit PeerTurns(int hosts = 0) : since_(static_cast<std::size_t>(hosts), 0) {}
+  // This leader answered a ping (else a transfer) from `node` at `now`.
+  void answered(int node, bool ping, std::uint64_t now);
+  bool measuring(int node, std::uint64_t now) const;
+
+ private:
+  std::vector<std::uint64_t> since_;  // per node: its last ping answered (0: its turn is over)
+};
+
 class AsyncProber {
  public:
   struct Layout {
@@ -189,6 +208,8 @@ class AsyncProber {
   // Per host (node): note_collective's last on a communicator with it (0: none yet).
   std::vector<std::uint64_t> last_collective_ns_;
   std::unordered_map<int, int> node_of_leader_;  // world rank -> node, of the hosts' leaders
+  PeerTurns peer_turns_;
+  static constexpr std::uint64_t kPeerWaitNs = 20'000'000;
   // Whether the pair with `peer` (a node) is left to the collective rounds now.
   bool pair_quiet(std::uint64_t now, int peer) const;
   RowSink sink_;

@@ -79,3 +79,25 @@ TEST(AsyncProbes, TheRoundTripLiesWithinTheBoundsWhateverTheClocksOffset) {
     }
   }
 }
+
+// A peer whose pings were answered and whose transfer was not is measuring this way, for up to a
+// second: a measurement toward it waits (under a rate limit this side's reply would queue behind
+// its transfer). Its transfer, or a second without one, ends its turn; other peers are free.
+TEST(AsyncProbes, APeerMeasuringThisWayHoldsAMeasurementTowardItUntilItsTransferCame) {
+  using commtap::probes::PeerTurns;
+  PeerTurns turns(4);
+  const std::uint64_t t = 5'000'000'000;
+  EXPECT_FALSE(turns.measuring(2, t));
+  turns.answered(2, true, t);  // a ping from host 2
+  EXPECT_TRUE(turns.measuring(2, t + 1'000'000));
+  EXPECT_FALSE(turns.measuring(1, t + 1'000'000));
+  turns.answered(2, true, t + 2'000'000);  // another ping: still its turn
+  EXPECT_TRUE(turns.measuring(2, t + 100'000'000));
+  turns.answered(2, false, t + 110'000'000);  // its transfer
+  EXPECT_FALSE(turns.measuring(2, t + 110'000'001));
+  turns.answered(3, true, t);
+  EXPECT_TRUE(turns.measuring(3, t + PeerTurns::kPeerTurnNs - 1));
+  EXPECT_FALSE(turns.measuring(3, t + PeerTurns::kPeerTurnNs));  // no transfer within a second
+  EXPECT_FALSE(turns.measuring(7, t));                           // not a host
+  EXPECT_FALSE(turns.measuring(-1, t));
+}
