@@ -796,16 +796,26 @@ TEST(Health, ProbesOneWayLegsNameTheDirectionThatStalled) {
   };
   expect_exactly(analyze(both), {{"slow_link", "link h0 <-> h1"}});
   // A host whose pairs stall both ways, with a stall now and then on a pair of one of its peers
-  // (a peer still held by it): the host with the most, not the first by name that passes.
+  // (a peer still held by it): the host with the most, not the first by name that passes. Its
+  // pairs with each of two peers stall at separate moments: one stall on a second peer's pair
+  // is a link's stall holding up its host's other traffic (NPB CG, sweep 36).
   SyntheticJob host = link;
   host.probe_slowest_one_way_us = [&](int from, int to, double t) {
     const auto [a, b] = std::minmax(from, to);
     const bool lossy = (a == 1 && b == 2 && stalled(t, from)) ||
-                       (a == 2 && b == 3 && stalled(t, 0) && t > 25) ||
+                       (a == 2 && b == 3 && stalled(t, 0) && t > 18) ||
                        (a == 0 && b == 1 && from == 0 && stalled(t, 1) && t > 27);
     return lossy ? 200'000.0 : 60.0;
   };
   expect_exactly(analyze(host), {{"slow_host_network", "host h2"}});
+  SyntheticJob once = host;  // the pair with h3 stalls at one moment only: the link h1 <-> h2
+  once.probe_slowest_one_way_us = [&](int from, int to, double t) {
+    const auto [a, b] = std::minmax(from, to);
+    const bool lossy =
+        (a == 1 && b == 2 && stalled(t, from)) || (a == 2 && b == 3 && std::fabs(t - 26) < 0.5);
+    return lossy ? 200'000.0 : 60.0;
+  };
+  expect_exactly(analyze(once), {{"slow_link", "link h1 <-> h2"}});
 }
 
 // On a loaded machine (every host held off the CPU 10% of the time, host h2 20%: not enough to
