@@ -384,12 +384,13 @@ void LinkProber::before_finalize() {
 }
 
 std::uint64_t SlowTransferExcuses::excuse(int peer_node, bool measured, std::uint64_t excess_ns) {
-  if (excess_ns == 0) return 0;
+  if (excess_ns < kFloorNs) return 0;
   return (measured ? measured_ : answered_).insert(peer_node).second ? excess_ns : 0;
 }
 
-TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns) {
-  if (last_ns < kCappedAfterNs) return {probe_bytes, 0};
+TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns,
+                           std::uint64_t round_trip_ns) {
+  if (last_ns < kCappedAfterNs || last_ns < kLatencyBound * round_trip_ns) return {probe_bytes, 0};
   return {std::max<std::uint64_t>(probe_bytes / 4, 1), kCappedTransferNs};
 }
 
@@ -488,6 +489,7 @@ void LinkProber::post_answer_receive(int peer_rank, int tag) {
 
 void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency,
                          monitor::ProbeRow& transfer, bool answer_next) {
+  const std::uint64_t turn_began = monitor::now_ns();
   const int peer_rank = s.leaders[static_cast<std::size_t>(peer)];
   const int tag = s.tag + kProbeTag;
   char byte = 0;
@@ -537,7 +539,7 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
   std::uint64_t worst_transfer = 0, slowest_data = 0, held_here = 0, held_there = 0;
   std::size_t quickest = 0;
   const int to_node = s.hosts[static_cast<std::size_t>(peer)];
-  const TransferPlan plan = transfer_plan(probe_bytes_, last_transfer_ns_[to_node]);
+  const TransferPlan plan = transfer_plan(probe_bytes_, last_transfer_ns_[to_node], best_rtt);
   std::uint64_t bytes = probe_bytes_, acknowledgements = 1;
   if (plan.cap_ns > 0) {
     // One capped transfer (transfer_plan): its chunks' data legs and times held off the CPU add
@@ -581,7 +583,17 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
     if (takes[quickest] > kSlowTransferNs) break;
     if (takes.size() >= kMinTransfers && two_fastest_agree(takes)) break;
   }
-  round_excess_ns_ += excuses_.excuse(to_node, true, beyond_cap_ns);
+  // What this turn cost beyond the direction's last one, where it found the direction changed
+  // by that much (a delayed link's pings and transfers wait for it round trip after round trip).
+  const std::uint64_t turn_ns = monitor::elapsed_ns(turn_began, monitor::now_ns());
+  std::uint64_t& last_turn = last_turn_ns_[to_node];
+  const std::uint64_t beyond_last =
+      last_turn > 0 &&
+              static_cast<double>(turn_ns) >= kChangeFactor * static_cast<double>(last_turn)
+          ? turn_ns - last_turn
+          : 0;
+  last_turn = turn_ns;
+  round_excess_ns_ += excuses_.excuse(to_node, true, std::max(beyond_cap_ns, beyond_last));
   // The turn ends with the longest leg back (8 bytes: neither a ping nor a transfer) on the
   // peer's posted receive; this side's own receive for the peer's turn is posted before it, so
   // the peer may start at once.

@@ -47,15 +47,21 @@ struct RoundsDue {
 };
 RoundsDue rounds_due(const ProbeBudget& budget);
 
-// What the confirmations' share leaves out of a leader's rounds: a direction's first slow
-// transfer, measured whole before the direction is capped (transfer_plan), costs its time beyond
-// kCappedTransferNs once; a rate-limited host's first round after its fault (six 84 ms transfers)
-// otherwise spent the share of the job's first 25 s at once (docs/faults.md, sweep 36). Once per
-// direction and side, whatever comes later: what is left out is bounded by one transfer each.
+// What the confirmations' share leaves out of a leader's rounds: the cost of the measurement that
+// found a direction slow, once. A direction's first slow transfer, measured whole before the
+// direction is capped (transfer_plan), costs its time beyond kCappedTransferNs; a measuring turn
+// kChangeFactor times its direction's last or longer (a delayed link: every ping and transfer
+// waits for it), its time beyond the last. A rate-limited host's first round after its fault (six
+// 84 ms transfers) otherwise spent the share of the job's first 25 s at once, and a 5 ms link's
+// (pings 10 ms a round trip) kept its next round 13 s away (docs/faults.md, sweep 36). Once per
+// direction and side, whatever comes later: what is left out is bounded by one turn each.
 class SlowTransferExcuses {
  public:
-  // The part of `excess_ns` (a whole transfer's time beyond the cap, toward `peer_node` where
-  // `measured`, else answered from it) left out: all of it for the direction's first, else 0.
+  // Less is a loaded machine's noise, not a fault, and does not use the direction's one excuse.
+  static constexpr std::uint64_t kFloorNs = 10'000'000;
+  // The part of `excess_ns` (a turn's or a whole transfer's time beyond the above, toward
+  // `peer_node` where `measured`, else answered from it) left out: all of it for the direction's
+  // first, else 0.
   std::uint64_t excuse(int peer_node, bool measured, std::uint64_t excess_ns);
 
  private:
@@ -201,8 +207,9 @@ class LinkProber {
   // next decision carries to the communicator's members.
   ChangeDetector changes_;
   bool changed_ = false;
-  // Each direction's last transfer time scaled to probe_bytes_, by the peer host's node.
-  std::unordered_map<int, std::uint64_t> last_transfer_ns_;
+  // Each direction's last transfer time scaled to probe_bytes_, and its last measuring turn
+  // (pings and transfers), by the peer host's node.
+  std::unordered_map<int, std::uint64_t> last_transfer_ns_, last_turn_ns_;
   // The time the current round's first slow transfers took beyond the cap (note_slow_transfer),
   // the directions already counted so (by peer node: measured, answered), and the total the
   // members agreed on after each round, which the confirmations' share does not count.
@@ -233,14 +240,21 @@ class LinkProber {
 // docs/faults.md sweep 36), and the routine rounds' cost bound spaces them 20 s apart. Chunks, not
 // one smaller message: a shaper's burst (a token bucket's 64 KB) passes a small message at the
 // line's rate, and the first chunks go through it while the later ones meet the rate.
+// Only where the transfer was long against the round trip (kLatencyBound times the fastest ping's
+// of this turn): over a delayed link a transfer waits a few round trips for TCP's window to
+// open, and each chunk then waits as long and more (a 3 ms link: its whole transfer 23 ms, a
+// capped one's single chunk 127-171 ms, sweep 36 G).
 inline constexpr std::uint64_t kCappedAfterNs = 20'000'000;
 inline constexpr std::uint64_t kCappedTransferNs = 20'000'000;
+inline constexpr std::uint64_t kLatencyBound = 8;
 struct TransferPlan {
   std::uint64_t chunk_bytes = 0;  // the probe's bytes: one message, no cap
   std::uint64_t cap_ns = 0;       // 0: none
 };
-// `last_ns`: the direction's last transfer time scaled to `probe_bytes` (0: none yet).
-TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns);
+// `last_ns`: the direction's last transfer time scaled to `probe_bytes` (0: none yet);
+// `round_trip_ns`: this turn's fastest ping.
+TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns,
+                           std::uint64_t round_trip_ns);
 
 // The pairs of round `round` of a round-robin tournament of `players` (the circle method): each
 // index meets every other exactly once in players - 1 rounds (players rounded up to even; a

@@ -80,8 +80,9 @@ struct PairCell {
 };
 using PairCells = std::map<std::pair<int, int>, PairCell>;
 
-// Recent slow messages a slow link has at least.
-constexpr std::uint64_t kMinSlow = 3;
+// Recent slow messages a slow link has at least; and messages that make a pair known (fast
+// ones, or measured ones, name_slow_links and apart_at_host).
+constexpr std::uint64_t kMinSlow = 3, kMinKnown = 3;
 
 bool involves(const std::pair<int, int>& pair, int h) {
   return pair.first == h || pair.second == h;
@@ -124,7 +125,6 @@ bool much_faster(const PairCell& echo, const PairCell& cause) {
 // loaded machine waits its turn each time it yields, and it yields as long as its message is
 // late: split_pipeline's ctap0 -> ctap1 +5 ms at 2 busy loops, docs/faults.md sweep 36).
 bool apart_at_host(const std::pair<int, int>& link, bool both, int h, const PairCells& pairs) {
-  constexpr std::size_t kMinKnown = 3;
   std::vector<std::pair<int, int>> directions = {link};
   if (both) directions.push_back({link.second, link.first});
   for (const auto& direction : directions) {
@@ -710,7 +710,6 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   // its echo, not a sign of the host: a pipeline's stage forwards late what came to it late
   // (split_pipeline at load 7: ctap0 -> ctap1 at 13 ms with a 5 ms delay, ctap1 -> ctap2 at
   // 1.3 ms, docs/faults.md, sweep 34); a slow host's network slows both alike.
-  constexpr std::uint64_t kMinKnown = 3;
   auto undecided_around = [&](const std::pair<int, int>& link) {
     const PairCell& mine = pairs.at(link);
     for (const auto& [other, cell] : pairs) {

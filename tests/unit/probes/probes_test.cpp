@@ -139,29 +139,36 @@ TEST(Probes, AChangeIsADirectionFourTimesSlowerThanItsFastestOfThreeRounds) {
 
 // A direction's throughput is measured in one message of the probe's bytes until a transfer of
 // it takes kCappedAfterNs (a rate-limited link), then in quarter chunks for at most
-// kCappedTransferNs; a capped one that was fast again (scaled to the probe's bytes) goes back.
+// kCappedTransferNs; a capped one that was fast again (scaled to the probe's bytes) goes back. A
+// transfer that took that long over a delayed link (a few round trips for TCP's window) is not
+// capped: each chunk would wait as long.
 TEST(Probes, ASlowDirectionIsMeasuredInChunksForAtMostTheCap) {
-  constexpr std::uint64_t kBytes = 262144;
+  constexpr std::uint64_t kBytes = 262144, kRoundTrip = 14'000;
   for (std::uint64_t last : {std::uint64_t{0}, std::uint64_t{89'000}, kCappedAfterNs - 1}) {
-    EXPECT_EQ(transfer_plan(kBytes, last).chunk_bytes, kBytes) << last;
-    EXPECT_EQ(transfer_plan(kBytes, last).cap_ns, 0u) << last;
+    EXPECT_EQ(transfer_plan(kBytes, last, kRoundTrip).chunk_bytes, kBytes) << last;
+    EXPECT_EQ(transfer_plan(kBytes, last, kRoundTrip).cap_ns, 0u) << last;
   }
   for (std::uint64_t last : {kCappedAfterNs, std::uint64_t{110'000'000}}) {
-    EXPECT_EQ(transfer_plan(kBytes, last).chunk_bytes, kBytes / 4) << last;
-    EXPECT_EQ(transfer_plan(kBytes, last).cap_ns, kCappedTransferNs) << last;
+    EXPECT_EQ(transfer_plan(kBytes, last, kRoundTrip).chunk_bytes, kBytes / 4) << last;
+    EXPECT_EQ(transfer_plan(kBytes, last, kRoundTrip).cap_ns, kCappedTransferNs) << last;
   }
+  // A 3 ms link: round trips of 6 ms, its transfer 23 ms.
+  EXPECT_EQ(transfer_plan(kBytes, 23'000'000, 6'000'000).cap_ns, 0u);
+  EXPECT_EQ(transfer_plan(kBytes, 23'000'000, 2'000'000).cap_ns, kCappedTransferNs);
   // Never 8 bytes (the size that ends a turn) or a ping's 1: the smallest probe is 1 KiB.
-  EXPECT_EQ(transfer_plan(1024, kCappedAfterNs).chunk_bytes, 256u);
+  EXPECT_EQ(transfer_plan(1024, kCappedAfterNs, kRoundTrip).chunk_bytes, 256u);
 }
 
 // The confirmations' share leaves out a direction's first slow whole transfer beyond the cap,
 // once per direction and side: a direction that slows again, or a second transfer of it, counts.
 TEST(Probes, ADirectionsFirstSlowTransferIsLeftOutOfTheConfirmationsShareOnce) {
   SlowTransferExcuses excuses;
-  EXPECT_EQ(excuses.excuse(1, true, 0), 0u);  // not slow: nothing, and the direction is not used up
+  EXPECT_EQ(excuses.excuse(1, true, 0), 0u);  // not slow: nothing, and the direction's excuse stays
   EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 64'000'000u);
   EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 0u);
   EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 30'000'000u);  // answered from host 1
   EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 0u);
-  EXPECT_EQ(excuses.excuse(2, true, 5'000'000), 5'000'000u);
+  // Under the floor (a loaded machine's noise): nothing, and the direction's excuse stays.
+  EXPECT_EQ(excuses.excuse(2, true, SlowTransferExcuses::kFloorNs - 1), 0u);
+  EXPECT_EQ(excuses.excuse(2, true, 25'000'000), 25'000'000u);
 }
