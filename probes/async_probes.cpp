@@ -76,7 +76,6 @@ std::uint64_t AsyncProber::Ping::upper_ns() const {
 AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink sink)
     : layout_(std::move(layout)), collective_(collective), sink_(std::move(sink)) {
   hosts_ = static_cast<int>(layout_.leaders.size());
-  last_collective_ns_.assign(static_cast<std::size_t>(hosts_), 0);
   peer_turns_ = PeerTurns(hosts_);
   for (int node = 0; node < hosts_; ++node)
     node_of_leader_[layout_.leaders[static_cast<std::size_t>(node)]] = node;
@@ -124,7 +123,8 @@ bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::ui
   if (cancelled) return false;
   Reply reply;
   reply.found_ns = monitor::now_ns();
-  if (const auto asker = node_of_leader_.find(status.MPI_SOURCE); asker != node_of_leader_.end())
+  const auto asker = node_of_leader_.find(status.MPI_SOURCE);
+  if (asker != node_of_leader_.end())
     peer_turns_.answered(asker->second, tag == kPingTag, reply.found_ns);
   reply.last_miss_ns = watch.last_miss_ns;
   reply.held_ns = minus(reply.found_ns, reply.last_miss_ns);
@@ -136,7 +136,6 @@ bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::ui
     if (began_here != 0 && began_here < reply.found_ns)
       reply.held_ns = gaps_.longest_in(began_here, reply.found_ns, reply.held_ns);
   }
-  const auto asker = node_of_leader_.find(status.MPI_SOURCE);
   reply.quiet = asker != node_of_leader_.end() && pair_quiet(reply.found_ns, asker->second) ? 1 : 0;
   reply.replied_ns = monitor::now_ns();
   send_reply(reply, status.MPI_SOURCE);
@@ -146,18 +145,25 @@ bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::ui
 }
 
 void AsyncProber::note_collective(std::uint64_t at_ns, std::int64_t comm_id) {
-  const std::vector<int>* hosts = collective_.probed_hosts(comm_id);
-  if (hosts == nullptr) {
-    std::fill(last_collective_ns_.begin(), last_collective_ns_.end(), at_ns);
-    return;
-  }
-  for (int h : *hosts)
-    if (h >= 0 && h < hosts_) last_collective_ns_[static_cast<std::size_t>(h)] = at_ns;
+  last_collective_ns_[comm_id] = at_ns;
 }
 
-bool AsyncProber::pair_quiet(std::uint64_t now, int peer) const {
-  return peer >= 0 && peer < hosts_ &&
-         collective_.rounds_quiet(now, last_collective_ns_[static_cast<std::size_t>(peer)], peer);
+bool AsyncProber::pair_quiet(std::uint64_t now, int peer) {
+  if (peer < 0 || peer >= hosts_) return false;
+  // The latest collective on a communicator that spans the pair (this leader is in each), or
+  // that the rounds have not decided on yet (any pair). Communicators quiet for an hour are
+  // forgotten: a program that makes a communicator per phase keeps the map small.
+  constexpr std::uint64_t kForgetNs = 3600ull * 1'000'000'000ull;
+  std::uint64_t latest = 0;
+  std::erase_if(last_collective_ns_, [&](const auto& entry) {
+    const auto& [comm_id, at_ns] = entry;
+    if (minus(now, at_ns) > kForgetNs) return true;
+    const std::vector<int>* hosts = collective_.probed_hosts(comm_id);
+    if (hosts == nullptr || std::binary_search(hosts->begin(), hosts->end(), peer))
+      latest = std::max(latest, at_ns);
+    return false;
+  });
+  return collective_.rounds_quiet(now, latest, peer);
 }
 
 void PeerTurns::answered(int node, bool ping, std::uint64_t now) {

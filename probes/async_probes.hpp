@@ -205,13 +205,14 @@ class AsyncProber {
 
   Layout layout_;
   const LinkProber& collective_;
-  // Per host (node): note_collective's last on a communicator with it (0: none yet).
-  std::vector<std::uint64_t> last_collective_ns_;
+  // Per communicator (id): note_collective's last on it. O(1) per collective; pair_quiet reads
+  // which of them span a pair (the communicators a program calls collectives on are few).
+  std::unordered_map<std::int64_t, std::uint64_t> last_collective_ns_;
   std::unordered_map<int, int> node_of_leader_;  // world rank -> node, of the hosts' leaders
   PeerTurns peer_turns_;
   static constexpr std::uint64_t kPeerWaitNs = 20'000'000;
   // Whether the pair with `peer` (a node) is left to the collective rounds now.
-  bool pair_quiet(std::uint64_t now, int peer) const;
+  bool pair_quiet(std::uint64_t now, int peer);
   RowSink sink_;
   int hosts_ = 0;
   std::uint64_t slot_ns_ = 0;
