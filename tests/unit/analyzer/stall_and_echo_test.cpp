@@ -169,7 +169,8 @@ TEST(StallAndEcho, ALinkIntoAHostHeldOffStandsApartFromTheHostsOtherPairs) {
   expect_exactly(health, {{"slow_link", "link h0 -> h1"}});
   ASSERT_FALSE(health.findings.empty());
   const auto evidence = evidence_json(health.findings[0].evidence);
-  EXPECT_EQ(evidence.value("apart_at", nlohmann::json::array()), nlohmann::json::array({"h0", "h1"}))
+  EXPECT_EQ(evidence.value("apart_at", nlohmann::json::array()),
+            nlohmann::json::array({"h0", "h1"}))
       << evidence.dump();
 
   job.link_us = [](int, int to, double t) { return to == 1 && t >= 12 ? 5000.0 : 0.0; };
