@@ -269,7 +269,7 @@ std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_sin
   std::pair<int, std::size_t> lossy_rank{0, 0};  // moments, stalls
   for (const std::string& h : hosts) {
     std::vector<const Stall*> mine;
-    std::map<std::string, std::vector<const Stall*>> by_peer;
+    std::map<std::string, std::vector<std::int64_t>> by_peer;  // each peer's stall times
     bool into = false, out_of = false;
     std::size_t elsewhere = 0;
     for (const Stall& s : stalls) {
@@ -279,7 +279,7 @@ std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_sin
       }
       if (s.by_scheduler) continue;
       mine.push_back(&s);
-      by_peer[s.from == h ? s.to : s.from].push_back(&s);
+      by_peer[s.from == h ? s.to : s.from].push_back(s.at);
       into |= s.to == h || s.both_ways;
       out_of |= s.from == h || s.both_ways;
     }
@@ -288,8 +288,8 @@ std::string lossy_host(const std::vector<Stall>& stalls, std::int64_t recent_sin
     // hosts' other traffic once in a while (NPB CG, ctap1 -> ctap2 at 20 Mbit/s: 40 stalls on
     // that pair and one 182 ms probe from ctap3, named host ctap2, docs/faults.md sweep 36).
     int peers = 0;
-    for (const auto& [peer, with_peer] : by_peer)
-      peers += summarize(with_peer, INT64_MIN).moments >= kPeerMoments ? 1 : 0;
+    for (const auto& [peer, times] : by_peer)
+      peers += separate_moments(times, kSeparateNs) >= kPeerMoments ? 1 : 0;
     const int moments = summarize(mine, recent_since).moments;
     if (peers < 2 || !into || !out_of || 4 * elsewhere > mine.size() || moments < kMinMoments ||
         std::pair{moments, mine.size()} <= lossy_rank)
