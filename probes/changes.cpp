@@ -45,9 +45,10 @@ bool ChangeDetector::note_against(const Reading& reading, const std::vector<Read
   return note(reading.peer_node, reading.latency_ns, reading.transfer_ns) || changed;
 }
 
-bool ChangeDetector::note_round(const std::vector<Reading>& round) {
-  bool changed = false;
-  for (const Reading& r : round) changed = note_against(r, round) || changed;
+std::vector<int> ChangeDetector::note_round(const std::vector<Reading>& round) {
+  std::vector<int> changed;
+  for (const Reading& r : round)
+    if (note_against(r, round)) changed.push_back(r.peer_node);
   return changed;
 }
 

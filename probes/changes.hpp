@@ -34,8 +34,9 @@ class ChangeDetector {
   // kChangeFactor times the fastest of `others` (the leader's other directions, as last
   // measured), or slower.
   bool note_against(const Reading& reading, const std::vector<Reading>& others);
-  // One round's measurements of this leader's directions, each against the others.
-  bool note_round(const std::vector<Reading>& round);
+  // One round's measurements of this leader's directions, each against the others: the peer
+  // nodes of the directions that changed.
+  std::vector<int> note_round(const std::vector<Reading>& round);
 
  private:
   static constexpr std::size_t kKept = 3;

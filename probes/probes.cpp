@@ -24,6 +24,15 @@ int tournament_partner(int players, int round, int index) {
   return ((2 * round - index) % (n - 1) + (n - 1)) % (n - 1);
 }
 
+int tournament_round_of(int players, int a, int b) {
+  const int n = players + players % 2;
+  if (a == n - 1) return b;
+  if (b == n - 1) return a;
+  // partner = 2 round - a (mod n - 1): round = (a + b) / 2, and n / 2 is the inverse of 2 modulo
+  // the odd n - 1.
+  return static_cast<int>((static_cast<std::int64_t>(a + b) * (n / 2)) % (n - 1));
+}
+
 namespace {
 
 // Probing takes at most kMaxShare (async_probes.hpp) of the time between two probes, judged on the
@@ -99,6 +108,11 @@ void wait_napping(int count, MPI_Request requests[]) {
       ::nanosleep(&nap, nullptr);
     }
   }
+}
+
+// Whether tournament round `round` is among `rounds` (bits by round; empty: every round).
+bool in_rounds(const std::vector<std::uint64_t>& rounds, int round) {
+  return rounds.empty() || (rounds[static_cast<std::size_t>(round) / 64] >> (round % 64) & 1u) != 0;
 }
 
 // Whether the two fastest of `times` agree (there are two at least).
@@ -213,9 +227,9 @@ bool LinkProber::can_probe(const Members& comm) {
 }
 
 void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag,
-                         bool napping) {
+                         bool napping, int or_from) {
   const int n = static_cast<int>(s.members.size());
-  std::array<std::uint64_t, 6> in{};
+  std::vector<std::uint64_t> in(static_cast<std::size_t>(std::max(count, 0)));
   char none_out = 0, none_in = 0;
   for (int k = 1; k < n; k <<= 1) {
     const int to = s.members[static_cast<std::size_t>((rank + k) % n)];
@@ -233,7 +247,8 @@ void LinkProber::all_max(const Schedule& s, int rank, std::uint64_t* values, int
     else
       wait_napping(2, requests);  // leaving: some wait for their leaders' round
     for (int i = 0; i < count; ++i)
-      values[i] = std::max(values[i], in[static_cast<std::size_t>(i)]);
+      values[i] = i < or_from ? std::max(values[i], in[static_cast<std::size_t>(i)])
+                              : values[i] | in[static_cast<std::size_t>(i)];
   }
 }
 
@@ -254,7 +269,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // member agrees, and picks the earliest from what they agreed.
   ProbeBudget budget;
   budget.set_interval_s = static_cast<double>(interval_ns_) / 1e9;
-  budget.cheapest_cycle_s = cost_.rounds < kRoundsKept ? 0.0
+  budget.cheapest_cycle_s = full_rounds_ < kRoundsKept ? 0.0
                                                        : *std::min_element(recent_cycles_s_.begin(),
                                                                            recent_cycles_s_.end());
   if (static_cast<int>(s->hosts.size()) == hosts_) last_full_decision_ns_ = entered;
@@ -266,6 +281,9 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   budget.since_round_s = last_round_end_ns_ == 0
                              ? std::numeric_limits<double>::infinity()
                              : static_cast<double>(entered - last_round_end_ns_) / 1e9;
+  budget.since_full_round_s = last_full_round_end_ns_ == 0
+                                  ? std::numeric_limits<double>::infinity()
+                                  : static_cast<double>(entered - last_full_round_end_ns_) / 1e9;
   // A change the second round finds is confirmed as soon as one the third finds: the third
   // round, which comes whatever it costs, then comes a second after the second.
   if (cost_.rounds >= kRoundsKept)
@@ -286,14 +304,23 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
                                                  : static_cast<double>(cost_.deciding_ns) / 1e9 /
                                                        static_cast<double>(decisions_);
   const bool spacing = cost_.rounds >= kRoundsKept;  // the first rounds come at the interval
-  std::uint64_t decision[6] = {
+  // After the six maxima, the tournament rounds that would confirm a change, as bits (OR).
+  constexpr int kFixed = 6;
+  const std::size_t words =
+      (static_cast<std::size_t>(tournament_rounds(static_cast<int>(s->hosts.size()))) + 63) / 64;
+  std::vector<std::uint64_t> confirming = changed_rounds(*s, words);
+  const bool changed =
+      std::any_of(confirming.begin(), confirming.end(), [](std::uint64_t w) { return w != 0; });
+  std::vector<std::uint64_t> decision = {
       due.routine ? 0u : 1u,
       UINT64_MAX - seqs_in(wait_s),
-      changed_ ? 1u : 0u,
+      changed ? 1u : 0u,
       due.confirm ? 0u : 1u,
       spacing ? seqs_in(mean_decision_s / (kMaxShare * kDecisionPart)) : 0u,
       spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u};
-  all_max(*s, comm.rank, decision, 6, s->tag + kDecideTag);
+  decision.insert(decision.end(), confirming.begin(), confirming.end());
+  all_max(*s, comm.rank, decision.data(), static_cast<int>(decision.size()), s->tag + kDecideTag,
+          false, kFixed);
   s->last_decision_seq = seq;
   s->last_decision_ns = entered;
   const std::uint64_t decided = monitor::now_ns();
@@ -301,33 +328,52 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   cost_.deciding_ns += deciding_ns;
   deciding_since_round_ns_ += deciding_ns;
   ++decisions_;
+  const bool routine = decision[0] == 0;
   const bool confirm = decision[2] != 0 && decision[3] == 0;
-  const bool probing = decision[0] == 0 || confirm;
+  const bool probing = routine || confirm;
   // After a round (which may find a change) and while a change waits, the next decision comes
   // at the confirmations' spacing, so that a confirming round is not held up by the routine one.
   const std::uint64_t next =
       std::max(UINT64_MAX - decision[1], probing || decision[2] != 0 ? decision[5] : decision[4]);
   if (!probing) return next;
-  changed_ = false;
+  // A routine round measures every pair; a confirming one the tournament rounds of the changed
+  // pairs only (a pair's both directions, and the pairs disjoint from it measured at the same
+  // moment, which the analyzer tells a loaded machine's noise by): at h hosts, 1 of h - 1
+  // tournament rounds for one changed pair, so that a loaded machine's noise and a fault both
+  // get their confirmations within the share (docs/faults.md, sweep 37).
+  confirming.assign(decision.begin() + kFixed, decision.end());
+  if (routine) confirming.clear();
+  std::vector<int> measured;  // the hosts (nodes) whose pair with this rank's host it measures
+  const int players = static_cast<int>(s->hosts.size());
+  for (int round = 0; round < tournament_rounds(players); ++round) {
+    if (!in_rounds(confirming, round)) continue;
+    const int peer = tournament_partner(players, round, s->host);
+    if (peer < players) measured.push_back(s->hosts[static_cast<std::size_t>(peer)]);
+  }
+  for (int node : measured) changed_nodes_.erase(node);
   round_excess_ns_ = 0;
-  if (s->leader) rows = probe_round(*s);
+  if (s->leader) rows = probe_round(*s, confirming);
   // Everyone leaves together: members that were not probing would otherwise reach the next
   // collective ahead of their leaders, and the leaders would look late. Leaving, they agree on
   // the round's excess: the most any leader's first slow transfers took beyond the cap.
   std::uint64_t excess = round_excess_ns_;
   all_max(*s, comm.rank, &excess, 1, s->tag + kLeaveTag, true);
   last_round_end_ns_ = monitor::now_ns();
-  for (int h : s->hosts)
+  for (int h : measured)
     if (h >= 0 && h < hosts_) round_end_by_node_[static_cast<std::size_t>(h)] = last_round_end_ns_;
-  last_round_partial_ = budget.partial_wait_s > 0;
   ++cost_.rounds;
   const std::uint64_t probing_ns = monitor::elapsed_ns(decided, last_round_end_ns_);
   cost_.probing_ns += probing_ns;
   excused_ns_ += std::min(excess, probing_ns);
-  // The cycle's cost for the bound, as this rank paid it (a member that does not measure waits
-  // for its leader as long).
-  recent_cycles_s_[(cost_.rounds - 1) % kRoundsKept] =
-      static_cast<double>(probing_ns + deciding_since_round_ns_) / 1e9;
+  // A routine cycle's cost for the bound, as this rank paid it (a member that does not measure
+  // waits for its leader as long). A confirming round's is paid from the confirmations' share.
+  if (routine) {
+    last_full_round_end_ns_ = last_round_end_ns_;
+    last_round_partial_ = budget.partial_wait_s > 0;
+    ++full_rounds_;
+    recent_cycles_s_[(full_rounds_ - 1) % kRoundsKept] =
+        static_cast<double>(probing_ns + deciding_since_round_ns_) / 1e9;
+  }
   deciding_since_round_ns_ = 0;
   // The confirmations' share is what probing cost beyond the first rounds, which come whatever
   // they cost, over the time since probing began: a fault the second or third round sees (5 or
@@ -347,10 +393,10 @@ bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_n
                               int peer_node) const {
   const std::uint64_t round_end = peer_node >= 0 && peer_node < hosts_
                                       ? round_end_by_node_[static_cast<std::size_t>(peer_node)]
-                                      : last_round_end_ns_;
+                                      : last_full_round_end_ns_;
   const std::uint64_t last = std::max(round_end, cost_.since_ns);
   double interval_ns = static_cast<double>(interval_ns_);
-  if (cost_.rounds >= kRoundsKept)
+  if (full_rounds_ >= kRoundsKept)
     interval_ns =
         std::max(interval_ns, *std::min_element(recent_cycles_s_.begin(), recent_cycles_s_.end()) /
                                   kMaxShare * 1e9);
@@ -385,7 +431,10 @@ void LinkProber::before_finalize() {
 
 std::uint64_t SlowTransferExcuses::excuse(int peer_node, bool measured, std::uint64_t excess_ns) {
   if (excess_ns < kFloorNs) return 0;
-  return (measured ? measured_ : answered_).insert(peer_node).second ? excess_ns : 0;
+  int& used = (measured ? measured_ : answered_)[peer_node];
+  if (used >= kTurns) return 0;
+  ++used;
+  return excess_ns;
 }
 
 TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns,
@@ -397,20 +446,36 @@ TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns,
 RoundsDue rounds_due(const ProbeBudget& b) {
   RoundsDue due;
   due.interval_s = std::max(b.set_interval_s, b.cheapest_cycle_s / kMaxShare);
-  due.routine = b.since_round_s >= due.interval_s + b.partial_wait_s;
+  due.routine = b.since_full_round_s >= due.interval_s + b.partial_wait_s;
   due.confirm = b.since_start_s > 0 &&
                 b.since_round_s >= std::min(b.set_interval_s, kConfirmAfterS) + b.partial_wait_s &&
                 b.spent_since_first_s <= kConfirmShare * b.since_start_s;
   return due;
 }
 
-std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
+std::vector<std::uint64_t> LinkProber::changed_rounds(const Schedule& s, std::size_t words) const {
+  std::vector<std::uint64_t> bits(words, 0);
+  const int players = static_cast<int>(s.hosts.size());
+  for (int node : changed_nodes_) {
+    const auto at = std::lower_bound(s.hosts.begin(), s.hosts.end(), node);
+    if (at == s.hosts.end() || *at != node) continue;  // a pair this communicator does not span
+    const int peer = static_cast<int>(at - s.hosts.begin());
+    if (peer == s.host) continue;
+    const int round = tournament_round_of(players, s.host, peer);
+    bits[static_cast<std::size_t>(round) / 64] |= std::uint64_t{1} << (round % 64);
+  }
+  return bits;
+}
+
+std::vector<monitor::ProbeRow> LinkProber::probe_round(
+    const Schedule& s, const std::vector<std::uint64_t>& confirming) {
   began_ = monitor::now_ns();
   std::vector<monitor::ProbeRow> rows;
   std::vector<ChangeDetector::Reading> readings;
   const int hosts = static_cast<int>(s.hosts.size());
   const int tag = s.tag + kProbeTag;
   for (int round = 0; round < tournament_rounds(hosts); ++round) {
+    if (!in_rounds(confirming, round)) continue;
     const int peer = tournament_partner(hosts, round, s.host);
     if (peer >= hosts) continue;  // a bye
     const int peer_rank = s.leaders[static_cast<std::size_t>(peer)];
@@ -444,7 +509,7 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s) {
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }
-  changed_ |= changes_.note_round(readings);
+  for (int node : changes_.note_round(readings)) changed_nodes_.insert(node);
   return rows;
 }
 
@@ -583,17 +648,16 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
     if (takes[quickest] > kSlowTransferNs) break;
     if (takes.size() >= kMinTransfers && two_fastest_agree(takes)) break;
   }
-  // What this turn cost beyond the direction's last one, where it found the direction changed
-  // by that much (a delayed link's pings and transfers wait for it round trip after round trip).
+  // What this turn cost beyond the direction's usual one, where it found the direction changed
+  // by that much (a delayed link's pings and transfers wait for it round trip after round trip);
+  // the usual turn stays the one from before the change while the direction reads changed.
   const std::uint64_t turn_ns = monitor::elapsed_ns(turn_began, monitor::now_ns());
-  std::uint64_t& last_turn = last_turn_ns_[to_node];
-  const std::uint64_t beyond_last =
-      last_turn > 0 &&
-              static_cast<double>(turn_ns) >= kChangeFactor * static_cast<double>(last_turn)
-          ? turn_ns - last_turn
-          : 0;
-  last_turn = turn_ns;
-  round_excess_ns_ += excuses_.excuse(to_node, true, std::max(beyond_cap_ns, beyond_last));
+  std::uint64_t& usual_turn = usual_turn_ns_[to_node];
+  const bool slow_turn = usual_turn > 0 && static_cast<double>(turn_ns) >=
+                                               kChangeFactor * static_cast<double>(usual_turn);
+  const std::uint64_t beyond_usual = slow_turn ? turn_ns - usual_turn : 0;
+  if (!slow_turn) usual_turn = turn_ns;
+  round_excess_ns_ += excuses_.excuse(to_node, true, std::max(beyond_cap_ns, beyond_usual));
   // The turn ends with the longest leg back (8 bytes: neither a ping nor a transfer) on the
   // peer's posted receive; this side's own receive for the peer's turn is posted before it, so
   // the peer may start at once.

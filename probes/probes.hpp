@@ -28,15 +28,18 @@
 namespace commtap::probes {
 
 // When a member may probe, by its own account (the members agree by the maximum of their "not
-// yet"s). Routine rounds: the set interval has passed since its last round, grown so that the
-// cheapest of its last three cycles (a round and the decisions before it) takes at most 0.5% of
-// it. Confirming rounds, after a round that found a change: a second has passed, and what
+// yet"s). Routine rounds, of every pair: the set interval has passed since its last such round,
+// grown so that the cheapest of its last three cycles (a round and the decisions before it) takes
+// at most 0.5% of it. Confirming rounds, of the changed pairs' tournament rounds only, after a
+// round that found a change: a second has passed since the last round of either kind, and what
 // probing cost beyond the first rounds is at most 2% of the time since probing began.
 struct ProbeBudget {
-  double set_interval_s = 0;    // COMMTAP_PROBE_INTERVAL
-  double cheapest_cycle_s = 0;  // of the last three cycles this rank took part in (0: fewer)
-  double partial_wait_s = 0;    // more, for a communicator on some of the job's hosts only
-  double since_round_s = 0;     // since this rank's last round on any communicator
+  double set_interval_s = 0;  // COMMTAP_PROBE_INTERVAL
+  double cheapest_cycle_s =
+      0;                      // of the last three routine cycles this rank took part in (0: fewer)
+  double partial_wait_s = 0;  // more, for a communicator on some of the job's hosts only
+  double since_round_s = 0;   // since this rank's last round on any communicator
+  double since_full_round_s = 0;  // since its last routine one
   // Rounds and decisions since the first rounds ended (0 before they end), and the time since
   // probing began (0: not begun).
   double spent_since_first_s = 0, since_start_s = 0;
@@ -47,25 +50,29 @@ struct RoundsDue {
 };
 RoundsDue rounds_due(const ProbeBudget& budget);
 
-// What the confirmations' share leaves out of a leader's rounds: the cost of the measurement that
-// found a direction slow, once. A direction's first slow transfer, measured whole before the
-// direction is capped (transfer_plan), costs its time beyond kCappedTransferNs; a measuring turn
-// kChangeFactor times its direction's last or longer (a delayed link: every ping and transfer
-// waits for it), its time beyond the last. A rate-limited host's first round after its fault (six
-// 84 ms transfers) otherwise spent the share of the job's first 25 s at once, and a 5 ms link's
-// (pings 10 ms a round trip) kept its next round 13 s away (docs/faults.md, sweep 36). Once per
-// direction and side, whatever comes later: what is left out is bounded by one turn each.
+// What the confirmations' share leaves out of a leader's rounds: what measuring a direction that
+// became slow cost beyond what it used to, for the measurements that find and confirm it. A
+// whole transfer (before the direction is capped, transfer_plan) costs its time beyond
+// kCappedTransferNs; a measuring turn kChangeFactor times its direction's usual turn or longer (a
+// delayed link: every ping and transfer waits for it), its time beyond the usual. A
+// rate-limited host's first round after its fault (six 84 ms transfers) otherwise spent the share
+// of the job's first 25 s at once, and a 5 ms link's (pings 10 ms a round trip) kept its next
+// round 13 s away (docs/faults.md, sweep 36); with only the first measurement left out, a 3 ms
+// link's next two confirmations (50-100 ms each at load) kept its fourth round 8 s away (sweep
+// 37). kTurns times per direction and side, whatever comes later (the analyzer names a link from
+// three or four rounds): what is left out is bounded by that many turns each.
 class SlowTransferExcuses {
  public:
-  // Less is a loaded machine's noise, not a fault, and does not use the direction's one excuse.
+  static constexpr int kTurns = 3;
+  // Less is a loaded machine's noise, not a fault, and does not use one of the direction's excuses.
   static constexpr std::uint64_t kFloorNs = 10'000'000;
   // The part of `excess_ns` (a turn's or a whole transfer's time beyond the above, toward
   // `peer_node` where `measured`, else answered from it) left out: all of it for the direction's
-  // first, else 0.
+  // first kTurns, else 0.
   std::uint64_t excuse(int peer_node, bool measured, std::uint64_t excess_ns);
 
  private:
-  std::unordered_set<int> measured_, answered_;
+  std::unordered_map<int, int> measured_, answered_;  // excuses used, by peer node
 };
 
 class LinkProber {
@@ -153,10 +160,16 @@ class LinkProber {
   // element-wise maximum of `values` on every member; with no values, a barrier that sleeps
   // between its tests after 50 us (members waiting for their leaders leave them the cores).
   // `napping`: waits as wait_napping does whatever the count (leaving a round).
+  // Values from `or_from` on are bit sets, combined by OR instead.
   void all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag,
-               bool napping = false);
+               bool napping = false, int or_from = INT32_MAX);
 
-  std::vector<monitor::ProbeRow> probe_round(const Schedule& s);
+  // The pairs of the tournament rounds set in `confirming` (bits by round; empty: every round).
+  std::vector<monitor::ProbeRow> probe_round(const Schedule& s,
+                                             const std::vector<std::uint64_t>& confirming);
+  // The tournament rounds of `s` that measure a direction of this rank's host whose newest
+  // measurement found a change, as bits of `words` words.
+  std::vector<std::uint64_t> changed_rounds(const Schedule& s, std::size_t words) const;
   // One pair's two halves: this leader measures its direction to `peer` (a host index of the
   // schedule; filling the two rows; posting its receive for the peer's turn before it ends its
   // own where `answer_next`), or answers the peer's measurement on the receive posted before
@@ -191,25 +204,27 @@ class LinkProber {
   std::uint64_t probe_bytes_ = 0;
   // Communicators met at a decision point: their schedules (nullptr: never probed).
   std::unordered_map<std::int64_t, std::unique_ptr<Schedule>> schedules_;
-  // This rank's last round, on any communicator (0: none yet), for the interval; and by each
-  // host (node) whose pair with this rank's host it measured.
-  std::uint64_t last_round_end_ns_ = 0;
+  // This rank's last round, on any communicator (0: none yet), of either kind and routine, for
+  // the interval; and by each host (node) whose pair with this rank's host it measured.
+  std::uint64_t last_round_end_ns_ = 0, last_full_round_end_ns_ = 0;
+  std::uint64_t full_rounds_ = 0;
   std::vector<std::uint64_t> round_end_by_node_;
-  // The last cycles' seconds (0: none yet), for the cost bound: each a round and the decisions
-  // since the one before it, on any communicator.
+  // The last routine cycles' seconds (0: none yet), for the cost bound: each a routine round and
+  // the decisions since the round before it, on any communicator.
   static constexpr std::size_t kRoundsKept = 3;
   std::array<double, kRoundsKept> recent_cycles_s_{};
   std::uint64_t decisions_ = 0, deciding_since_round_ns_ = 0;
   // What this rank's first kRoundsKept rounds and their decisions cost (the confirmations' share
   // is what probing cost beyond them).
   std::uint64_t first_rounds_spent_ns_ = 0;
-  // The directions this rank measured, and whether its newest round found a change, which the
-  // next decision carries to the communicator's members.
+  // The directions this rank measured, and those (by peer node) whose newest measurement found a
+  // change, which the next decision on a communicator spanning them carries to its members.
   ChangeDetector changes_;
-  bool changed_ = false;
-  // Each direction's last transfer time scaled to probe_bytes_, and its last measuring turn
-  // (pings and transfers), by the peer host's node.
-  std::unordered_map<int, std::uint64_t> last_transfer_ns_, last_turn_ns_;
+  std::unordered_set<int> changed_nodes_;
+  // Each direction's last transfer time scaled to probe_bytes_, and its usual measuring turn
+  // (pings and transfers: the last one under kChangeFactor times the usual before it), by the
+  // peer host's node.
+  std::unordered_map<int, std::uint64_t> last_transfer_ns_, usual_turn_ns_;
   // The time the current round's first slow transfers took beyond the cap (note_slow_transfer),
   // the directions already counted so (by peer node: measured, answered), and the total the
   // members agreed on after each round, which the confirmations' share does not count.
@@ -262,5 +277,7 @@ TransferPlan transfer_plan(std::uint64_t probe_bytes, std::uint64_t last_ns,
 int tournament_partner(int players, int round, int index);
 // Rounds a tournament of `players` takes.
 int tournament_rounds(int players);
+// The round in which `a` meets `b` (distinct indices below `players`).
+int tournament_round_of(int players, int a, int b);
 
 }  // namespace commtap::probes

@@ -9,6 +9,7 @@ using commtap::probes::kCappedAfterNs;
 using commtap::probes::kCappedTransferNs;
 using commtap::probes::SlowTransferExcuses;
 using commtap::probes::tournament_partner;
+using commtap::probes::tournament_round_of;
 using commtap::probes::tournament_rounds;
 using commtap::probes::transfer_plan;
 
@@ -34,6 +35,8 @@ TEST(Probes, TheTournamentMeetsEveryPairOnceInDisjointPairs) {
         if (i < partner) {
           EXPECT_TRUE(met.insert({i, partner}).second) << i << "-" << partner;
         }
+        // A confirmation finds the round of a changed pair from the pair alone.
+        EXPECT_EQ(tournament_round_of(players, i, partner), round) << i << "-" << partner;
       }
       EXPECT_EQ(byes, players % 2) << players << " " << round;
     }
@@ -50,12 +53,13 @@ TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
   using commtap::probes::rounds_due;
   ProbeBudget b;
   b.set_interval_s = 5;
-  b.since_round_s = 6;
+  b.since_full_round_s = 6;
   EXPECT_TRUE(rounds_due(b).routine);  // rounds too cheap to count: the set interval
   b.cheapest_cycle_s = 0.1;            // 0.1 s is 0.5% of 20 s
   EXPECT_DOUBLE_EQ(rounds_due(b).interval_s, 20);
   EXPECT_FALSE(rounds_due(b).routine);
-  b.since_round_s = 21;
+  b.since_full_round_s = 21;
+  b.since_round_s = 0.5;  // a confirming round does not hold the routine one off
   EXPECT_TRUE(rounds_due(b).routine);
   b.partial_wait_s = 2;
   EXPECT_FALSE(rounds_due(b).routine);
@@ -87,16 +91,21 @@ TEST(Probes, AFaultThereFromTheFirstRoundIsAChangeAgainstTheRoundsOtherDirection
   const std::vector<Reading> round = {
       {1, 10'000, 100'000}, {2, 300'000, 3'000'000}, {3, 12'000, 110'000}};
   commtap::probes::ChangeDetector changes;
-  EXPECT_TRUE(changes.note_round(round));
-  EXPECT_TRUE(changes.note_round(round));
-  EXPECT_TRUE(changes.note_round(round));
-  EXPECT_FALSE(changes.note_round(round));  // three rounds of its own, all as slow
-  commtap::probes::ChangeDetector alike;    // 3.9x the fastest other: no change
-  EXPECT_FALSE(
-      alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 390'000}, {3, 20'000, 100'000}}));
-  EXPECT_TRUE(alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 400'000}, {3, 20'000, 100'000}}));
+  const std::vector<int> second{2};  // the changed direction, by its peer node
+  EXPECT_EQ(changes.note_round(round), second);
+  EXPECT_EQ(changes.note_round(round), second);
+  EXPECT_EQ(changes.note_round(round), second);
+  EXPECT_TRUE(changes.note_round(round).empty());  // three rounds of its own, all as slow
+  commtap::probes::ChangeDetector alike;           // 3.9x the fastest other: no change
+  EXPECT_TRUE(
+      alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 390'000}, {3, 20'000, 100'000}}).empty());
+  EXPECT_EQ(alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 400'000}, {3, 20'000, 100'000}}),
+            second);
   commtap::probes::ChangeDetector alone;  // nothing to compare with
-  EXPECT_FALSE(alone.note_round({{1, 300'000, 3'000'000}}));
+  EXPECT_TRUE(alone.note_round({{1, 300'000, 3'000'000}}).empty());
+  // A confirming round measures the changed direction alone: against its own history.
+  EXPECT_EQ(changes.note_round({{2, 300'000, 3'000'000}}), std::vector<int>{});
+  EXPECT_EQ(changes.note_round({{1, 40'000, 100'000}}), std::vector<int>{1});
 }
 
 // The asynchronous probes measure one direction at a time: against the others as last measured,
@@ -159,14 +168,17 @@ TEST(Probes, ASlowDirectionIsMeasuredInChunksForAtMostTheCap) {
   EXPECT_EQ(transfer_plan(1024, kCappedAfterNs, kRoundTrip).chunk_bytes, 256u);
 }
 
-// The confirmations' share leaves out a direction's first slow whole transfer beyond the cap,
-// once per direction and side: a direction that slows again, or a second transfer of it, counts.
-TEST(Probes, ADirectionsFirstSlowTransferIsLeftOutOfTheConfirmationsShareOnce) {
+// The confirmations' share leaves out a direction's first kTurns slow measurements (a slow whole
+// transfer beyond the cap, a slow turn beyond the usual), per direction and side: more of them
+// count.
+TEST(Probes, ADirectionsFirstSlowTurnsAreLeftOutOfTheConfirmationsShare) {
   SlowTransferExcuses excuses;
-  EXPECT_EQ(excuses.excuse(1, true, 0), 0u);  // not slow: nothing, and the direction's excuse stays
-  EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 64'000'000u);
+  EXPECT_EQ(excuses.excuse(1, true, 0), 0u);  // not slow: nothing, and the direction's excuses stay
+  for (int turn = 0; turn < SlowTransferExcuses::kTurns; ++turn)
+    EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 64'000'000u) << turn;
   EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 0u);
-  EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 30'000'000u);  // answered from host 1
+  for (int turn = 0; turn < SlowTransferExcuses::kTurns; ++turn)  // answered from host 1
+    EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 30'000'000u) << turn;
   EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 0u);
   // Under the floor (a loaded machine's noise): nothing, and the direction's excuse stays.
   EXPECT_EQ(excuses.excuse(2, true, SlowTransferExcuses::kFloorNs - 1), 0u);
