@@ -16,6 +16,17 @@
 namespace commtap::probes {
 
 inline constexpr double kChangeFactor = 4;
+// A strong change: the network part of a measurement (its time less what its messages may have
+// waited off the CPU for either leader, as the analyzer reads it) far past the direction's
+// fastest. A latency kStrongLatencyFactor times it and kStrongLatencyFloorNs more, or a transfer
+// kStrongTransferFactor times it. On 2 loaded cores the noise's changes are a leader held off
+// the CPU (latencies of 0.2-1.4 ms whose held time is as long) and transfers held mid-way, which
+// the held times do not see (5-28 times their fastest; the analyzer's worst over 8,812 clean
+// transfers was 64 times under its baseline); a 2 ms link reads 200 times its fastest latency, a
+// 20 Mbit/s limit 800 times its fastest transfer (docs/faults.md, sweeps 36-37).
+inline constexpr double kStrongLatencyFactor = 16;
+inline constexpr std::uint64_t kStrongLatencyFloorNs = 200'000;
+inline constexpr double kStrongTransferFactor = 200;
 inline constexpr double kConfirmShare = 0.02;
 inline constexpr double kConfirmAfterS = 1.0;
 
@@ -27,16 +38,26 @@ class ChangeDetector {
   struct Reading {
     int peer_node = 0;
     std::uint64_t latency_ns = 0, transfer_ns = 0;
+    // Their network parts (0: not known, the whole time).
+    std::uint64_t latency_network_ns = 0, transfer_network_ns = 0;
   };
-  bool note(int peer_node, std::uint64_t latency_ns, std::uint64_t transfer_ns);
+  enum class Change { none, change, strong };
+  Change note(const Reading& reading);
   // Also a change, while the direction has fewer than three measurements (no history shows a
   // fault that was there from the job's first round), where its latency or its transfer is
   // kChangeFactor times the fastest of `others` (the leader's other directions, as last
   // measured), or slower.
-  bool note_against(const Reading& reading, const std::vector<Reading>& others);
-  // One round's measurements of this leader's directions, each against the others: the peer
-  // nodes of the directions that changed.
-  std::vector<int> note_round(const std::vector<Reading>& round);
+  bool note_against(const Reading& reading, const std::vector<Reading>& others) {
+    return change_against(reading, others) != Change::none;
+  }
+  Change change_against(const Reading& reading, const std::vector<Reading>& others);
+  // One round's measurements of this leader's directions, each against the others: the
+  // directions that changed, by peer node.
+  struct Changed {
+    int peer_node = 0;
+    bool strong = false;
+  };
+  std::vector<Changed> note_round(const std::vector<Reading>& round);
 
  private:
   static constexpr std::size_t kKept = 3;

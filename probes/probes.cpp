@@ -304,23 +304,29 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
                                                  : static_cast<double>(cost_.deciding_ns) / 1e9 /
                                                        static_cast<double>(decisions_);
   const bool spacing = cost_.rounds >= kRoundsKept;  // the first rounds come at the interval
-  // After the six maxima, the tournament rounds that would confirm a change, as bits (OR).
-  constexpr int kFixed = 6;
+  // After the seven maxima, the tournament rounds that would confirm a change, and those that
+  // would confirm a strong one, as bits (OR).
+  constexpr int kFixed = 7;
   const std::size_t words =
       (static_cast<std::size_t>(tournament_rounds(static_cast<int>(s->hosts.size()))) + 63) / 64;
-  std::vector<std::uint64_t> confirming = changed_rounds(*s, words);
-  const bool changed =
-      std::any_of(confirming.begin(), confirming.end(), [](std::uint64_t w) { return w != 0; });
+  const std::vector<std::uint64_t> changed_bits = changed_rounds(*s, words, false);
+  const std::vector<std::uint64_t> strong_bits = changed_rounds(*s, words, true);
+  auto any = [](auto begin, auto end) {
+    return std::any_of(begin, end, [](std::uint64_t w) { return w != 0; });
+  };
   std::vector<std::uint64_t> decision = {
       due.routine ? 0u : 1u,
       UINT64_MAX - seqs_in(wait_s),
-      changed ? 1u : 0u,
+      any(changed_bits.begin(), changed_bits.end()) ? 1u : 0u,
       due.confirm ? 0u : 1u,
       spacing ? seqs_in(mean_decision_s / (kMaxShare * kDecisionPart)) : 0u,
-      spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u};
-  decision.insert(decision.end(), confirming.begin(), confirming.end());
+      spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u,
+      due.confirm_strong ? 0u : 1u};
+  decision.insert(decision.end(), changed_bits.begin(), changed_bits.end());
+  decision.insert(decision.end(), strong_bits.begin(), strong_bits.end());
   all_max(*s, comm.rank, decision.data(), static_cast<int>(decision.size()), s->tag + kDecideTag,
           false, kFixed);
+  const auto strong_begin = decision.begin() + kFixed + static_cast<std::ptrdiff_t>(words);
   s->last_decision_seq = seq;
   s->last_decision_ns = entered;
   const std::uint64_t decided = monitor::now_ns();
@@ -330,7 +336,13 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   ++decisions_;
   const bool routine = decision[0] == 0;
   const bool confirm = decision[2] != 0 && decision[3] == 0;
-  const bool probing = routine || confirm;
+  // A strong change (changes.hpp) is confirmed whatever the share: the noise's changes spend it
+  // (at 2 busy loops, seven confirmations of a noisy pair in the job's first 10 s), and a 5 ms
+  // link found right after waited 8 s for its next round (docs/faults.md, sweep 37). Bounded by
+  // kStrongConfirmations per direction over the job, whose cost beyond the usual turn the share
+  // leaves out too (SlowTransferExcuses).
+  const bool confirm_strong = decision[6] == 0 && any(strong_begin, decision.end());
+  const bool probing = routine || confirm || confirm_strong;
   // After a round (which may find a change) and while a change waits, the next decision comes
   // at the confirmations' spacing, so that a confirming round is not held up by the routine one.
   const std::uint64_t next =
@@ -341,8 +353,11 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // moment, which the analyzer tells a loaded machine's noise by): at h hosts, 1 of h - 1
   // tournament rounds for one changed pair, so that a loaded machine's noise and a fault both
   // get their confirmations within the share (docs/faults.md, sweep 37).
-  confirming.assign(decision.begin() + kFixed, decision.end());
-  if (routine) confirming.clear();
+  std::vector<std::uint64_t> confirming;  // empty: every tournament round
+  if (!routine && confirm)
+    confirming.assign(decision.begin() + kFixed, strong_begin);
+  else if (!routine)
+    confirming.assign(strong_begin, decision.end());
   std::vector<int> measured;  // the hosts (nodes) whose pair with this rank's host it measures
   const int players = static_cast<int>(s->hosts.size());
   for (int round = 0; round < tournament_rounds(players); ++round) {
@@ -447,16 +462,19 @@ RoundsDue rounds_due(const ProbeBudget& b) {
   RoundsDue due;
   due.interval_s = std::max(b.set_interval_s, b.cheapest_cycle_s / kMaxShare);
   due.routine = b.since_full_round_s >= due.interval_s + b.partial_wait_s;
-  due.confirm = b.since_start_s > 0 &&
-                b.since_round_s >= std::min(b.set_interval_s, kConfirmAfterS) + b.partial_wait_s &&
-                b.spent_since_first_s <= kConfirmShare * b.since_start_s;
+  due.confirm_strong =
+      b.since_start_s > 0 &&
+      b.since_round_s >= std::min(b.set_interval_s, kConfirmAfterS) + b.partial_wait_s;
+  due.confirm = due.confirm_strong && b.spent_since_first_s <= kConfirmShare * b.since_start_s;
   return due;
 }
 
-std::vector<std::uint64_t> LinkProber::changed_rounds(const Schedule& s, std::size_t words) const {
+std::vector<std::uint64_t> LinkProber::changed_rounds(const Schedule& s, std::size_t words,
+                                                      bool strong_only) const {
   std::vector<std::uint64_t> bits(words, 0);
   const int players = static_cast<int>(s.hosts.size());
-  for (int node : changed_nodes_) {
+  for (const auto& [node, strong] : changed_nodes_) {
+    if (strong_only && !strong) continue;
     const auto at = std::lower_bound(s.hosts.begin(), s.hosts.end(), node);
     if (at == s.hosts.end() || *at != node) continue;  // a pair this communicator does not span
     const int peer = static_cast<int>(at - s.hosts.begin());
@@ -505,11 +523,28 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(
     latency_row.slowest_oneway_ns = std::max(latency_row.slowest_oneway_ns, slowest_there);
     // The transfer at the probe's size, whether it was capped or not (transfer_plan).
     const int peer_node = s.hosts[static_cast<std::size_t>(peer)];
-    readings.push_back({peer_node, latency_row.ns, last_transfer_ns_[peer_node]});
+    // Their network parts, as the analyzer reads them: less what the messages may have waited off
+    // the CPU for either leader (half of it for a latency, half a round trip).
+    auto less = [](std::uint64_t ns, std::uint64_t held) { return ns > held ? ns - held : 1; };
+    const std::uint64_t transfer_ns = last_transfer_ns_[peer_node];
+    const std::uint64_t transfer_network =
+        transfer_row.ns == 0
+            ? transfer_ns
+            : less(transfer_row.ns, transfer_row.from_held_ns + transfer_row.to_held_ns) *
+                  transfer_ns / transfer_row.ns;
+    readings.push_back(
+        {peer_node, latency_row.ns, transfer_ns,
+         less(latency_row.ns, (latency_row.from_held_ns + latency_row.to_held_ns) / 2),
+         transfer_network});
     rows.push_back(std::move(latency_row));
     rows.push_back(std::move(transfer_row));
   }
-  for (int node : changes_.note_round(readings)) changed_nodes_.insert(node);
+  for (const ChangeDetector::Changed& c : changes_.note_round(readings)) {
+    int& strong_used = strong_changes_[c.peer_node];
+    const bool strong = c.strong && strong_used < kStrongConfirmations;
+    strong_used += strong ? 1 : 0;
+    changed_nodes_[c.peer_node] = strong;
+  }
   return rows;
 }
 

@@ -46,7 +46,8 @@ struct ProbeBudget {
 };
 struct RoundsDue {
   double interval_s = 0;  // the set interval as the bound grows it
-  bool routine = false, confirm = false;
+  // confirm_strong: a strong change's confirmation (changes.hpp), which the share does not hold.
+  bool routine = false, confirm = false, confirm_strong = false;
 };
 RoundsDue rounds_due(const ProbeBudget& budget);
 
@@ -168,8 +169,9 @@ class LinkProber {
   std::vector<monitor::ProbeRow> probe_round(const Schedule& s,
                                              const std::vector<std::uint64_t>& confirming);
   // The tournament rounds of `s` that measure a direction of this rank's host whose newest
-  // measurement found a change, as bits of `words` words.
-  std::vector<std::uint64_t> changed_rounds(const Schedule& s, std::size_t words) const;
+  // measurement found a change (a strong one where `strong_only`), as bits of `words` words.
+  std::vector<std::uint64_t> changed_rounds(const Schedule& s, std::size_t words,
+                                            bool strong_only) const;
   // One pair's two halves: this leader measures its direction to `peer` (a host index of the
   // schedule; filling the two rows; posting its receive for the peer's turn before it ends its
   // own where `answer_next`), or answers the peer's measurement on the receive posted before
@@ -218,9 +220,13 @@ class LinkProber {
   // is what probing cost beyond them).
   std::uint64_t first_rounds_spent_ns_ = 0;
   // The directions this rank measured, and those (by peer node) whose newest measurement found a
-  // change, which the next decision on a communicator spanning them carries to its members.
+  // change (whether a strong one), which the next decision on a communicator spanning them
+  // carries to its members; and how many strong changes each direction has had confirmed, at
+  // most kStrongConfirmations over the job (the analyzer names a link from three or four rounds).
   ChangeDetector changes_;
-  std::unordered_set<int> changed_nodes_;
+  std::unordered_map<int, bool> changed_nodes_;
+  static constexpr int kStrongConfirmations = 3;
+  std::unordered_map<int, int> strong_changes_;
   // Each direction's last transfer time scaled to probe_bytes_, and its usual measuring turn
   // (pings and transfers: the last one under kChangeFactor times the usual before it), by the
   // peer host's node.

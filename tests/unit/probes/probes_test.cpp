@@ -72,9 +72,11 @@ TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
   EXPECT_TRUE(rounds_due(b).confirm);
   b.spent_since_first_s = 0.25;  // 2.5%
   EXPECT_FALSE(rounds_due(b).confirm);
+  EXPECT_TRUE(rounds_due(b).confirm_strong);  // a strong change, whatever the share
   b.spent_since_first_s = 0.15;
   b.since_round_s = 0.5;  // within a second of the round
   EXPECT_FALSE(rounds_due(b).confirm);
+  EXPECT_FALSE(rounds_due(b).confirm_strong);
   b.since_round_s = 1.5;  // long before the set interval
   EXPECT_TRUE(rounds_due(b).confirm);
   b.partial_wait_s = 2;
@@ -91,21 +93,48 @@ TEST(Probes, AFaultThereFromTheFirstRoundIsAChangeAgainstTheRoundsOtherDirection
   const std::vector<Reading> round = {
       {1, 10'000, 100'000}, {2, 300'000, 3'000'000}, {3, 12'000, 110'000}};
   commtap::probes::ChangeDetector changes;
+  using Changed = commtap::probes::ChangeDetector::Changed;
+  auto peers = [](const std::vector<Changed>& changed) {
+    std::vector<int> out;
+    for (const Changed& c : changed) out.push_back(c.peer_node);
+    return out;
+  };
   const std::vector<int> second{2};  // the changed direction, by its peer node
-  EXPECT_EQ(changes.note_round(round), second);
-  EXPECT_EQ(changes.note_round(round), second);
-  EXPECT_EQ(changes.note_round(round), second);
+  EXPECT_EQ(peers(changes.note_round(round)), second);
+  EXPECT_EQ(peers(changes.note_round(round)), second);
+  EXPECT_EQ(peers(changes.note_round(round)), second);
   EXPECT_TRUE(changes.note_round(round).empty());  // three rounds of its own, all as slow
   commtap::probes::ChangeDetector alike;           // 3.9x the fastest other: no change
   EXPECT_TRUE(
       alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 390'000}, {3, 20'000, 100'000}}).empty());
-  EXPECT_EQ(alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 400'000}, {3, 20'000, 100'000}}),
-            second);
+  EXPECT_EQ(
+      peers(alike.note_round({{1, 10'000, 100'000}, {2, 39'000, 400'000}, {3, 20'000, 100'000}})),
+      second);
   commtap::probes::ChangeDetector alone;  // nothing to compare with
   EXPECT_TRUE(alone.note_round({{1, 300'000, 3'000'000}}).empty());
   // A confirming round measures the changed direction alone: against its own history.
-  EXPECT_EQ(changes.note_round({{2, 300'000, 3'000'000}}), std::vector<int>{});
-  EXPECT_EQ(changes.note_round({{1, 40'000, 100'000}}), std::vector<int>{1});
+  EXPECT_EQ(peers(changes.note_round({{2, 300'000, 3'000'000}})), std::vector<int>{});
+  EXPECT_EQ(peers(changes.note_round({{1, 40'000, 100'000}})), std::vector<int>{1});
+}
+
+// A strong change is far past the direction's fastest by its network part: a delayed link's
+// latency or a rate limit's transfer; not a leader held off the CPU (its held time is the
+// latency's excess) nor a transfer held mid-way tens of times slower.
+TEST(Probes, AStrongChangeIsFarPastTheFastestByItsNetworkPart) {
+  using Change = commtap::probes::ChangeDetector::Change;
+  using Reading = commtap::probes::ChangeDetector::Reading;
+  auto after_a_clean_round = [](const Reading& reading) {
+    commtap::probes::ChangeDetector changes;
+    changes.note({1, 10'000, 100'000});
+    return changes.note(reading);
+  };
+  EXPECT_EQ(after_a_clean_round({1, 2'500'000, 10'000'000}), Change::strong);  // a 2.5 ms link
+  EXPECT_EQ(after_a_clean_round({1, 12'000, 80'000'000}), Change::strong);     // 20 Mbit/s
+  // Held off the CPU: 1.4 ms, of which 1.39 ms waited for a leader.
+  EXPECT_EQ(after_a_clean_round({1, 1'400'000, 100'000, 10'000, 100'000}), Change::change);
+  EXPECT_EQ(after_a_clean_round({1, 12'000, 2'800'000}), Change::change);  // 28x: the noise's
+  EXPECT_EQ(after_a_clean_round({1, 170'000, 100'000}), Change::change);   // 17x, 160 us more
+  EXPECT_EQ(after_a_clean_round({1, 12'000, 100'000}), Change::none);
 }
 
 // The asynchronous probes measure one direction at a time: against the others as last measured,
@@ -131,19 +160,22 @@ TEST(Probes, AnAsynchronousMeasurementIsAChangeAgainstTheOtherDirectionsAsLastMe
 // the direction's last three rounds, or more; each direction (peer node) on its own.
 TEST(Probes, AChangeIsADirectionFourTimesSlowerThanItsFastestOfThreeRounds) {
   commtap::probes::ChangeDetector changes;
-  EXPECT_FALSE(changes.note(1, 50'000, 100'000));  // nothing before
-  EXPECT_FALSE(changes.note(1, 150'000, 300'000));
-  EXPECT_FALSE(changes.note(1, 190'000, 390'000));  // under 4x the fastest (50 us, 100 us)
-  EXPECT_TRUE(changes.note(1, 50'000, 400'000));    // the transfer, 4x
-  EXPECT_FALSE(changes.note(2, 10'000, 10'000));    // another direction: nothing before
-  EXPECT_TRUE(changes.note(2, 40'000, 10'000));     // the latency, 4x
+  auto changed = [&](int peer, std::uint64_t latency, std::uint64_t transfer) {
+    return changes.note({peer, latency, transfer}) != commtap::probes::ChangeDetector::Change::none;
+  };
+  EXPECT_FALSE(changed(1, 50'000, 100'000));  // nothing before
+  EXPECT_FALSE(changed(1, 150'000, 300'000));
+  EXPECT_FALSE(changed(1, 190'000, 390'000));  // under 4x the fastest (50 us, 100 us)
+  EXPECT_TRUE(changed(1, 50'000, 400'000));    // the transfer, 4x
+  EXPECT_FALSE(changed(2, 10'000, 10'000));    // another direction: nothing before
+  EXPECT_TRUE(changed(2, 40'000, 10'000));     // the latency, 4x
   // Direction 1 keeps 50/400, 150/300 and 190/390 us: 4x the fastest latency (50) is a change;
   // once 50 has left the three, the fastest is 100 and 390 is not.
-  EXPECT_TRUE(changes.note(1, 200'000, 300'000));
-  EXPECT_FALSE(changes.note(1, 100'000, 300'000));
-  EXPECT_FALSE(changes.note(1, 100'000, 300'000));
-  EXPECT_FALSE(changes.note(1, 390'000, 300'000));   // fastest latency 100: 3.9x
-  EXPECT_TRUE(changes.note(1, 100'000, 1'200'000));  // fastest transfer 300: 4x
+  EXPECT_TRUE(changed(1, 200'000, 300'000));
+  EXPECT_FALSE(changed(1, 100'000, 300'000));
+  EXPECT_FALSE(changed(1, 100'000, 300'000));
+  EXPECT_FALSE(changed(1, 390'000, 300'000));   // fastest latency 100: 3.9x
+  EXPECT_TRUE(changed(1, 100'000, 1'200'000));  // fastest transfer 300: 4x
 }
 
 // A direction's throughput is measured in one message of the probe's bytes until a transfer of
