@@ -12,6 +12,24 @@ using namespace commtap::analyzer;
 
 using json = nlohmann::json;
 
+namespace {
+
+// What the analysis found and left out because other evidence explains it, and why.
+struct SetAside {
+  const ExplainedFinding* finding;
+  const char* why;
+};
+std::vector<SetAside> set_aside(const JobEvidence& evidence) {
+  std::vector<SetAside> out;
+  for (const ExplainedFinding& f : evidence.explained_by_stalls)
+    out.push_back({&f, "a host at its end was held off the CPU"});
+  for (const ExplainedFinding& f : evidence.probes.not_confirmed)
+    out.push_back({&f, "the link probes found its pairs fine"});
+  return out;
+}
+
+}  // namespace
+
 std::string health_text(const std::vector<JobHealth>& jobs) {
   std::string out;
   for (const JobHealth& job : jobs) {
@@ -27,6 +45,8 @@ std::string health_text(const std::vector<JobHealth>& jobs) {
     }
     for (const UnprovenSubject& u : job.evidence.unproven)
       out += "  (not a finding: " + u.subject + " stood out, but " + u.test + ")\n";
+    for (const SetAside& a : set_aside(job.evidence))
+      out += "  (set aside: " + a.finding->kind + " " + a.finding->subject + ", " + a.why + ")\n";
   }
   return out;
 }
@@ -78,6 +98,11 @@ json health_json(const std::vector<JobHealth>& jobs,
                           {"for", u.subject},
                           {"false_alarm", u.false_alarm},
                           {"test", u.test}});
+    json left_out = json::array();
+    for (const SetAside& a :
+         set_aside(job.evidence))  // keyed as `unproven` is, for the same reason
+      left_out.push_back(
+          {{"would_be", a.finding->kind}, {"for", a.finding->subject}, {"why", a.why}});
     out["jobs"].push_back({{"job_id", job.job_id},
                            {"path", job.path},
                            {"ranks", job.ranks},
@@ -94,6 +119,7 @@ json health_json(const std::vector<JobHealth>& jobs,
                            {"skipped_files", job.skipped},
                            {"findings", findings},
                            {"unproven", unproven},
+                           {"set_aside", left_out},
                            {"links", links_json(job.evidence.messages.links)}});
   }
   return out;

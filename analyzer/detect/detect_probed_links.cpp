@@ -188,7 +188,7 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
       if (contradicted)
         delayed.erase(std::remove(delayed.begin(), delayed.end(), host), delayed.end());
     }
-    if (contradicted) evidence.not_confirmed.push_back(f.subject);
+    if (contradicted) evidence.not_confirmed.push_back({f.kind, f.subject});
     return contradicted;
   });
 }

@@ -92,6 +92,13 @@ struct ProbedLink {
   int rounds = 0;
   bool slow = false;
 };
+// A finding left out because other evidence explains it: a network finding whose host at one of
+// its ends was held off the CPU (health.cpp), a message-based one the probes found fine
+// (detect_probed_links).
+struct ExplainedFinding {
+  std::string kind, subject;
+};
+
 // A host the probes found slow that the job's messages show is one slow link of it.
 struct HostThatIsALink {
   std::string host, link;
@@ -99,7 +106,7 @@ struct HostThatIsALink {
 struct ProbeEvidence {
   std::vector<ProbedLink> links;
   std::vector<HostThatIsALink> host_is_a_link;
-  std::vector<std::string> not_confirmed;  // subjects of message findings the probes contradict
+  std::vector<ExplainedFinding> not_confirmed;  // message findings the probes contradict
   // Whether the probes record the leaders' held times (version 13), so that their findings are
   // judged with the time off the CPU taken out.
   bool held_recorded = false;
@@ -109,11 +116,6 @@ struct ProbeEvidence {
 struct TcpLink {
   std::string from, to;
   std::uint64_t segments = 0, resent = 0, lost = 0, bytes = 0;
-};
-
-// A network finding left out because a host at one of its ends was held off the CPU (health.cpp).
-struct ExplainedFinding {
-  std::string kind, subject;
 };
 
 struct JobEvidence {
