@@ -304,9 +304,9 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
                                                  : static_cast<double>(cost_.deciding_ns) / 1e9 /
                                                        static_cast<double>(decisions_);
   const bool spacing = cost_.rounds >= kRoundsKept;  // the first rounds come at the interval
-  // After the seven maxima, the tournament rounds that would confirm a change, and those that
+  // After the eight maxima, the tournament rounds that would confirm a change, and those that
   // would confirm a strong one, as bits (OR).
-  constexpr int kFixed = 7;
+  constexpr int kFixed = 8;
   const std::size_t words =
       (static_cast<std::size_t>(tournament_rounds(static_cast<int>(s->hosts.size()))) + 63) / 64;
   const std::vector<std::uint64_t> changed_bits = changed_rounds(*s, words, false);
@@ -321,7 +321,8 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
       due.confirm ? 0u : 1u,
       spacing ? seqs_in(mean_decision_s / (kMaxShare * kDecisionPart)) : 0u,
       spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u,
-      due.confirm_strong ? 0u : 1u};
+      due.confirm_strong ? 0u : 1u,
+      confirm_every_pair_ ? 1u : 0u};
   decision.insert(decision.end(), changed_bits.begin(), changed_bits.end());
   decision.insert(decision.end(), strong_bits.begin(), strong_bits.end());
   all_max(*s, comm.rank, decision.data(), static_cast<int>(decision.size()), s->tag + kDecideTag,
@@ -353,11 +354,16 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // moment, which the analyzer tells a loaded machine's noise by): at h hosts, 1 of h - 1
   // tournament rounds for one changed pair, so that a loaded machine's noise and a fault both
   // get their confirmations within the share (docs/faults.md, sweep 37).
+  // A direction's first strong change found in a round of some pairs only is confirmed by a
+  // round of every pair: a host's network slows all its pairs, and one of them confirmed alone
+  // three times before the others were measured again is named a link (a transpose's host
+  // network named `ctap1 <-> ctap3` for 6 s before the host, docs/faults.md sweep 37).
   std::vector<std::uint64_t> confirming;  // empty: every tournament round
-  if (!routine && confirm)
+  if (!routine && decision[7] == 0 && confirm)
     confirming.assign(decision.begin() + kFixed, strong_begin);
-  else if (!routine)
+  else if (!routine && decision[7] == 0)
     confirming.assign(strong_begin, decision.end());
+  if (confirming.empty()) confirm_every_pair_ = false;
   std::vector<int> measured;  // the hosts (nodes) whose pair with this rank's host it measures
   const int players = static_cast<int>(s->hosts.size());
   for (int round = 0; round < tournament_rounds(players); ++round) {
@@ -368,9 +374,12 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   for (int node : measured) changed_nodes_.erase(node);
   round_excess_ns_ = 0;
   if (s->leader) rows = probe_round(*s, confirming);
+  if (!confirming.empty() && found_strong_alone_) confirm_every_pair_ = true;
+  found_strong_alone_ = false;
   // Everyone leaves together: members that were not probing would otherwise reach the next
   // collective ahead of their leaders, and the leaders would look late. Leaving, they agree on
-  // the round's excess: the most any leader's first slow transfers took beyond the cap.
+  // the round's excess: the most any leader's slow measurements took beyond what the share leaves
+  // out (SlowTransferExcuses).
   std::uint64_t excess = round_excess_ns_;
   all_max(*s, comm.rank, &excess, 1, s->tag + kLeaveTag, true);
   last_round_end_ns_ = monitor::now_ns();
@@ -542,6 +551,7 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(
   for (const ChangeDetector::Changed& c : changes_.note_round(readings)) {
     int& strong_used = strong_changes_[c.peer_node];
     const bool strong = c.strong && strong_used < kStrongConfirmations;
+    found_strong_alone_ |= strong && strong_used == 0;
     strong_used += strong ? 1 : 0;
     changed_nodes_[c.peer_node] = strong;
   }
@@ -664,7 +674,7 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
     takes.push_back(monitor::elapsed_ns(t0, end));
     worst_transfer = takes.back();
   }
-  std::uint64_t beyond_cap_ns = 0;  // of the whole transfers (note_slow_transfer)
+  std::uint64_t beyond_cap_ns = 0;  // of the whole transfers (SlowTransferExcuses)
   while (plan.cap_ns == 0 && takes.size() < kTransfers) {
     PeerTimes had{};
     const std::uint64_t t0 = monitor::now_ns();

@@ -227,13 +227,17 @@ class LinkProber {
   std::unordered_map<int, bool> changed_nodes_;
   static constexpr int kStrongConfirmations = 3;
   std::unordered_map<int, int> strong_changes_;
+  // The newest round found a direction's first strong change (probe_round), and, where that
+  // round measured some pairs only, the next confirmation measures every pair.
+  bool found_strong_alone_ = false, confirm_every_pair_ = false;
   // Each direction's last transfer time scaled to probe_bytes_, and its usual measuring turn
   // (pings and transfers: the last one under kChangeFactor times the usual before it), by the
   // peer host's node.
   std::unordered_map<int, std::uint64_t> last_transfer_ns_, usual_turn_ns_;
-  // The time the current round's first slow transfers took beyond the cap (note_slow_transfer),
-  // the directions already counted so (by peer node: measured, answered), and the total the
-  // members agreed on after each round, which the confirmations' share does not count.
+  // What the current round's slow measurements took beyond what the share counts of them (a
+  // whole transfer beyond the cap, a slow turn beyond the usual), the excuses each direction has
+  // used (by peer node: measured, answered), and the total the members agreed on after each round,
+  // which the confirmations' share does not count.
   std::uint64_t round_excess_ns_ = 0, excused_ns_ = 0;
   SlowTransferExcuses excuses_;
   Cost cost_;
