@@ -456,7 +456,7 @@ void LinkProber::before_finalize() {
 std::uint64_t SlowTransferExcuses::excuse(int peer_node, bool measured, std::uint64_t excess_ns) {
   if (excess_ns < kFloorNs) return 0;
   int& used = (measured ? measured_ : answered_)[peer_node];
-  if (used >= kTurns) return 0;
+  if (used >= (measured ? kMeasuredTurns : kAnsweredTurns)) return 0;
   ++used;
   return excess_ns;
 }
@@ -549,6 +549,8 @@ std::vector<monitor::ProbeRow> LinkProber::probe_round(
     rows.push_back(std::move(transfer_row));
   }
   for (const ChangeDetector::Changed& c : changes_.note_round(readings)) {
+    if (c.strong)
+      round_excess_ns_ += excuses_.excuse(c.peer_node, true, turn_excess_ns_[c.peer_node]);
     int& strong_used = strong_changes_[c.peer_node];
     const bool strong = c.strong && strong_used < kStrongConfirmations;
     found_strong_alone_ |= strong && strong_used == 0;
@@ -702,7 +704,8 @@ void LinkProber::measure(const Schedule& s, int peer, monitor::ProbeRow& latency
                                                kChangeFactor * static_cast<double>(usual_turn);
   const std::uint64_t beyond_usual = slow_turn ? turn_ns - usual_turn : 0;
   if (!slow_turn) usual_turn = turn_ns;
-  round_excess_ns_ += excuses_.excuse(to_node, true, std::max(beyond_cap_ns, beyond_usual));
+  // Left out of the share where the measurement is a strong change (probe_round).
+  turn_excess_ns_[to_node] = std::max(beyond_cap_ns, beyond_usual);
   // The turn ends with the longest leg back (8 bytes: neither a ping nor a transfer) on the
   // peer's posted receive; this side's own receive for the peer's turn is posted before it, so
   // the peer may start at once.

@@ -60,16 +60,20 @@ RoundsDue rounds_due(const ProbeBudget& budget);
 // of the job's first 25 s at once, and a 5 ms link's (pings 10 ms a round trip) kept its next
 // round 13 s away (docs/faults.md, sweep 36); with only the first measurement left out, a 3 ms
 // link's next two confirmations (50-100 ms each at load) kept its fourth round 8 s away (sweep
-// 37). kTurns times per direction and side, whatever comes later (the analyzer names a link from
-// three or four rounds): what is left out is bounded by that many turns each.
+// 37). The measuring side leaves out kMeasuredTurns per direction over the job, each a strong
+// change (changes.hpp; the analyzer names a link from three or four rounds): a loaded machine's
+// slow turns are not strong, and leaving out three of each direction's put a clean job's probing
+// at 2.2% in one of two runs (three runs with strong changes only: 1.5-2.0%; sweep 37). The
+// answering side, which does not know what the
+// measurement found, leaves out a direction's first whole transfer beyond the cap, once.
 class SlowTransferExcuses {
  public:
-  static constexpr int kTurns = 3;
+  static constexpr int kMeasuredTurns = 3, kAnsweredTurns = 1;
   // Less is a loaded machine's noise, not a fault, and does not use one of the direction's excuses.
   static constexpr std::uint64_t kFloorNs = 10'000'000;
   // The part of `excess_ns` (a turn's or a whole transfer's time beyond the above, toward
   // `peer_node` where `measured`, else answered from it) left out: all of it for the direction's
-  // first kTurns, else 0.
+  // first kMeasuredTurns (kAnsweredTurns), else 0.
   std::uint64_t excuse(int peer_node, bool measured, std::uint64_t excess_ns);
 
  private:
@@ -230,10 +234,11 @@ class LinkProber {
   // The newest round found a direction's first strong change (probe_round), and, where that
   // round measured some pairs only, the next confirmation measures every pair.
   bool found_strong_alone_ = false, confirm_every_pair_ = false;
-  // Each direction's last transfer time scaled to probe_bytes_, and its usual measuring turn
-  // (pings and transfers: the last one under kChangeFactor times the usual before it), by the
-  // peer host's node.
-  std::unordered_map<int, std::uint64_t> last_transfer_ns_, usual_turn_ns_;
+  // Each direction's last transfer time scaled to probe_bytes_, its usual measuring turn (pings
+  // and transfers: the last one under kChangeFactor times the usual before it), and what its
+  // newest turn took beyond what the share counts of it (SlowTransferExcuses), by the peer host's
+  // node.
+  std::unordered_map<int, std::uint64_t> last_transfer_ns_, usual_turn_ns_, turn_excess_ns_;
   // What the current round's slow measurements took beyond what the share counts of them (a
   // whole transfer beyond the cap, a slow turn beyond the usual), the excuses each direction has
   // used (by peer node: measured, answered), and the total the members agreed on after each round,

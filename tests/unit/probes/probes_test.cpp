@@ -200,17 +200,16 @@ TEST(Probes, ASlowDirectionIsMeasuredInChunksForAtMostTheCap) {
   EXPECT_EQ(transfer_plan(1024, kCappedAfterNs, kRoundTrip).chunk_bytes, 256u);
 }
 
-// The confirmations' share leaves out a direction's first kTurns slow measurements (a slow whole
-// transfer beyond the cap, a slow turn beyond the usual), per direction and side: more of them
-// count.
+// The confirmations' share leaves out a direction's first kMeasuredTurns slow measurements (the
+// caller's strong changes) on the measuring side and its first slow whole transfer on the
+// answering side; more of them count.
 TEST(Probes, ADirectionsFirstSlowTurnsAreLeftOutOfTheConfirmationsShare) {
   SlowTransferExcuses excuses;
   EXPECT_EQ(excuses.excuse(1, true, 0), 0u);  // not slow: nothing, and the direction's excuses stay
-  for (int turn = 0; turn < SlowTransferExcuses::kTurns; ++turn)
+  for (int turn = 0; turn < SlowTransferExcuses::kMeasuredTurns; ++turn)
     EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 64'000'000u) << turn;
   EXPECT_EQ(excuses.excuse(1, true, 64'000'000), 0u);
-  for (int turn = 0; turn < SlowTransferExcuses::kTurns; ++turn)  // answered from host 1
-    EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 30'000'000u) << turn;
+  EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 30'000'000u);  // answered from host 1
   EXPECT_EQ(excuses.excuse(1, false, 30'000'000), 0u);
   // Under the floor (a loaded machine's noise): nothing, and the direction's excuse stays.
   EXPECT_EQ(excuses.excuse(2, true, SlowTransferExcuses::kFloorNs - 1), 0u);
