@@ -309,22 +309,21 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   constexpr int kFixed = 8;
   const std::size_t words =
       (static_cast<std::size_t>(tournament_rounds(static_cast<int>(s->hosts.size()))) + 63) / 64;
-  const std::vector<std::uint64_t> changed_bits = changed_rounds(*s, words, false);
-  const std::vector<std::uint64_t> strong_bits = changed_rounds(*s, words, true);
+  const ChangedRounds changed = changed_rounds(*s, words);
   auto any = [](auto begin, auto end) {
     return std::any_of(begin, end, [](std::uint64_t w) { return w != 0; });
   };
   std::vector<std::uint64_t> decision = {
       due.routine ? 0u : 1u,
       UINT64_MAX - seqs_in(wait_s),
-      any(changed_bits.begin(), changed_bits.end()) ? 1u : 0u,
+      any(changed.any.begin(), changed.any.end()) ? 1u : 0u,
       due.confirm ? 0u : 1u,
       spacing ? seqs_in(mean_decision_s / (kMaxShare * kDecisionPart)) : 0u,
       spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u,
       due.confirm_strong ? 0u : 1u,
       confirm_every_pair_ ? 1u : 0u};
-  decision.insert(decision.end(), changed_bits.begin(), changed_bits.end());
-  decision.insert(decision.end(), strong_bits.begin(), strong_bits.end());
+  decision.insert(decision.end(), changed.any.begin(), changed.any.end());
+  decision.insert(decision.end(), changed.strong.begin(), changed.strong.end());
   all_max(*s, comm.rank, decision.data(), static_cast<int>(decision.size()), s->tag + kDecideTag,
           false, kFixed);
   const auto strong_begin = decision.begin() + kFixed + static_cast<std::ptrdiff_t>(words);
@@ -364,16 +363,19 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   else if (!routine && decision[7] == 0)
     confirming.assign(strong_begin, decision.end());
   if (confirming.empty()) confirm_every_pair_ = false;
-  std::vector<int> measured;  // the hosts (nodes) whose pair with this rank's host it measures
+  // This rank's host's partners in those rounds (schedule indexes), and their hosts (nodes).
+  std::vector<int> peers, measured;
   const int players = static_cast<int>(s->hosts.size());
   for (int round = 0; round < tournament_rounds(players); ++round) {
     if (!in_rounds(confirming, round)) continue;
     const int peer = tournament_partner(players, round, s->host);
-    if (peer < players) measured.push_back(s->hosts[static_cast<std::size_t>(peer)]);
+    if (peer >= players) continue;  // a bye
+    peers.push_back(peer);
+    measured.push_back(s->hosts[static_cast<std::size_t>(peer)]);
   }
   for (int node : measured) changed_nodes_.erase(node);
   round_excess_ns_ = 0;
-  if (s->leader) rows = probe_round(*s, confirming);
+  if (s->leader) rows = probe_round(*s, peers);
   if (!confirming.empty() && found_strong_alone_) confirm_every_pair_ = true;
   found_strong_alone_ = false;
   // Everyone leaves together: members that were not probing would otherwise reach the next
@@ -478,33 +480,29 @@ RoundsDue rounds_due(const ProbeBudget& b) {
   return due;
 }
 
-std::vector<std::uint64_t> LinkProber::changed_rounds(const Schedule& s, std::size_t words,
-                                                      bool strong_only) const {
-  std::vector<std::uint64_t> bits(words, 0);
+LinkProber::ChangedRounds LinkProber::changed_rounds(const Schedule& s, std::size_t words) const {
+  ChangedRounds bits{std::vector<std::uint64_t>(words, 0), std::vector<std::uint64_t>(words, 0)};
   const int players = static_cast<int>(s.hosts.size());
   for (const auto& [node, strong] : changed_nodes_) {
-    if (strong_only && !strong) continue;
     const auto at = std::lower_bound(s.hosts.begin(), s.hosts.end(), node);
     if (at == s.hosts.end() || *at != node) continue;  // a pair this communicator does not span
     const int peer = static_cast<int>(at - s.hosts.begin());
     if (peer == s.host) continue;
     const int round = tournament_round_of(players, s.host, peer);
-    bits[static_cast<std::size_t>(round) / 64] |= std::uint64_t{1} << (round % 64);
+    const std::uint64_t bit = std::uint64_t{1} << (round % 64);
+    bits.any[static_cast<std::size_t>(round) / 64] |= bit;
+    if (strong) bits.strong[static_cast<std::size_t>(round) / 64] |= bit;
   }
   return bits;
 }
 
-std::vector<monitor::ProbeRow> LinkProber::probe_round(
-    const Schedule& s, const std::vector<std::uint64_t>& confirming) {
+std::vector<monitor::ProbeRow> LinkProber::probe_round(const Schedule& s,
+                                                       const std::vector<int>& peers) {
   began_ = monitor::now_ns();
   std::vector<monitor::ProbeRow> rows;
   std::vector<ChangeDetector::Reading> readings;
-  const int hosts = static_cast<int>(s.hosts.size());
   const int tag = s.tag + kProbeTag;
-  for (int round = 0; round < tournament_rounds(hosts); ++round) {
-    if (!in_rounds(confirming, round)) continue;
-    const int peer = tournament_partner(hosts, round, s.host);
-    if (peer >= hosts) continue;  // a bye
+  for (const int peer : peers) {
     const int peer_rank = s.leaders[static_cast<std::size_t>(peer)];
     const bool first = s.host < peer;
     // The side that answers first has its receive posted before it says it is here, so that

@@ -168,13 +168,15 @@ class LinkProber {
   void all_max(const Schedule& s, int rank, std::uint64_t* values, int count, int tag,
                bool napping = false, int or_from = INT32_MAX);
 
-  // The pairs of the tournament rounds set in `confirming` (bits by round; empty: every round).
-  std::vector<monitor::ProbeRow> probe_round(const Schedule& s,
-                                             const std::vector<std::uint64_t>& confirming);
+  // This leader's pairs with `peers` (host indexes of the schedule, in tournament order).
+  std::vector<monitor::ProbeRow> probe_round(const Schedule& s, const std::vector<int>& peers);
   // The tournament rounds of `s` that measure a direction of this rank's host whose newest
-  // measurement found a change (a strong one where `strong_only`), as bits of `words` words.
-  std::vector<std::uint64_t> changed_rounds(const Schedule& s, std::size_t words,
-                                            bool strong_only) const;
+  // measurement found a change, and those whose change was a strong one, as bits of `words`
+  // words each.
+  struct ChangedRounds {
+    std::vector<std::uint64_t> any, strong;
+  };
+  ChangedRounds changed_rounds(const Schedule& s, std::size_t words) const;
   // One pair's two halves: this leader measures its direction to `peer` (a host index of the
   // schedule; filling the two rows; posting its receive for the peer's turn before it ends its
   // own where `answer_next`), or answers the peer's measurement on the receive posted before

@@ -98,9 +98,9 @@ json health_json(const std::vector<JobHealth>& jobs,
                           {"for", u.subject},
                           {"false_alarm", u.false_alarm},
                           {"test", u.test}});
+    // Keyed as `unproven` is, for the same reason.
     json left_out = json::array();
-    for (const SetAside& a :
-         set_aside(job.evidence))  // keyed as `unproven` is, for the same reason
+    for (const SetAside& a : set_aside(job.evidence))
       left_out.push_back(
           {{"would_be", a.finding->kind}, {"for", a.finding->subject}, {"why", a.why}});
     out["jobs"].push_back({{"job_id", job.job_id},
