@@ -297,11 +297,32 @@ bool votes(Reading r) {
   return r == Reading::fine || r == Reading::slow;
 }
 
-// The rounds that say something, oldest first: whether each was slow.
-std::vector<bool> voting_rounds(const std::vector<Reading>& readings) {
+// Measurements of one pair closer in time than this are one observation, slow if any of them
+// is. Rounds come seconds apart, and confirmations kConfirmAfterS (1 s) after the round before,
+// but the asynchronous probes may measure a pair again within a second, and a leader held off the
+// CPU in bursts slows each of them: ranks that spin in the MPI library's waits on more ranks than
+// cores (COMMTAP_YIELD=0) had a clean NPB CG's pair slow 4 times in 1.7 s, its disjoint pair
+// fine (docs/faults.md, sweep 38).
+constexpr std::int64_t kIndependentRoundsNs = 900'000'000;
+
+// The rounds that say something, oldest first: whether each was slow. `readings` are of the
+// newest of `samples`.
+std::vector<bool> voting_rounds(const std::vector<Reading>& readings,
+                                const std::vector<Sample>& samples) {
   std::vector<bool> out;
-  for (Reading r : readings)
-    if (votes(r)) out.push_back(r == Reading::slow);
+  const std::size_t offset = samples.size() - std::min(samples.size(), readings.size());
+  std::int64_t observed_at = 0;
+  for (std::size_t i = 0; i < readings.size() && offset + i < samples.size(); ++i) {
+    if (!votes(readings[i])) continue;
+    const std::int64_t at = samples[offset + i].at;
+    const bool slow = readings[i] == Reading::slow;
+    if (!out.empty() && at - observed_at < kIndependentRoundsNs) {
+      if (slow) out.back() = true;
+      continue;
+    }
+    out.push_back(slow);
+    observed_at = at;
+  }
   return out;
 }
 
@@ -447,8 +468,8 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
     };
     v.held_rounds = counted(Reading::held);
     v.alike_rounds = counted(Reading::alike);
-    const std::vector<bool> slow_latency = voting_rounds(latency_readings);
-    const std::vector<bool> slow_throughput = voting_rounds(throughput_readings);
+    const std::vector<bool> slow_latency = voting_rounds(latency_readings, lat);
+    const std::vector<bool> slow_throughput = voting_rounds(throughput_readings, tput);
     auto count = [](const std::vector<bool>& slow) {
       return static_cast<int>(std::count(slow.begin(), slow.end(), true));
     };
@@ -464,13 +485,14 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
     for (std::size_t i = 0; i < far_below.size(); ++i)
       if (far_below[i] == Reading::slow && tput[i].network * kFarBelow > base.throughput)
         far_below[i] = Reading::fine;
-    slow_rounds[key] = {slow_latency, slow_throughput, voting_rounds(both),
-                        voting_rounds(far_below)};
+    slow_rounds[key] = {slow_latency, slow_throughput, voting_rounds(both, tput),
+                        voting_rounds(far_below, tput)};
   }
   return verdicts;
 }
 
-// The evidence (evidence.hpp): rounds are seconds apart, each an independent observation. Of
+// The evidence (evidence.hpp): rounds are seconds apart, each an independent observation (a
+// pair's measurements within kIndependentRoundsNs count once: voting_rounds). Of
 // each measure's runs of newest rounds, the one least likely by chance; the multiplicity counts
 // every pair and four measures: latency, throughput, both at once, and throughput far below the
 // baseline (kFarBelow). A busy node slows one measure of a round now and then (seen: a pair's

@@ -102,4 +102,21 @@ TEST(ProbeHeld, RoundsLeftOutAreCountedInTheEvidence) {
   EXPECT_GT(evidence_json(health.findings[0].evidence).value("held_rounds", 0), 0);
 }
 
+// Measurements of a pair less than a second apart are one observation: the asynchronous probes
+// may measure a pair again within a second, and a leader held off the CPU in a burst slows each
+// of them (ranks spinning on more ranks than cores). The same pair slow in measurements a second
+// apart, as confirmations are, is a fault.
+TEST(ProbeHeld, MeasurementsOfAPairWithinASecondAreOneObservation) {
+  SyntheticJob job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double t) {
+    return from == 0 && to == 1 && t >= 10.4 ? 30.0 : 1000.0;
+  };
+  job.probe_every_s = 0.25;  // 6 slow measurements in the last 1.5 s: 2 observations
+  job.seconds = 12;
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.probe_every_s = 1;  // the same pair slow in 5 measurements 1 s apart
+  job.seconds = 15;
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+}
+
 }  // namespace
