@@ -63,8 +63,8 @@ RoundsDue rounds_due(const ProbeBudget& budget);
 // change (changes.hpp; the analyzer names a link from three or four rounds): a loaded machine's
 // slow turns are not strong, and leaving out three of each direction's put a clean job's probing
 // at 2.2% in one of two runs (three runs with strong changes only: 1.5-2.0%; sweep 37). The
-// answering side, which does not know what the
-// measurement found, leaves out a direction's first whole transfer beyond the cap, once.
+// answering side, which does not know what the measurement found, leaves out a direction's first
+// whole transfer beyond the cap, once.
 class SlowTransferExcuses {
  public:
   static constexpr int kMeasuredTurns = 3, kAnsweredTurns = 1;
