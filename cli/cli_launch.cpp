@@ -32,6 +32,9 @@ namespace {
 struct Setting {
   std::string variable, field, kind, default_text, description;
   long min = 0, max = 0;
+  // `commtap run` sets a flag to 1 by naming it; "auto", a flag's default where it has one, is
+  // left by not naming it.
+  bool is_flag() const { return kind == "flag" || kind == "flag or auto"; }
   std::string flag() const {
     std::string name = field;
     std::replace(name.begin(), name.end(), '_', '-');
@@ -45,9 +48,10 @@ std::vector<Setting> load_settings() {
   std::vector<Setting> settings;
   for (const SettingSpec& spec : setting_specs()) {
     Setting s{spec.variable, spec.field, "", spec.default_text, spec.description};
-    s.kind = spec.kind == SettingKind::flag      ? "flag"
-             : spec.kind == SettingKind::integer ? "integer"
-                                                 : "text";
+    s.kind = spec.kind == SettingKind::flag           ? "flag"
+             : spec.kind == SettingKind::flag_or_auto ? "flag or auto"
+             : spec.kind == SettingKind::integer      ? "integer"
+                                                      : "text";
     if (spec.kind == SettingKind::integer) {
       s.min = spec.min;
       s.max = spec.max;
@@ -210,10 +214,10 @@ std::vector<Subcommand> add_launch_commands(CLI::App& app, int& argc, char** arg
     // Two lines of help each: the description's first sentence and the variable; the whole
     // description is `commtap settings NAME`'s.
     const std::size_t room = std::max<std::size_t>(50, 112 - setting.variable.size());
-    const std::string help = summarize(setting.description, setting.kind == "flag", room) + " (" +
-                             setting.variable + ")";
+    const std::string help =
+        summarize(setting.description, setting.is_flag(), room) + " (" + setting.variable + ")";
     CLI::Option* option = nullptr;
-    if (setting.kind == "flag") {
+    if (setting.is_flag()) {
       option = run->add_flag_callback(
           setting.flag(),
           [state, variable = setting.variable] { state->flag_values[variable] = "1"; }, help);

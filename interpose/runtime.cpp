@@ -117,6 +117,8 @@ struct Session {
   std::mutex measured_mutex;
   std::vector<monitor::ClockEstimate> clock_estimates;
   std::vector<monitor::ProbeRow> probes;
+  // Why COMMTAP_YIELD=auto chose what it did, for COMMTAP_VERBOSE's line ("" where it was set).
+  std::string yield_reason;
 };
 
 struct Lifecycle {
@@ -425,10 +427,32 @@ bool begin_session(ParsedSettings& parsed) {
   if (parsed.settings.disable) return false;
   session.started = true;
   runtime().settings = parsed.settings;
-  runtime().yield = parsed.settings.yield;
+  // "auto" is decided after MPI_Init (decide_yield); until then, and in jobs without MPI, no.
+  runtime().yield = parsed.settings.yield == FlagOrAuto::on;
   runtime().counters = std::make_unique<monitor::CallCounters>(kFunctionCount);
   runtime().messages = std::make_unique<MessageCounters>();
   return true;
+}
+
+// COMMTAP_YIELD=auto decided (collective over `comm`): yield on every rank where some machine of
+// the job runs more ranks than it has CPUs for them. On every rank, because the setting must be
+// equal everywhere (a yielding rank's blocking collective is its nonblocking form, which matches
+// no blocking call on another rank); the settings in force then say 1 or 0.
+void decide_yield(Settings& settings, MPI_Comm comm) {
+  if (settings.yield == FlagOrAuto::automatic) {
+    const world::MachineShare share = world::machine_share(comm);
+    const int first = world::lowest_rank_where(share.ranks > share.cpus, comm);
+    settings.yield = first >= 0 ? FlagOrAuto::on : FlagOrAuto::off;
+    auto count = [](int n, const char* what) {
+      return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+    };
+    session.yield_reason =
+        " (auto: " + count(share.ranks, "rank") + " on " + count(share.cpus, "CPU") +
+        " on this machine" +
+        (first >= 0 ? "; rank " + std::to_string(first) + "'s machine is oversubscribed" : "") +
+        ")";
+  }
+  runtime().yield = settings.yield == FlagOrAuto::on;
 }
 
 // The last steps of either start: say where the rank records, and go live.
@@ -439,10 +463,15 @@ void go_live(const Settings& settings, const Recording& recording, int size) {
     const WorkingCopy& copy = recording.copy;
     const std::string snapshots =
         copy.path.empty() ? "" : " (" + copy.filesystem.name + ": snapshots of " + copy.path + ")";
-    std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s%s%s\n", facts.rank,
+    // Spinning is said only where "auto" chose it: it was the only mode once.
+    const std::string waits = settings.yield == FlagOrAuto::on ? ", yield mode"
+                              : session.yield_reason.empty()   ? ""
+                                                               : ", spinning waits";
+    std::fprintf(stderr, "commtap: rank %d of %d, job %s, recording to %s%s%s%s%s\n", facts.rank,
                  size, facts.job_id.c_str(),
                  session.record ? recording.directory.c_str() : "(nowhere)", snapshots.c_str(),
-                 settings.yield ? ", yield mode" : "", session.without_mpi ? ", without MPI" : "");
+                 waits.c_str(), session.yield_reason.c_str(),
+                 session.without_mpi ? ", without MPI" : "");
   }
 }
 
@@ -472,10 +501,11 @@ void start_after_mpi_init(std::uint64_t init_began_ns, Fn init_fn) {
   PMPI_Comm_rank(session.comm, &rank);
   PMPI_Comm_size(session.comm, &size);
   agree_with_rank_0(runtime().settings, session.comm, rank);
+  decide_yield(runtime().settings, session.comm);
   const Settings& settings = runtime().settings;
   runtime().sample = static_cast<std::uint64_t>(settings.sample);
   learn_rank_facts(settings, rank, size);
-  runtime().collectives = collectives::start(settings, settings.yield, session.comm,
+  runtime().collectives = collectives::start(settings, runtime().yield, session.comm,
                                              session.layout.nodes, parsed.problems);
   runtime().collectives.report_trials = settings.verbose >= 2;
   runtime().stager = datatypes::make_stager(settings, runtime().plans, parsed.problems)

@@ -15,13 +15,16 @@ namespace {
 std::string run_flag(const SettingSpec& spec) {
   std::string name = spec.field;
   std::replace(name.begin(), name.end(), '_', '-');
-  return "--" + name + (spec.kind == SettingKind::flag ? "" : " VALUE");
+  const bool takes_value = spec.kind != SettingKind::flag && spec.kind != SettingKind::flag_or_auto;
+  return "--" + name + (takes_value ? " VALUE" : "");
 }
 
 std::string kind_text(const SettingSpec& spec) {
   switch (spec.kind) {
     case SettingKind::flag:
       return "flag";
+    case SettingKind::flag_or_auto:
+      return "flag or `auto`";
     case SettingKind::integer:
       return "integer " + std::to_string(spec.min) + ".." + std::to_string(spec.max);
     case SettingKind::text:

@@ -11,9 +11,14 @@
 
 namespace commtap {
 
+// A flag the library may also decide itself where it can measure what the choice depends on
+// ("auto": COMMTAP_YIELD, from how many ranks share a machine's CPUs).
+enum class FlagOrAuto { off, on, automatic };
+
 // The C++ type of each kind of setting (the `kind` column).
 namespace setting_type {
 using flag = bool;
+using flag_or_auto = FlagOrAuto;
 using integer = long;
 using text = std::string;
 }  // namespace setting_type

@@ -16,6 +16,8 @@ constexpr const char* kind_name(SettingKind kind) {
   switch (kind) {
     case SettingKind::flag:
       return "flag";
+    case SettingKind::flag_or_auto:
+      return "flag_or_auto";
     case SettingKind::integer:
       return "integer";
     case SettingKind::text:
@@ -66,6 +68,14 @@ bool parse_value(std::string_view text, const SettingSpec&, bool& out) {
   return false;
 }
 
+bool parse_value(std::string_view text, const SettingSpec& spec, FlagOrAuto& out) {
+  if (text == "auto" || text == "AUTO" || text == "Auto") return out = FlagOrAuto::automatic, true;
+  bool flag = false;
+  if (!parse_value(text, spec, flag)) return false;
+  out = flag ? FlagOrAuto::on : FlagOrAuto::off;
+  return true;
+}
+
 bool parse_value(std::string_view text, const SettingSpec& spec, long& out) {
   const std::string copy(text);
   char* end = nullptr;
@@ -86,6 +96,8 @@ std::string accepted(const SettingSpec& spec) {
   switch (spec.kind) {
     case SettingKind::flag:
       return "0 or 1";
+    case SettingKind::flag_or_auto:
+      return "0, 1 or auto";
     case SettingKind::integer:
       return "an integer from " + std::to_string(spec.min) + " to " + std::to_string(spec.max);
     case SettingKind::text:
@@ -96,6 +108,9 @@ std::string accepted(const SettingSpec& spec) {
 
 std::string as_text(bool value) {
   return value ? "1" : "0";
+}
+std::string as_text(FlagOrAuto value) {
+  return value == FlagOrAuto::automatic ? "auto" : value == FlagOrAuto::on ? "1" : "0";
 }
 std::string as_text(long value) {
   return std::to_string(value);

@@ -16,7 +16,7 @@
 
 namespace commtap {
 
-enum class SettingKind { flag, integer, text };
+enum class SettingKind { flag, flag_or_auto, integer, text };
 
 struct SettingSpec {
   const char* variable;  // e.g. "COMMTAP_YIELD"

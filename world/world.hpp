@@ -27,6 +27,16 @@ NodeLayout node_layout(MPI_Comm comm, int test_nodes);
 // Frees the layout's communicators (collective over the layout's ranks while MPI runs).
 void free_layout(NodeLayout& layout);
 
+// The ranks of `comm` on this rank's machine and the CPUs they may run on between them
+// (collective over `comm`). A machine is one running kernel, told by its boot id, which its
+// containers and network namespaces share while each may have a host name of its own; its CPUs
+// are the union of those ranks' affinity masks. A machine is oversubscribed where `ranks` >
+// `cpus`: ranks that spin in their waits then take the CPU from the ones they wait for.
+struct MachineShare {
+  int ranks = 1, cpus = 1;
+};
+MachineShare machine_share(MPI_Comm comm);
+
 // The MPI_COMM_WORLD rank of each rank of `group`, in order (MPI_UNDEFINED for ranks outside
 // MPI_COMM_WORLD, as with spawned processes).
 std::vector<int> world_ranks_of(MPI_Group group);

@@ -153,7 +153,7 @@ TEST(CostModel, TheLibrarysThresholdIsReadFromMpich) {
         }).settings;
     std::vector<std::string> problems;
     const collectives::Context context =
-        collectives::start(settings, settings.yield, MPI_COMM_WORLD, /*nodes=*/2, problems);
+        collectives::start(settings, /*yield=*/false, MPI_COMM_WORLD, /*nodes=*/2, problems);
     return collectives::agreement_of(context).cost_model.library_short_bytes;
   };
   EXPECT_EQ(threshold(), 2048);

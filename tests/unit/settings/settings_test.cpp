@@ -24,7 +24,7 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   const ParsedSettings parsed = parse({});
   EXPECT_TRUE(parsed.problems.empty());
   EXPECT_FALSE(parsed.settings.disable);
-  EXPECT_FALSE(parsed.settings.yield);
+  EXPECT_EQ(parsed.settings.yield, commtap::FlagOrAuto::automatic);
   EXPECT_EQ(parsed.settings.verbose, 0);
   EXPECT_EQ(parsed.settings.interval, 1000);
   EXPECT_EQ(parsed.settings.sample, 16);
@@ -34,9 +34,14 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
 
 TEST(Settings, AcceptsEverySpellingOfAFlag) {
   for (const char* yes : {"1", "true", "yes", "on", "TRUE", "On"})
-    EXPECT_TRUE(parse({{"COMMTAP_YIELD", yes}}).settings.yield) << yes;
-  for (const char* no : {"0", "false", "no", "off", "OFF"})
+    EXPECT_EQ(parse({{"COMMTAP_YIELD", yes}}).settings.yield, commtap::FlagOrAuto::on) << yes;
+  for (const char* no : {"0", "false", "no", "off", "OFF"}) {
     EXPECT_FALSE(parse({{"COMMTAP_DISABLE", no}}).settings.disable) << no;
+    EXPECT_EQ(parse({{"COMMTAP_YIELD", no}}).settings.yield, commtap::FlagOrAuto::off) << no;
+  }
+  // A flag that may be left to the library takes "auto" too; a plain flag does not.
+  EXPECT_EQ(parse({{"COMMTAP_YIELD", "auto"}}).settings.yield, commtap::FlagOrAuto::automatic);
+  EXPECT_EQ(parse({{"COMMTAP_DISABLE", "auto"}}).problems.size(), 1u);
 }
 
 TEST(Settings, ReadsIntegersAndTexts) {
@@ -57,14 +62,14 @@ TEST(Settings, EmptyValueMeansDefaultWithoutComplaint) {
 TEST(Settings, BadValuesFallBackToTheDefaultWithOneClearLineEach) {
   const ParsedSettings parsed =
       parse({{"COMMTAP_YIELD", "maybe"}, {"COMMTAP_VERBOSE", "9"}, {"COMMTAP_DISABLE", "1x"}});
-  EXPECT_FALSE(parsed.settings.yield);
+  EXPECT_EQ(parsed.settings.yield, commtap::FlagOrAuto::automatic);
   EXPECT_EQ(parsed.settings.verbose, 0);
   EXPECT_FALSE(parsed.settings.disable);
   ASSERT_EQ(parsed.problems.size(), 3u);
   EXPECT_EQ(parsed.problems[0],
             "commtap: ignoring COMMTAP_DISABLE='1x': expected 0 or 1; using 0.");
   EXPECT_EQ(parsed.problems[1],
-            "commtap: ignoring COMMTAP_YIELD='maybe': expected 0 or 1; using 0.");
+            "commtap: ignoring COMMTAP_YIELD='maybe': expected 0, 1 or auto; using auto.");
   EXPECT_EQ(parsed.problems[2],
             "commtap: ignoring COMMTAP_VERBOSE='9': expected an integer from 0 to 2; using 0.");
 }
