@@ -27,12 +27,18 @@ namespace commtap::interpose {
 
 // ---- COMMTAP_YIELD --------------------------------------------------------------------------
 
-template <Yield yield, typename Twin, typename... A>
-int call_yielding(Twin twin, A... a) {
+// `comm`: the call's communicator, `real`: its blocking form. An error the nonblocking twin
+// finds in the arguments is raised by the blocking call (TwinErrorsReturned).
+template <Yield yield, typename Real, typename Twin, typename... A>
+int call_yielding(MPI_Comm comm, Real real, Twin twin, A... a) {
   if constexpr (yield == Yield::append_request) {
     MPI_Request request = MPI_REQUEST_NULL;
-    const int rc = twin(a..., &request);
-    return rc != MPI_SUCCESS ? rc : wait_yielding(&request, MPI_STATUS_IGNORE);
+    int rc = MPI_SUCCESS;
+    {
+      const TwinErrorsReturned quiet(comm);
+      rc = twin(a..., &request);
+    }
+    return rc != MPI_SUCCESS ? real(a...) : wait_yielding(&request, MPI_STATUS_IGNORE);
   } else {
     static_assert(yield == Yield::poll);
     return twin(a...);
@@ -53,12 +59,13 @@ inline constexpr bool kAnswersWhileBlocked = (yield != Yield::none) &&
 // point at staging buffers and statuses. Out of line and given the arguments by value, so that
 // a wrapper pays one load and one branch for it when there is no stager.
 template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
-[[gnu::noinline]] int staged_call(datatypes::Stager& stager, Real real, Twin twin, A... a) {
+[[gnu::noinline]] int staged_call(datatypes::Stager& stager, MPI_Comm comm, Real real, Twin twin,
+                                  A... a) {
   DeviceHooks<id> device;
   device.before(stager, a...);
   auto library = [&] {
     if constexpr (yield != Yield::none)
-      if (runtime().yield) return call_yielding<yield>(twin, a...);
+      if (runtime().yield) return call_yielding<yield>(comm, real, twin, a...);
     return real(a...);
   };
   const int rc = device.result ? *device.result : library();
@@ -132,14 +139,14 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     auto library = [&] {
       if constexpr (yield != Yield::none)
         if (runtime().yield || (kAnswersWhileBlocked<id, yield> && answering_probes()))
-          return call_yielding<yield>(twin, a...);
+          return call_yielding<yield>(info.comm, real, twin, a...);
       return real(a...);
     };
     int rc;
     // Device buffers through host staging (last: it may swap buffers and statuses that the
     // hooks above have seen).
     if (datatypes::Stager* const stager = device_stager<id>()) [[unlikely]]
-      rc = staged_call<id, yield>(*stager, real, twin, a...);
+      rc = staged_call<id, yield>(*stager, info.comm, real, twin, a...);
     else if constexpr (id == Fn::Allreduce || id == Fn::Allreduce_c)
       rc = collective.allreduce(library, a...);
     else if constexpr (family == Family::pack && id != Fn::Pack_size && id != Fn::Pack_size_c)

@@ -60,6 +60,37 @@ class QuietWorldWhilePolling {
   MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
 };
 
+}  // namespace
+
+TwinErrorsReturned::TwinErrorsReturned(MPI_Comm comm) {
+  if (runtime().thread_multiple) return;
+  if (PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &world_) != MPI_SUCCESS) {
+    world_ = MPI_ERRHANDLER_NULL;
+    return;
+  }
+  PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (comm == MPI_COMM_WORLD || comm == MPI_COMM_NULL) return;
+  if (PMPI_Comm_get_errhandler(comm, &comms_) != MPI_SUCCESS) {  // not a communicator
+    comms_ = MPI_ERRHANDLER_NULL;
+    return;
+  }
+  PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  comm_ = comm;
+}
+
+TwinErrorsReturned::~TwinErrorsReturned() {
+  if (comms_ != MPI_ERRHANDLER_NULL) {
+    PMPI_Comm_set_errhandler(comm_, comms_);
+    PMPI_Errhandler_free(&comms_);
+  }
+  if (world_ != MPI_ERRHANDLER_NULL) {
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, world_);
+    PMPI_Errhandler_free(&world_);
+  }
+}
+
+namespace {
+
 // Polls until every (Until::all) or some (Until::any) request would complete at once: done,
 // inactive or null; an all-null set counts as ready.
 void poll_yielding(int count, MPI_Request requests[], Until until) {

@@ -12,6 +12,24 @@ namespace commtap::interpose {
 
 int wait_yielding(MPI_Request* request, MPI_Status* status);
 
+// While yield mode calls a blocking call's nonblocking twin: the call's communicator, and
+// MPI_COMM_WORLD (where an invalid communicator's error goes), return errors, so that an
+// argument error the twin finds is not raised in the twin's name (MPICH's error stack would read
+// MPI_Isend where the program called MPI_Send); the caller then makes the blocking call, which
+// raises it through the program's handler as natively. Not under MPI_THREAD_MULTIPLE, where
+// other threads would see the handlers change: there the twin raises it.
+class TwinErrorsReturned {
+ public:
+  explicit TwinErrorsReturned(MPI_Comm comm);
+  ~TwinErrorsReturned();
+  TwinErrorsReturned(const TwinErrorsReturned&) = delete;
+  TwinErrorsReturned& operator=(const TwinErrorsReturned&) = delete;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Errhandler world_ = MPI_ERRHANDLER_NULL, comms_ = MPI_ERRHANDLER_NULL;
+};
+
 // Before an MPI_Waitall: polls the requests without consuming them (MPI_Request_get_status)
 // until every one is done, inactive or null, and stamps arrived_ns[i] with the clock
 // (monitor::now_ns) when request i was first seen done (0 for a null one; an earlier request

@@ -34,6 +34,17 @@ error_stack preloaded.err >preloaded.stack
 expect_same_files native.stack preloaded.stack "the error stack"
 pass "the job aborts as natively, with the same error stack"
 
+# In yield mode too (the default where ranks outnumber the CPUs), though MPI_Send then runs as
+# MPI_Isend and a wait: the error is raised by the blocking call the program made.
+set +e
+COMMTAP_YIELD=1 COMMTAP_DIR=trace-yield run_preloaded $ranks "$program" >yield.out 2>yield.err
+yield_status=$?
+set -e
+[ "$yield_status" -ne 0 ] || fail "the preloaded job in yield mode did not fail"
+error_stack yield.err >yield.stack
+expect_same_files native.stack yield.stack "the error stack in yield mode"
+pass "in yield mode, the same error stack"
+
 got=$(db_query trace/rank-1.db "SELECT r.ended_by, r.error_function, r.error_peer,
         r.error_comm_id = c.comm_id, r.error_text LIKE '%tag%'
         FROM ranks r JOIN communicators c ON c.created_by = 'MPI_Comm_split'")
