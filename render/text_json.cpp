@@ -25,6 +25,8 @@ std::vector<SetAside> set_aside(const JobEvidence& evidence) {
     out.push_back({&f, "a host at its end was held off the CPU"});
   for (const ExplainedFinding& f : evidence.probes.not_confirmed)
     out.push_back({&f, "the link probes found its pairs fine"});
+  for (const ExplainedFinding& f : evidence.probes.awaiting_hosts)
+    out.push_back({&f, "until its hosts' other pairs are measured fine since it slowed"});
   return out;
 }
 

@@ -35,6 +35,7 @@ constexpr int kMessagesKnownFine = 3;
 struct Sample {
   std::int64_t at = 0;
   double value = 0, network = 0;
+  bool asynchronous = false;  // measured by the asynchronous probes, not in a round
 };
 
 struct PairProbes {
@@ -76,6 +77,14 @@ struct PairVerdict {
   bool slow = false;           // the same, kLinkRounds at least, and the evidence holds
   // The rounds of the measure and newest run that make the strongest case against chance.
   EvidenceTest test;
+  // Its measurements that vote (either measure, after the rules above), oldest first: when, and
+  // whether slow. And whether the newest was the asynchronous probes'. For link_awaits_its_hosts.
+  struct Vote {
+    std::int64_t at = 0;
+    bool slow = false;
+  };
+  std::vector<Vote> votes;
+  bool asynchronous = false;
 };
 
 std::vector<Sample> recent_samples(const std::vector<Sample>& series) {
@@ -221,9 +230,10 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
             std::max(0.0, as_read(row.from_held_ns)) + std::max(0.0, as_read(row.to_held_ns));
         // A latency is half a round trip; the held times are of the whole round trip.
         if (bytes <= 1)
-          p.latency_ns.push_back({at, ns, std::max(1.0, ns - held / 2)});
+          p.latency_ns.push_back({at, ns, std::max(1.0, ns - held / 2), row.asynchronous});
         else
-          p.mb_per_s.push_back({at, bytes / ns * 1e3, bytes / std::max(1.0, ns - held) * 1e3});
+          p.mb_per_s.push_back(
+              {at, bytes / ns * 1e3, bytes / std::max(1.0, ns - held) * 1e3, row.asynchronous});
       },
       error);
 }
@@ -468,6 +478,16 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
     };
     v.held_rounds = counted(Reading::held);
     v.alike_rounds = counted(Reading::alike);
+    for (const auto& [samples, readings] :
+         {std::pair{&lat, &latency_readings}, std::pair{&tput, &throughput_readings}}) {
+      const std::size_t offset = samples->size() - std::min(samples->size(), readings->size());
+      for (std::size_t i = 0; i < readings->size() && offset + i < samples->size(); ++i)
+        if (votes((*readings)[i]))
+          v.votes.push_back({(*samples)[offset + i].at, (*readings)[i] == Reading::slow});
+      if (!samples->empty()) v.asynchronous |= samples->back().asynchronous;
+    }
+    std::sort(v.votes.begin(), v.votes.end(),
+              [](const PairVerdict::Vote& a, const PairVerdict::Vote& b) { return a.at < b.at; });
     const std::vector<bool> slow_latency = voting_rounds(latency_readings, lat);
     const std::vector<bool> slow_throughput = voting_rounds(throughput_readings, tput);
     auto count = [](const std::vector<bool>& slow) {
@@ -591,6 +611,47 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
     if (host_wide && fine_elsewhere && !one_link_and_echo(node, verdicts)) slow_hosts.insert(node);
   }
   return slow_hosts;
+}
+
+// A link the asynchronous probes find slow may be the first sight of its host's network fault: a
+// leader measures one peer at a time and confirms that one, so a host's other pairs read slow a
+// slot or two later (the network of a host running NPB CG or MG was named as one of its links
+// for one analysis first, 2-3 s after the fault; docs/faults.md sweep 38). Such a link waits
+// while another pair of its two hosts has voted slow since the link first read slow (a host's
+// fault slows them too, a link's leaves them fine), or has not voted since though it was
+// measured within kActivePairNs before. Pairs measured by a leader that is confirming this link
+// are not waited for: its confirmations take its turns (a 20 Mbit/s link's leader measured no
+// other peer for 6.7 s). At most kLinkAwaitsNs after the link's first slow reading, and not once
+// the job has ended (nothing more will come): then it is named whatever its hosts' other pairs
+// say. The rounds measure every pair at once and need not wait. What it cannot tell apart: a
+// link fault whose echo slows its host's other pairs (the leader still busy with its transfer)
+// from its host's; for that long the link is not named.
+constexpr std::int64_t kActivePairNs = 10'000'000'000;
+constexpr std::int64_t kLinkAwaitsNs = 4'000'000'000;
+
+bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, int>& key, bool both,
+                           std::int64_t now) {
+  const PairVerdict& link = verdicts.at(key);
+  if (!link.asynchronous) return false;
+  const auto first_slow = std::find_if(link.votes.begin(), link.votes.end(),
+                                       [](const PairVerdict::Vote& v) { return v.slow; });
+  if (first_slow == link.votes.end()) return false;
+  const std::int64_t since = first_slow->at;
+  if (now - since > kLinkAwaitsNs) return false;
+  for (const auto& [other, v] : verdicts) {
+    if (other == key || other == std::pair{key.second, key.first} || v.votes.empty()) continue;
+    if (!involves(other, key.first) && !involves(other, key.second)) continue;
+    bool voted_since = false, slow_since = false;
+    for (const PairVerdict::Vote& vote : v.votes) {
+      if (vote.at < since) continue;
+      voted_since = true;
+      slow_since |= vote.slow;
+    }
+    const bool confirming = other.first == key.first || (both && other.first == key.second);
+    const bool active = v.votes.back().at >= since - kActivePairNs;
+    if (slow_since || (!voted_since && active && !confirming)) return true;
+  }
+  return false;
 }
 
 // What the job's own messages say about each directed pair (detect_slow_links' matrix): a
@@ -865,6 +926,9 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     return judgement.host_test(node).false_alarm() > options.false_alarm_rate;
   });
   for (int node : slow_hosts) add_host_finding(judgement, node, findings, delayed);
+  const bool running = std::any_of(job.ranks.begin(), job.ranks.end(),
+                                   [](const auto& r) { return r.second.ended_by == "running"; });
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
   for (const auto& [key, v] : verdicts) {
     // A single pair slow in a round or two is no finding: one descheduled leader (a busy node)
     // slows all of its repeats. Hosts are judged on several pairs at once, links need rounds.
@@ -872,7 +936,12 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     auto back = verdicts.find({key.second, key.first});
     const bool both = back != verdicts.end() && back->second.slow;
     if (both && key.first > key.second) continue;  // reported once, with the other direction
-    add_link_finding(judgement, key, v, both, findings);
+    if (running && link_awaits_its_hosts(verdicts, key, both, now))
+      evidence.awaiting_hosts.push_back(
+          {"slow_link",
+           "link " + name_of.at(key.first) + (both ? " <-> " : " -> ") + name_of.at(key.second)});
+    else
+      add_link_finding(judgement, key, v, both, findings);
     // Its receiver waits for what comes over it, and a sender that waits for the answer (a
     // pipeline stage for its partner's gradients) arrives at the next collective as late: both
     // count as delayed, as for a link the messages name (a link fault on a pipeline's

@@ -107,6 +107,9 @@ struct ProbeEvidence {
   std::vector<ProbedLink> links;
   std::vector<HostThatIsALink> host_is_a_link;
   std::vector<ExplainedFinding> not_confirmed;  // message findings the probes contradict
+  // Links the asynchronous probes found slow, not named yet: their hosts' other pairs have not
+  // been measured fine since (detect_probed_links.cpp, link_awaits_its_hosts).
+  std::vector<ExplainedFinding> awaiting_hosts;
   // Whether the probes record the leaders' held times (version 13), so that their findings are
   // judged with the time off the CPU taken out.
   bool held_recorded = false;

@@ -45,7 +45,7 @@ bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>&
   static const std::string kColumns =
       "SELECT rank, at_ns, from_node, to_node, from_host, to_host, bytes, ns, slowest_ns, "
       "slowest_oneway_ns, sent_ns, peer_received_ns, peer_replied_ns, received_ns, "
-      "from_held_ns, to_held_ns FROM probes ";
+      "from_held_ns, to_held_ns, method FROM probes ";
   ProbeRow p;
   return each_recent_local_row(
       job, "probes", kColumns + "ORDER BY at_ns",
@@ -70,6 +70,7 @@ bool each_probe(const JobFiles& job, const std::function<void(const ProbeRow&)>&
         p.received_ns = u64(13);
         p.from_held_ns = u64(14);
         p.to_held_ns = u64(15);
+        p.asynchronous = column_text(s, 16) == "async";  // NULL before version 14: a round
         row(p);
       },
       error);

@@ -1,8 +1,11 @@
 // The probe rule and the time its leaders were held off the CPU (probes.from_held_ns,
 // to_held_ns): a measurement slow only by that time is the scheduler's and counts neither way; one
-// slow by more than it is the network's.
+// slow by more than it is the network's. And the asynchronous probes' links, which wait for their
+// hosts' other pairs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <utility>
 
 #include "analyzer/health.hpp"
@@ -117,6 +120,73 @@ TEST(ProbeHeld, MeasurementsOfAPairWithinASecondAreOneObservation) {
   job.probe_every_s = 1;  // the same pair slow in 5 measurements 1 s apart
   job.seconds = 15;
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h1"}});
+}
+
+// The asynchronous probes measure one pair at a time: here every directed pair once every 3 s, in
+// turn a quarter second apart, and a pair that changed again 1 s and 2 s later (a leader's
+// confirmations). A host's network fault at 18.9 s is seen first on one of its pairs, h1 -> h2
+// (measured at 19.0, confirmed at 20.0 and 21.0), and on each of its other pairs once by 21.5 s.
+constexpr int kPairs = 12;
+int pair_index(int from, int to) {
+  return from * 3 + (to < from ? to : to - 1);
+}
+bool near(double t, double at) {
+  return std::abs(t - at) < 0.01;
+}
+SyntheticJob asynchronously_probed_job(const std::function<bool(int, int, double)>& slowed,
+                                       double seconds) {
+  SyntheticJob job = probed_job();
+  job.probes_asynchronous = true;
+  job.probe_every_s = 0.25;
+  job.seconds = seconds;
+  job.probed_at = [](int from, int to, double t) {
+    const double turn = 0.25 * pair_index(from, to);
+    const double since = std::fmod(t - turn + 3 * kPairs, 3.0);
+    return near(since, 0) || near(since, 3) ||
+           (from == 1 && to == 2 && (near(t, 20.0) || near(t, 21.0)));
+  };
+  job.probe_latency_us = [slowed](int from, int to, double t) {
+    return slowed(from, to, t) ? 2030.0 : 30.0;
+  };
+  job.probe_mb_per_s = [slowed](int from, int to, double t) {
+    return slowed(from, to, t) ? 5.0 : 1000.0;
+  };
+  job.killed_by = "running";  // a live analysis: the job goes on
+  return job;
+}
+
+TEST(ProbeAsync, AHostSeenFirstOnOneOfItsPairsIsNotNamedAsThatLink) {
+  auto host_h1 = [](int from, int to, double t) { return t >= 18.9 && touches(1, from, to); };
+  SyntheticJob job = asynchronously_probed_job(host_h1, 21.5);
+  const auto early = analyze(job, HealthOptions{});
+  expect_exactly(early, {});
+  ASSERT_EQ(early.evidence.probes.awaiting_hosts.size(), 1u);
+  EXPECT_EQ(early.evidence.probes.awaiting_hosts[0].subject, "link h1 -> h2");
+  // Once the host's other pairs confirm, the host.
+  job = asynchronously_probed_job(host_h1, 26);
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h1"}});
+  // A job that has ended will not measure the other pairs: the link, as the evidence stands.
+  job = asynchronously_probed_job(host_h1, 21.5);
+  job.killed_by = "";
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h2"}});
+}
+
+TEST(ProbeAsync, ALinkIsNamedOnceItsHostsOtherPairsAreMeasuredFine) {
+  // By 21.5 s every other pair of h1 and h2 was measured fine since 19.0, but h1's own (its
+  // leader's turns went to confirming the link), which are not waited for.
+  auto link = [](int from, int to, double t) {
+    return t >= 18.9 && touches(1, from, to) && touches(2, from, to);
+  };
+  expect_exactly(analyze(asynchronously_probed_job(link, 21.5), HealthOptions{}),
+                 {{"slow_link", "link h1 -> h2"}});
+  // One of h2's other pairs read slow once since (h3 -> h2 at 20.75 s): the link waits, and is
+  // named 4 s after its first slow reading whatever that pair says.
+  auto link_and_a_spike = [link](int from, int to, double t) {
+    return link(from, to, t) || (from == 3 && to == 2 && near(t, 20.75));
+  };
+  expect_exactly(analyze(asynchronously_probed_job(link_and_a_spike, 21.5), HealthOptions{}), {});
+  expect_exactly(analyze(asynchronously_probed_job(link_and_a_spike, 23.5), HealthOptions{}),
+                 {{"slow_link", "link h1 -> h2"}});
 }
 
 }  // namespace
