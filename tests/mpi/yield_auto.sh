@@ -8,27 +8,28 @@ source "$(dirname "$0")/common.sh"
 program="$PROGRAMS/toy_train"
 run_native 2 "$program" 20 512 >native.out
 
-# Two ranks on one CPU (the launcher's affinity is its ranks').
-COMMTAP_VERBOSE=2 COMMTAP_DIR=trace-one-cpu timeout "$LIMIT" taskset -c 0 \
-  mpiexec -n 2 -genv LD_PRELOAD "$LIB" "$program" 20 512 >one-cpu.out 2>one-cpu.err ||
-  fail "job on one CPU (exit $?)"
-expect_same_files native.out one-cpu.out "native and one-CPU outputs"
+# run_on CPUS NAME: the program's 2 ranks preloaded, with the launcher's (and so its ranks')
+# affinity CPUS and COMMTAP_VERBOSE=2; then its output against native and COMMTAP_YIELD in force.
+run_on() {
+  COMMTAP_VERBOSE=2 COMMTAP_DIR=trace-$2 timeout "$LIMIT" taskset -c "$1" \
+    mpiexec -n 2 -genv LD_PRELOAD "$LIB" "$program" 20 512 >"$2.out" 2>"$2.err" ||
+    fail "job on CPUs $1 (exit $?)"
+  expect_same_files native.out "$2.out" "native and $2 outputs"
+  db_query "trace-$2" "SELECT group_concat(value, '|') FROM settings
+                       WHERE name = 'COMMTAP_YIELD' ORDER BY rank"
+}
+
+# Two ranks on one CPU.
+expect_equal "1|1" "$(run_on 0 one-cpu)" "COMMTAP_YIELD in force on one CPU"
 expect_equal 2 "$(grep -c ', yield mode (auto: 2 ranks on 1 CPU on this machine; rank 0.s machine is oversubscribed)' one-cpu.err)" \
   "ranks that say why they yield"
-expect_equal "1|1" "$(db_query trace-one-cpu "SELECT group_concat(value, '|') FROM settings
-                      WHERE name = 'COMMTAP_YIELD' ORDER BY rank")" "COMMTAP_YIELD in force"
 pass "auto: two ranks on one CPU yield, and say why"
 
 # Two ranks on two CPUs: nothing to yield to.
 if [ "$(nproc)" -ge 2 ]; then
-  COMMTAP_VERBOSE=2 COMMTAP_DIR=trace-two-cpus timeout "$LIMIT" taskset -c 0,1 \
-    mpiexec -n 2 -genv LD_PRELOAD "$LIB" "$program" 20 512 >two-cpus.out 2>two-cpus.err ||
-    fail "job on two CPUs (exit $?)"
-  expect_same_files native.out two-cpus.out "native and two-CPU outputs"
+  expect_equal "0|0" "$(run_on 0,1 two-cpus)" "COMMTAP_YIELD in force on two CPUs"
   expect_equal 2 "$(grep -c ', spinning waits (auto: 2 ranks on 2 CPUs on this machine)' two-cpus.err)" \
     "ranks that say why they spin"
-  expect_equal "0|0" "$(db_query trace-two-cpus "SELECT group_concat(value, '|') FROM settings
-                        WHERE name = 'COMMTAP_YIELD' ORDER BY rank")" "COMMTAP_YIELD in force"
   pass "auto: two ranks on two CPUs spin"
 else
   echo "two-CPU case skipped: $(nproc) CPU here"
