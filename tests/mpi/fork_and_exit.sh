@@ -45,8 +45,8 @@ got=$(db_query trace-abort/rank-0.db "SELECT r.ended_by, c.calls FROM ranks r JO
 expect_equal "$(printf 'abort|1\nabort|2')" "$got" "record of the aborting rank"
 pass "MPI_Abort: the aborting rank's record is written"
 
-for crash in segv:SIGSEGV abort:SIGABRT; do
-  mode=${crash%:*} signal=${crash#*:}
+for crash in segv:SIGSEGV:11 abort:SIGABRT:6; do
+  IFS=: read -r mode signal number <<<"$crash"
   set +e
   run_native 2 "$PROGRAMS/aborting" "$mode" >native-$mode.out 2>&1
   native_status=$?
@@ -54,7 +54,12 @@ for crash in segv:SIGSEGV abort:SIGABRT; do
   status=$?
   set -e
   [ "$native_status" -ne 0 ] || fail "the native $mode job did not fail"
-  expect_equal "$native_status" "$status" "exit status of the $mode job, native and preloaded"
+  # hydra reports the first rank it sees end: the crashed one (the signal's number) or the
+  # other, which it then terminated (15). Natively too: 1 native run of 20 here read 15.
+  for got in "$native_status" "$status"; do
+    [ "$got" == "$number" ] || [ "$got" == 15 ] ||
+      fail "exit status of the $mode job: $got, not $number (or 15: the other rank, terminated)"
+  done
   # MPI's own handler (UCX prints a backtrace on a fault) still runs after commtap's.
   if grep -q "Caught signal" native-$mode.out; then
     grep -q "Caught signal" $mode.out || fail "MPI's handler did not run after commtap's: $(cat $mode.out)"
