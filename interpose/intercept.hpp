@@ -28,14 +28,14 @@ namespace commtap::interpose {
 // ---- COMMTAP_YIELD --------------------------------------------------------------------------
 
 // `comm`: the call's communicator, `real`: its blocking form. An error the nonblocking twin
-// finds in the arguments is raised by the blocking call (TwinErrorsReturned).
+// finds in the arguments is raised by the blocking call (ErrorsReturned).
 template <Yield yield, typename Real, typename Twin, typename... A>
 int call_yielding(MPI_Comm comm, Real real, Twin twin, A... a) {
   if constexpr (yield == Yield::append_request) {
     MPI_Request request = MPI_REQUEST_NULL;
     int rc = MPI_SUCCESS;
     {
-      const TwinErrorsReturned quiet(comm);
+      const ErrorsReturned quiet(comm);
       rc = twin(a..., &request);
     }
     return rc != MPI_SUCCESS ? real(a...) : wait_yielding(&request, MPI_STATUS_IGNORE);

@@ -35,34 +35,9 @@ void answer_probes() {
   if (probes::AsyncProber* const async = runtime().async_probes) async->while_blocked();
 }
 
-// MPI_Request_get_status raises the error of a request that completed in error (a truncated
-// receive) on MPI_COMM_WORLD's handler, and the blocking call that follows raises it again. So
-// while polling, MPI_COMM_WORLD returns errors; the blocking call then calls the application's
-// handler once, as without commtap. Where other threads may call MPI at the same time the
-// handler is left alone (they would see the change): a request that completes in error then
-// calls a user-defined handler twice.
-class QuietWorldWhilePolling {
- public:
-  QuietWorldWhilePolling() {
-    if (runtime().thread_multiple) return;
-    if (PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved_) != MPI_SUCCESS) return;
-    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  }
-  ~QuietWorldWhilePolling() {
-    if (saved_ == MPI_ERRHANDLER_NULL) return;
-    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, saved_);
-    PMPI_Errhandler_free(&saved_);
-  }
-  QuietWorldWhilePolling(const QuietWorldWhilePolling&) = delete;
-  QuietWorldWhilePolling& operator=(const QuietWorldWhilePolling&) = delete;
-
- private:
-  MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
-};
-
 }  // namespace
 
-TwinErrorsReturned::TwinErrorsReturned(MPI_Comm comm) {
+ErrorsReturned::ErrorsReturned(MPI_Comm comm) {
   if (runtime().thread_multiple) return;
   if (PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &world_) != MPI_SUCCESS) {
     world_ = MPI_ERRHANDLER_NULL;
@@ -78,7 +53,7 @@ TwinErrorsReturned::TwinErrorsReturned(MPI_Comm comm) {
   comm_ = comm;
 }
 
-TwinErrorsReturned::~TwinErrorsReturned() {
+ErrorsReturned::~ErrorsReturned() {
   if (comms_ != MPI_ERRHANDLER_NULL) {
     PMPI_Comm_set_errhandler(comm_, comms_);
     PMPI_Errhandler_free(&comms_);
@@ -93,8 +68,15 @@ namespace {
 
 // Polls until every (Until::all) or some (Until::any) request would complete at once: done,
 // inactive or null; an all-null set counts as ready.
+//
+// MPI_Request_get_status raises the error of a request that completed in error (a truncated
+// receive) on MPI_COMM_WORLD's handler, and the blocking call that follows raises it again. So
+// while polling, MPI_COMM_WORLD returns errors (ErrorsReturned); the blocking call then calls the
+// application's handler once, as without commtap. Where other threads may call MPI at the same
+// time the handler is left alone (they would see the change): a request that completes in error
+// then calls a user-defined handler twice.
 void poll_yielding(int count, MPI_Request requests[], Until until) {
-  const QuietWorldWhilePolling quiet;
+  const ErrorsReturned quiet(MPI_COMM_WORLD);
   for (;;) {
     bool all = true, any = false, active = false;
     for (int i = 0; i < count; ++i) {
@@ -176,7 +158,7 @@ class WatchedReceives {
 
 void poll_arrivals(int count, MPI_Request requests[], std::uint64_t arrived_ns[],
                    FirstLook first_look[], bool yield_between) {
-  const QuietWorldWhilePolling quiet;
+  const ErrorsReturned quiet(MPI_COMM_WORLD);
   WatchedReceives others(requests, count);
   int pending = 0;
   for (int i = 0; i < count; ++i) {
@@ -242,7 +224,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
     if (rc != MPI_SUCCESS || done) {
       own_look = FirstLook::done;
       if (!others.empty()) {
-        const QuietWorldWhilePolling quiet;
+        const ErrorsReturned quiet(MPI_COMM_WORLD);
         others.poll();
       }
       return rc;
@@ -250,7 +232,7 @@ int wait_watching(MPI_Request* request, MPI_Status* status, bool yield_between,
     own_look = FirstLook::pending;
   }
   if ((!others.empty() || answering_probes() || yield_between) && *request != MPI_REQUEST_NULL) {
-    const QuietWorldWhilePolling quiet;
+    const ErrorsReturned quiet(MPI_COMM_WORLD);
     for (;;) {
       int done = 0;
       // An error means the operation is over: the blocking call reports it.
@@ -270,7 +252,7 @@ int recv_watching(void* buf, int count, MPI_Datatype datatype, int source, int t
                   MPI_Status* status, bool yield_between) {
   WatchedReceives others(nullptr, 0);
   if (!others.empty() || answering_probes() || yield_between) {
-    const QuietWorldWhilePolling quiet;
+    const ErrorsReturned quiet(MPI_COMM_WORLD);
     for (;;) {
       int arrived = 0;
       // An erroneous call (a bad rank or tag) fails here as the blocking call would, once, on

@@ -12,18 +12,20 @@ namespace commtap::interpose {
 
 int wait_yielding(MPI_Request* request, MPI_Status* status);
 
-// While yield mode calls a blocking call's nonblocking twin: the call's communicator, and
-// MPI_COMM_WORLD (where an invalid communicator's error goes), return errors, so that an
+// While it lives, `comm` and MPI_COMM_WORLD (where an invalid communicator's error goes) return
+// errors, and their handlers are back after. Yield mode uses it twice: while polling requests
+// (MPI_Request_get_status would raise a failed request's error, and the blocking call that
+// follows raises it again), and while it calls a blocking call's nonblocking twin, so that an
 // argument error the twin finds is not raised in the twin's name (MPICH's error stack would read
-// MPI_Isend where the program called MPI_Send); the caller then makes the blocking call, which
+// MPI_Isend where the program called MPI_Send): the caller then makes the blocking call, which
 // raises it through the program's handler as natively. Not under MPI_THREAD_MULTIPLE, where
-// other threads would see the handlers change: there the twin raises it.
-class TwinErrorsReturned {
+// other threads would see the handlers change.
+class ErrorsReturned {
  public:
-  explicit TwinErrorsReturned(MPI_Comm comm);
-  ~TwinErrorsReturned();
-  TwinErrorsReturned(const TwinErrorsReturned&) = delete;
-  TwinErrorsReturned& operator=(const TwinErrorsReturned&) = delete;
+  explicit ErrorsReturned(MPI_Comm comm);
+  ~ErrorsReturned();
+  ErrorsReturned(const ErrorsReturned&) = delete;
+  ErrorsReturned& operator=(const ErrorsReturned&) = delete;
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
