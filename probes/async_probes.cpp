@@ -82,11 +82,16 @@ AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink si
   // One peer per slot: every pair both ways once per set interval.
   slot_ns_ = std::max<std::uint64_t>(
       1'000'000, layout_.interval_ns / static_cast<std::uint64_t>(tournament_rounds(hosts_)));
-  transfer_in_.resize(std::max<std::uint64_t>(layout_.probe_bytes, 16));
-  transfer_out_.resize(transfer_in_.size());
+  transfer_out_.resize(std::max<std::uint64_t>(layout_.probe_bytes, 16));
+  const std::size_t slots =
+      std::clamp<std::size_t>(static_cast<std::size_t>(hosts_ - 1), 1, kTransferSlots);
+  transfers_.resize(slots);
+  transfer_in_.assign(slots, std::vector<char>(transfer_out_.size()));
   reply_requests_.fill(MPI_REQUEST_NULL);
   post(ping_, kPingTag, &ping_in_, 1);
-  post(transfer_, kTransferTag, transfer_in_.data(), static_cast<int>(transfer_in_.size()));
+  for (std::size_t i = 0; i < slots; ++i)
+    post(transfers_[i], kTransferTag, transfer_in_[i].data(),
+         static_cast<int>(transfer_in_[i].size()));
   cost_.since_ns = monitor::now_ns();
   next_measure_ns_ = next_turn(cost_.since_ns);
 }
@@ -380,8 +385,9 @@ void AsyncProber::service(std::uint64_t now, bool at_entry) {
   in_service_ = true;
   gaps_.look(now);
   bool worked = answer(ping_, kPingTag, &ping_in_, 1, now);
-  worked |= answer(transfer_, kTransferTag, transfer_in_.data(),
-                   static_cast<int>(transfer_in_.size()), now);
+  for (std::size_t i = 0; i < transfers_.size(); ++i)
+    worked |= answer(transfers_[i], kTransferTag, transfer_in_[i].data(),
+                     static_cast<int>(transfer_in_[i].size()), now);
   worked |= advance_measurement(now);
   const std::uint64_t elapsed = std::max(kShareFloorNs, minus(now, cost_.since_ns));
   const bool over = static_cast<double>(cost_.spent_ns) > kMaxShare * static_cast<double>(elapsed);
@@ -429,7 +435,9 @@ void AsyncProber::finish_with_barrier(MPI_Request& barrier) {
     sched_yield();
   }
   // Every leader has finished measuring: nothing more comes to the posted receives.
-  for (Watch* watch : {&ping_, &transfer_}) {
+  std::vector<Watch*> watches = {&ping_};
+  for (Watch& transfer : transfers_) watches.push_back(&transfer);
+  for (Watch* watch : watches) {
     if (watch->request == MPI_REQUEST_NULL) continue;
     PMPI_Cancel(&watch->request);
     PMPI_Wait(&watch->request, MPI_STATUS_IGNORE);

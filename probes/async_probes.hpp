@@ -2,9 +2,9 @@
 // prober (probes.hpp) has no round, because the program calls no blocking collective on a
 // communicator of two hosts or more (NPB CG and MG: point-to-point only in their timed loops), or
 // none on a communicator that spans the pair (a pipeline's input stage split off the model
-// stages' communicator). Each host's
-// leader keeps two receives posted on commtap's private communicator, from any source: a ping
-// and a transfer (COMMTAP_PROBE_BYTES). Wherever it polls (at the entry of intercepted MPI calls,
+// stages' communicator). Each host's leader keeps receives posted on commtap's private
+// communicator, from any source: a ping, and transfers (COMMTAP_PROBE_BYTES) from up to
+// kTransferSlots peers at once. Wherever it polls (at the entry of intercepted MPI calls,
 // at most once per kEntryNs; inside the polling loops of blocking point-to-point calls,
 // interpose/yield.cpp) it answers what came: when it found the message, when it last found it
 // not there, when it replied. When due, it sends pings and transfers to this round's peer (the
@@ -219,9 +219,18 @@ class AsyncProber {
   bool in_service_ = false, measuring_allowed_ = true;
   std::uint64_t next_entry_ns_ = 0, next_blocked_ns_ = 0, entry_period_ns_ = kEntryNs;
   std::uint64_t next_measure_ns_ = 0;
-  Watch ping_, transfer_;
+  Watch ping_;
   char ping_in_ = 0, ping_out_ = 0;
-  std::vector<char> transfer_in_, transfer_out_;
+  // Transfers are received into several buffers at once: behind one receive, a transfer from a
+  // peer over a slow link (a 20 Mbit/s limit: 230 ms for 256 KiB) held every other peer's until
+  // it was in, so they read as slow too and the receiver's host as the fault (NPB CG with
+  // ctap1 -> ctap2 rate-limited: ctap3 -> ctap2 at 140-250 ms against 0.2-0.6 ms; docs/faults.md,
+  // sweep 40). A leader is measured by one peer in turn, and by peers confirming a change out of
+  // turn besides.
+  static constexpr std::size_t kTransferSlots = 4;
+  std::vector<Watch> transfers_;
+  std::vector<std::vector<char>> transfer_in_;
+  std::vector<char> transfer_out_;
   // Replies in flight (small: each completes as soon as the library sends it).
   static constexpr std::size_t kReplySlots = 8;
   std::array<Reply, kReplySlots> replies_{};
