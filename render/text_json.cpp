@@ -67,7 +67,8 @@ json links_json(const std::vector<MessageLink>& links) {
                    {"recent_slow", l.recent_slow},
                    {"recent_fast", l.recent_fast},
                    {"slow", l.slow},
-                   {"suspect", l.suspect}});
+                   {"suspect", l.suspect},
+                   {"echo_of_reverse", l.echo_of_reverse}});
   return out;
 }
 

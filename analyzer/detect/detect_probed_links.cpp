@@ -664,13 +664,16 @@ using MessageVerdicts = std::map<std::pair<std::string, std::string>, MessageVer
 
 // Fine: at least kMessagesKnownFine fast recent messages and hardly a slow one (at most one in
 // twenty): behind a host rate-limited both ways, its pair that carries less traffic has most of
-// its small messages through in time, and a sixth of them slow (seen: 11 of 71).
+// its small messages through in time, and a sixth of them slow (seen: 11 of 71). A direction
+// slow as its reverse's echo (its larger messages waiting for acknowledgements that cross the
+// slow way) is neither.
 MessageVerdicts message_verdicts(const MessageEvidence& messages) {
   MessageVerdicts by_messages;
   for (const MessageLink& l : messages.links)
-    by_messages[{l.from, l.to}] = {
-        l.slow, !l.slow && !l.suspect && static_cast<int>(l.recent_fast) >= kMessagesKnownFine &&
-                    20 * l.recent_slow <= l.recent_slow + l.recent_fast};
+    by_messages[{l.from, l.to}] = {l.slow && !l.echo_of_reverse,
+                                   !l.slow && !l.suspect &&
+                                       static_cast<int>(l.recent_fast) >= kMessagesKnownFine &&
+                                       20 * l.recent_slow <= l.recent_slow + l.recent_fast};
   return by_messages;
 }
 

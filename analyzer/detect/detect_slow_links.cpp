@@ -64,7 +64,15 @@ struct PairCell {
   // has at least (threshold less baseline), for the round-trip check.
   std::vector<double> recent_excess, slow_excess;
   std::vector<double> recent_ns;  // the recent window's measured one-way times
+  // The same per size class, each as a share of its class's slow threshold (1 or more: slow),
+  // for telling which way a link slow both ways is slow (slow_way).
+  std::map<int, std::vector<double>> recent_by_class;
   bool slow = false;
+  // Slow, but as the echo of its reverse, which the few-packet messages or the probes' pings
+  // show is the slow way (slow_way, which says which in `way_told_by`): named as the reverse's
+  // link, not as its own or both.
+  bool echo_of_reverse = false;
+  const char* way_told_by = "";
   bool clock_only = false;  // read slow, but the round trip is not: a clock error
   // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
   bool suspect = false;
@@ -383,7 +391,10 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
       if (!t) continue;
       const auto [base, threshold] = *t;
       cell.recent_excess.push_back(o.ns - base);
-      if (!o.upper_bound && !o.censored) cell.recent_ns.push_back(o.transit_ns);
+      if (!o.upper_bound && !o.censored) {
+        cell.recent_ns.push_back(o.transit_ns);
+        cell.recent_by_class[o.size_class].push_back(o.transit_ns / threshold);
+      }
       cell.slow_excess.push_back(threshold - base);
       if (o.ns < threshold) {
         ++cell.recent_fast;
@@ -520,6 +531,80 @@ void drop_clock_only(const Job& job, PairCells& pairs, MessageEvidence& evidence
   }
 }
 
+// Which way a link whose messages read slow both ways is slow. A delay or a rate limit one way
+// slows the reverse direction's large messages too: their TCP acknowledgements cross the slow
+// way, and the sender's window waits for them (NPB CG's 300 KB messages read slow both ways with
+// one direction delayed, docs/faults.md, sweep 39; a 16 KiB message after a pause is more than
+// TCP's restarted window of 10 segments, and split_pipeline's read slow both ways, sweep 40). A
+// message of a few packets goes out whole, acknowledged or not, and crosses the link in its own
+// direction only: the job's own (under kFewPackets bytes), else the link probes' pings.
+constexpr std::int64_t kFewPackets = 4096;  // three Ethernet frames
+enum class SlowWay { not_told, forth, back, both };
+
+// By the size classes of few-packet messages measured both ways (kMinKnown recent transits
+// each), smallest first: the first where one direction's median is slow and the other's is not.
+// A class slow both ways keeps both (a link slow both ways).
+SlowWay slow_way_by_messages(const PairCell& forth, const PairCell& back) {
+  for (const auto& [size, shares] : forth.recent_by_class) {
+    if (size >= size_class(kFewPackets)) break;
+    auto reverse = back.recent_by_class.find(size);
+    if (shares.size() < kMinKnown || reverse == back.recent_by_class.end() ||
+        reverse->second.size() < kMinKnown)
+      continue;
+    const bool forth_slow = median_of(shares) >= 1, back_slow = median_of(reverse->second) >= 1;
+    if (forth_slow != back_slow) return forth_slow ? SlowWay::forth : SlowWay::back;
+    if (forth_slow) return SlowWay::both;
+  }
+  return SlowWay::not_told;
+}
+
+// By the probes' pings (their one-way legs on the corrected clocks, ClockAlignment): one way has
+// min_link_delay's excess over the legs' lower quartile at least and the other within a quarter
+// of that either way (a clock error would add to one what it takes from the other).
+SlowWay slow_way_by_pings(const std::map<std::pair<int, int>, double>& legs,
+                          const std::pair<int, int>& pair, double min_excess_ns) {
+  auto forth = legs.find(pair), back = legs.find({pair.second, pair.first});
+  if (forth == legs.end() || back == legs.end()) return SlowWay::not_told;
+  std::vector<double> all;
+  for (const auto& [key, ns] : legs) all.push_back(ns);
+  const double base = lower_quartile_of(all);
+  const double excess_forth = forth->second - base, excess_back = back->second - base;
+  auto alone = [&](double slow, double other) {
+    return slow >= min_excess_ns && std::abs(other) <= 0.25 * slow;
+  };
+  if (alone(excess_forth, excess_back)) return SlowWay::forth;
+  if (alone(excess_back, excess_forth)) return SlowWay::back;
+  return SlowWay::not_told;
+}
+
+// Marks the direction that is not the slow way as its reverse's echo. What it cannot tell apart:
+// a link slow both ways whose few-packet messages, and pings, were measured one way only.
+void slow_way(const Job& job, const HealthOptions& options, const ClockAlignment& clocks,
+              PairCells& pairs) {
+  std::map<std::pair<int, int>, double> legs;
+  auto index = [&](const std::string& host) {
+    return static_cast<int>(std::lower_bound(job.hosts.begin(), job.hosts.end(), host) -
+                            job.hosts.begin());
+  };
+  for (const ProbedOneWay& l : clocks.probed_one_way)
+    legs[{index(l.from), index(l.to)}] = l.one_way_us * 1e3;
+  for (auto& [pair, cell] : pairs) {
+    auto back = pairs.find({pair.second, pair.first});
+    if (pair.first > pair.second || !cell.slow || back == pairs.end() || !back->second.slow)
+      continue;
+    const char* told_by = "its messages of a few packets";
+    SlowWay way = slow_way_by_messages(cell, back->second);
+    if (way == SlowWay::not_told) {
+      way = slow_way_by_pings(legs, pair, options.min_link_delay_us * 1e3);
+      told_by = "the link probes' pings";
+    }
+    if (way != SlowWay::forth && way != SlowWay::back) continue;
+    PairCell& echo = way == SlowWay::forth ? back->second : cell;
+    echo.echo_of_reverse = true;
+    echo.way_told_by = told_by;
+  }
+}
+
 // The job's messages per directed host pair on the corrected clocks, judged against their size
 // classes' baselines; the matrix, the stalled messages and the directions that read slow by a
 // clock error only go to `evidence`. Empty where no message was measured in flight.
@@ -534,14 +619,14 @@ void drop_clock_only(const Job& job, PairCells& pairs, MessageEvidence& evidence
 // messages already there, so a median over the measured ones alone would be mostly from before
 // the fault. The matrix shows the medians over the whole --since range.
 PairCells judge_pairs(const Job& job, const HealthOptions& options,
-                      const std::vector<JoinedMessage>& messages,
-                      const std::vector<double>& correction, MessageEvidence& evidence) {
+                      const std::vector<JoinedMessage>& messages, const ClockAlignment& clocks,
+                      MessageEvidence& evidence) {
   // The recent window, on rank 0's clock: where a link is judged slow or not (reaching further
   // back for a pair with few messages in it).
   const auto window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const std::int64_t recent_aligned =
       static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned - window_ns;
-  MessageSamples samples = sample_messages(job, options, messages, correction);
+  MessageSamples samples = sample_messages(job, options, messages, clocks.correction_ns);
   if (samples.cells.empty()) return {};
   const Baselines baselines = size_class_baselines(samples.cells);
   record_stalls(job, samples.stall_candidates, baselines, evidence);
@@ -561,11 +646,12 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
   test_pairs(thin_decisions(decided, pairs), pairs);
   judge_cells(job, options, pairs, evidence);
   drop_clock_only(job, pairs, evidence);
+  slow_way(job, options, clocks, pairs);
   for (auto& [pair, cell] : pairs)
     evidence.links.push_back({job.hosts[static_cast<std::size_t>(pair.first)],
                               job.hosts[static_cast<std::size_t>(pair.second)], cell.median / 1e3,
                               cell.ratio, cell.messages, cell.recent_slow, cell.recent_fast,
-                              cell.slow, cell.suspect});
+                              cell.slow, cell.suspect, cell.echo_of_reverse});
   return pairs;
 }
 
@@ -745,12 +831,14 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   };
   for (const auto& [pair, cell] : pairs) {
     if (!cell.slow || slow_hosts.count(pair.first) || slow_hosts.count(pair.second)) continue;
+    if (cell.echo_of_reverse) continue;  // named as its reverse's link
     if (undecided_around(pair) || receiver_waited_elsewhere(pair, pairs)) continue;
     if (as_slow_elsewhere(pair, cell)) continue;
     const std::string from = job.hosts[static_cast<std::size_t>(pair.first)];
     const std::string to = job.hosts[static_cast<std::size_t>(pair.second)];
     auto back = pairs.find({pair.second, pair.first});
-    const bool both = back != pairs.end() && back->second.slow;
+    const bool echoed = back != pairs.end() && back->second.slow && back->second.echo_of_reverse;
+    const bool both = back != pairs.end() && back->second.slow && !echoed;
     if (both && pair.first > pair.second) continue;  // reported once, with the other direction
     Finding f;
     f.kind = finding_kind::slow_link;
@@ -766,7 +854,11 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                 std::to_string(static_cast<int>(std::lround(options.link_factor))) +
                 "x the baseline " + ms_text(cell.base) + " or more (median " +
                 ms_text(cell.median) + " over " + with_commas(cell.messages) + " messages)" +
-                (both ? ", both directions" : ", this direction only") +
+                (both     ? ", both directions"
+                 : echoed ? ", this direction only (by " + std::string(back->second.way_told_by) +
+                                "; the reverse's larger messages read slow too, their "
+                                "acknowledgements crossing this way)"
+                          : ", this direction only") +
                 (cell.recent_censored > 0
                      ? "; " + std::to_string(cell.recent_censored) +
                            " more found done at the receiver's first look, arrival unknown"
@@ -800,7 +892,7 @@ void detect_slow_links(const Job& job, const HealthOptions& options,
                        const std::vector<JoinedMessage>& messages, const ClockAlignment& clocks,
                        std::vector<Finding>& findings, MessageEvidence& evidence,
                        std::vector<std::string>& delayed_hosts) {
-  const PairCells pairs = judge_pairs(job, options, messages, clocks.correction_ns, evidence);
+  const PairCells pairs = judge_pairs(job, options, messages, clocks, evidence);
   if (pairs.empty()) return;
   delayed_hosts = delayed_hosts_of(job, pairs);
   const std::set<int> slow_hosts = slow_hosts_of(job, options, pairs);

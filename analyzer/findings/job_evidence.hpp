@@ -64,6 +64,8 @@ struct MessageLink {
   double ratio = 0;      // to the size classes' baselines
   std::uint64_t messages = 0, recent_slow = 0, recent_fast = 0;
   bool slow = false, suspect = false;
+  // Slow as the echo of its reverse, the slow way by the smallest messages (detect_slow_links).
+  bool echo_of_reverse = false;
 };
 // A message of the stall span that took kStallNs or more and kStallFactor times its baseline.
 struct MessageStall {

@@ -85,7 +85,12 @@ std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages
 }
 
 // A probe's fastest round trip between two leaders, aligned to rank 0's clock: the one-way time
-// each way (forth: from the measuring host).
+// each way (forth: from the measuring host), less the time the receiving leader may have been
+// away from its look for it (probes.to_held_ns, from_held_ns; version 13): a leader that
+// computes between its MPI calls finds a ping late, and its time away is not the network's.
+// Seen: NPB MG's asynchronous probes with ctap1 -> ctap2 delayed read the reverse's leg at
+// 2.9 ms against 21 us between other hosts, and the link as slow both ways (docs/faults.md,
+// sweep 40).
 struct ProbeTrip {
   int from_host, to_host;
   double forth, back;
@@ -115,8 +120,10 @@ bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
         auto mine = [&](std::uint64_t t) { return me->second.aligned(t); };
         auto theirs = [&](std::uint64_t t) { return peer->second.aligned(t); };
         trips.push_back({from, to,
-                         static_cast<double>(theirs(p.peer_received_ns) - mine(p.sent_ns)),
-                         static_cast<double>(mine(p.received_ns) - theirs(p.peer_replied_ns))});
+                         static_cast<double>(theirs(p.peer_received_ns) - mine(p.sent_ns)) -
+                             static_cast<double>(p.to_held_ns),
+                         static_cast<double>(mine(p.received_ns) - theirs(p.peer_replied_ns)) -
+                             static_cast<double>(p.from_held_ns)});
       },
       error);
 }

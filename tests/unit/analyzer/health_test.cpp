@@ -527,6 +527,46 @@ TEST(Health, ALinkSlowOneWayIsNotTheHostWhoseClockItSkewed) {
   EXPECT_NEAR(skewed.evidence.clocks.corrections_us.at("h2"), -800, 100);
 }
 
+// A delay one way (h1 -> h2, from second 10) slows the reverse's large messages too: their TCP
+// acknowledgements cross the slow way (NPB CG's 300 KB messages read slow both ways,
+// docs/faults.md sweep 39). The small messages cross in their own direction only and tell which
+// way is slow, and so do the link probes' pings where there are none; where the small messages
+// are slow both ways, so is the link.
+TEST(Health, ALinkSlowOneWayIsToldByItsSmallMessagesWhereItsLargeOnesReadSlowBothWays) {
+  SyntheticJob job;
+  job.small_message_bytes = 64;
+  job.link_us = [](int from, int to, double t) {
+    return t >= 10 && ((from == 1 && to == 2) || (from == 2 && to == 1)) ? 3000.0 : 0.0;
+  };
+  for (const auto& [slow_from, slow_to] : {std::pair{1, 2}, std::pair{2, 1}}) {
+    job.small_link_us = [slow_from, slow_to](int from, int to, double t) {
+      return t >= 10 && from == slow_from && to == slow_to ? 3000.0 : 0.0;
+    };
+    const std::string from = "h" + std::to_string(slow_from), to = "h" + std::to_string(slow_to);
+    const JobHealth health = analyze(job);
+    expect_exactly(health, {{"slow_link", "link " + from + " -> " + to}});
+    int echoes = 0;
+    for (const auto& link : health.evidence.messages.links) {
+      echoes += link.echo_of_reverse;
+      if (link.echo_of_reverse) {
+        EXPECT_EQ(link.from, to) << describe(health);
+        EXPECT_TRUE(link.slow) << describe(health);
+      }
+    }
+    EXPECT_EQ(echoes, 1) << describe(health);
+  }
+  job.small_link_us = nullptr;  // the small messages slow both ways too: the link is
+  expect_exactly(analyze(job), {{"slow_link", "link h1 <-> h2"}});
+  // No small messages, but the link probes' pings, whose one-way legs tell.
+  job.small_message_bytes = 0;
+  expect_exactly(analyze(job), {{"slow_link", "link h1 <-> h2"}});
+  job.probe_every_s = 5;
+  job.probe_one_way_us = [](int from, int to, double t) {
+    return t >= 10 && from == 1 && to == 2 ? 3030.0 : 30.0;
+  };
+  expect_exactly(analyze(job), {{"slow_link", "link h1 -> h2"}});
+}
+
 // With two or three hosts no third way corrects a clock estimate, and one taken on a busy node
 // can be milliseconds off (a 5 ms round trip, NetPIPE under load): every message one way then
 // reads slow and every one back reads early. The round trip, which no clock error touches, is

@@ -189,4 +189,27 @@ TEST(ProbeAsync, ALinkIsNamedOnceItsHostsOtherPairsAreMeasuredFine) {
                  {{"slow_link", "link h1 -> h2"}});
 }
 
+// A link slow one way (h1 -> h2 +3 ms) in a job of point-to-point calls, probed asynchronously,
+// whose h1 leader computes between its MPI calls and finds what h2 sends 1 ms after it came: the
+// reverse's one-way leg reads 1 ms slow in both hosts' measurements, and the link slow both ways,
+// unless the leader's time away from its look is taken out (NPB MG, docs/faults.md sweep 40).
+TEST(ProbeAsync, ALeaderAwayFromItsLookDoesNotMakeALinkSlowBothWays) {
+  SyntheticJob job = probed_job();
+  job.probes_asynchronous = true;
+  job.probe_one_way_us = [](int from, int to, double t) {
+    return t >= 10 && from == 1 && to == 2 ? 3030.0 : 30.0;
+  };
+  job.probe_held_us = [](int from, int to, double) {
+    return std::pair{from == 1 && to == 2 ? 1000.0 : 0.0, from == 2 && to == 1 ? 1000.0 : 0.0};
+  };
+  job.probe_times_include_held = true;
+  const auto health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
+  for (const auto& leg : health.evidence.clocks.probed_one_way) {
+    if (leg.from == "h2" && leg.to == "h1") {
+      EXPECT_LT(leg.one_way_us, 100) << leg.one_way_us;
+    }
+  }
+}
+
 }  // namespace
