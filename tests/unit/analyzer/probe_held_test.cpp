@@ -189,6 +189,30 @@ TEST(ProbeAsync, ALinkIsNamedOnceItsHostsOtherPairsAreMeasuredFine) {
                  {{"slow_link", "link h1 -> h2"}});
 }
 
+// A link rate-limited so that a probe's transfer takes 130 ms (2 MB/s), which the stalled-transfer
+// rule would count as a stall each time: while the probe rule holds the link back for its hosts'
+// other pairs, the stall rule does not name it in its place (as `h1 <-> h2`, packets lost).
+TEST(ProbeAsync, ARateLimitedLinkHeldBackIsNotNamedByItsStalledTransfers) {
+  auto link = [](int from, int to, double t) {
+    return t >= 18.9 && touches(1, from, to) && touches(2, from, to);
+  };
+  auto link_and_a_spike = [link](int from, int to, double t) {
+    return link(from, to, t) || (from == 3 && to == 2 && near(t, 20.75));
+  };
+  for (double seconds : {21.5, 23.5}) {
+    SyntheticJob job = asynchronously_probed_job(link_and_a_spike, seconds);
+    job.probe_mb_per_s = [link_and_a_spike](int from, int to, double t) {
+      return link_and_a_spike(from, to, t) ? 2.0 : 1000.0;
+    };
+    const auto health = analyze(job, HealthOptions{});
+    if (seconds < 23) {
+      expect_exactly(health, {});
+    } else {
+      expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
+    }
+  }
+}
+
 // A link slow one way (h1 -> h2 +3 ms) in a job of point-to-point calls, probed asynchronously,
 // whose h1 leader computes between its MPI calls and finds what h2 sends 1 ms after it came: the
 // reverse's one-way leg reads 1 ms slow in both hosts' measurements, and the link slow both ways,
