@@ -621,13 +621,17 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
 // fault slows them too, a link's leaves them fine), or has not voted since though it was
 // measured within kActivePairNs before. Pairs measured by a leader that is confirming this link
 // are not waited for: its confirmations take its turns (a 20 Mbit/s link's leader measured no
-// other peer for 6.7 s). At most kLinkAwaitsNs after the link's first slow reading, and not once
-// the job has ended (nothing more will come): then it is named whatever its hosts' other pairs
-// say. The rounds measure every pair at once and need not wait. What it cannot tell apart: a
-// link fault whose echo slows its host's other pairs (the leader still busy with its transfer)
-// from its host's; for that long the link is not named.
+// other peer for 6.7 s). At most kLinkAwaitsNs after the link's first slow reading for pairs not
+// measured since, kLinkAwaitsSlowPairNs while one has read slow since (a host's fault, whose
+// other pairs had not yet read slow enough to name it: NPB CG's host network was named as one of
+// its links for one analysis 5 s after the fault, docs/faults.md sweep 40), and not once the job
+// has ended (nothing more will come): then it is named whatever its hosts' other pairs say. The
+// rounds measure every pair at once and need not wait. What it cannot tell apart: a link fault
+// whose echo slows its host's other pairs (the leader still busy with its transfer) from its
+// host's; for that long the link is not named.
 constexpr std::int64_t kActivePairNs = 10'000'000'000;
 constexpr std::int64_t kLinkAwaitsNs = 4'000'000'000;
+constexpr std::int64_t kLinkAwaitsSlowPairNs = 6'000'000'000;
 
 bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, int>& key, bool both,
                            std::int64_t now) {
@@ -637,7 +641,8 @@ bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, in
                                        [](const PairVerdict::Vote& v) { return v.slow; });
   if (first_slow == link.votes.end()) return false;
   const std::int64_t since = first_slow->at;
-  if (now - since > kLinkAwaitsNs) return false;
+  if (now - since > kLinkAwaitsSlowPairNs) return false;
+  const bool unmeasured_count = now - since <= kLinkAwaitsNs;
   for (const auto& [other, v] : verdicts) {
     if (other == key || other == std::pair{key.second, key.first} || v.votes.empty()) continue;
     if (!involves(other, key.first) && !involves(other, key.second)) continue;
@@ -649,7 +654,7 @@ bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, in
     }
     const bool confirming = other.first == key.first || (both && other.first == key.second);
     const bool active = v.votes.back().at >= since - kActivePairNs;
-    if (slow_since || (!voted_since && active && !confirming)) return true;
+    if (slow_since || (unmeasured_count && !voted_since && active && !confirming)) return true;
   }
   return false;
 }
