@@ -617,14 +617,15 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
 // leader measures one peer at a time and confirms that one, so a host's other pairs read slow a
 // slot or two later (the network of a host running NPB CG or MG was named as one of its links
 // for one analysis first, 2-3 s after the fault; docs/faults.md sweep 38). Such a link waits
-// while another pair of its two hosts has voted slow since the link first read slow (a host's
-// fault slows them too, a link's leaves them fine), or has not voted since though it was
-// measured within kActivePairNs before. Pairs measured by a leader that is confirming this link
-// are not waited for: its confirmations take its turns (a 20 Mbit/s link's leader measured no
-// other peer for 6.7 s). At most kLinkAwaitsNs after the link's first slow reading for pairs not
-// measured since, kLinkAwaitsSlowPairNs while one has read slow since (a host's fault, whose
-// other pairs had not yet read slow enough to name it: NPB CG's host network was named as one of
-// its links for one analysis 5 s after the fault, docs/faults.md sweep 40), and not once the job
+// while another pair of its two hosts has voted slow since kLinkAwaitsNs before the link began
+// to read slow (a host's fault slows them too, a link's leaves them fine; the host's other pairs
+// may have read slow first), or has not voted since
+// though it was measured within kActivePairNs before. Pairs measured by a leader that is confirming
+// this link are not waited for: its confirmations take its turns (a 20 Mbit/s link's leader
+// measured no other peer for 6.7 s). At most kLinkAwaitsNs after the link's first slow reading for
+// pairs not measured since, kLinkAwaitsSlowPairNs while one has read slow since (a host's fault,
+// whose other pairs had not yet read slow enough to name it: NPB CG's host network was named as one
+// of its links for one analysis 5 s after the fault, docs/faults.md sweep 40), and not once the job
 // has ended (nothing more will come): then it is named whatever its hosts' other pairs say. The
 // rounds measure every pair at once and need not wait. What it cannot tell apart: a link fault
 // whose echo slows its host's other pairs (the leader still busy with its transfer) from its
@@ -633,24 +634,41 @@ constexpr std::int64_t kActivePairNs = 10'000'000'000;
 constexpr std::int64_t kLinkAwaitsNs = 4'000'000'000;
 constexpr std::int64_t kLinkAwaitsSlowPairNs = 6'000'000'000;
 
+// When the link's current slowness began: its first slow measurement since its last fine one
+// (a moment none of whose votes is slow), or since a gap of more than kLinkAwaitsSlowPairNs
+// between slow ones (a spike at the job's start is not this slowness's beginning: NPB MG's
+// rate-limited host was named as a pair that had read slow once 10 s before, docs/faults.md
+// sweep 40). INT64_MIN where its newest measurement was fine.
+std::int64_t slow_since(const std::vector<PairVerdict::Vote>& votes) {
+  std::int64_t since = INT64_MIN, last_slow = INT64_MIN;
+  for (std::size_t i = 0; i < votes.size();) {
+    const std::int64_t at = votes[i].at;
+    bool slow = false;
+    for (; i < votes.size() && votes[i].at == at; ++i) slow |= votes[i].slow;
+    if (!slow) {
+      since = INT64_MIN;
+      continue;
+    }
+    if (since == INT64_MIN || at - last_slow > kLinkAwaitsSlowPairNs) since = at;
+    last_slow = at;
+  }
+  return since;
+}
+
 bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, int>& key, bool both,
                            std::int64_t now) {
   const PairVerdict& link = verdicts.at(key);
   if (!link.asynchronous) return false;
-  const auto first_slow = std::find_if(link.votes.begin(), link.votes.end(),
-                                       [](const PairVerdict::Vote& v) { return v.slow; });
-  if (first_slow == link.votes.end()) return false;
-  const std::int64_t since = first_slow->at;
-  if (now - since > kLinkAwaitsSlowPairNs) return false;
+  const std::int64_t since = slow_since(link.votes);
+  if (since == INT64_MIN || now - since > kLinkAwaitsSlowPairNs) return false;
   const bool unmeasured_count = now - since <= kLinkAwaitsNs;
   for (const auto& [other, v] : verdicts) {
     if (other == key || other == std::pair{key.second, key.first} || v.votes.empty()) continue;
     if (!involves(other, key.first) && !involves(other, key.second)) continue;
     bool voted_since = false, slow_since = false;
     for (const PairVerdict::Vote& vote : v.votes) {
-      if (vote.at < since) continue;
-      voted_since = true;
-      slow_since |= vote.slow;
+      voted_since |= vote.at >= since;
+      slow_since |= vote.slow && vote.at >= since - kLinkAwaitsNs;
     }
     const bool confirming = other.first == key.first || (both && other.first == key.second);
     const bool active = v.votes.back().at >= since - kActivePairNs;

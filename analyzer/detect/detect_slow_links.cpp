@@ -542,8 +542,12 @@ constexpr std::int64_t kFewPackets = 4096;  // three Ethernet frames
 enum class SlowWay { not_told, forth, back, both };
 
 // By the size classes of few-packet messages measured both ways (kMinKnown recent transits
-// each), smallest first: the first where one direction's median is slow and the other's is not.
-// A class slow both ways keeps both (a link slow both ways).
+// each), smallest first: the first where one direction's median is slow and the other's is not,
+// or is under kEchoShare of it (NPB CG's 8-byte sums the fast way read 1.1 times their
+// threshold against 21 times the slow way: a receiver busy pushing its large messages over the
+// slow way completes the small ones coming back a little late). A class slow both ways alike
+// keeps both (a link slow both ways).
+constexpr double kEchoShare = 0.25;
 SlowWay slow_way_by_messages(const PairCell& forth, const PairCell& back) {
   for (const auto& [size, shares] : forth.recent_by_class) {
     if (size >= size_class(kFewPackets)) break;
@@ -551,9 +555,12 @@ SlowWay slow_way_by_messages(const PairCell& forth, const PairCell& back) {
     if (shares.size() < kMinKnown || reverse == back.recent_by_class.end() ||
         reverse->second.size() < kMinKnown)
       continue;
-    const bool forth_slow = median_of(shares) >= 1, back_slow = median_of(reverse->second) >= 1;
-    if (forth_slow != back_slow) return forth_slow ? SlowWay::forth : SlowWay::back;
-    if (forth_slow) return SlowWay::both;
+    const double forth_share = median_of(shares), back_share = median_of(reverse->second);
+    if (forth_share >= 1 && (back_share < 1 || back_share <= kEchoShare * forth_share))
+      return SlowWay::forth;
+    if (back_share >= 1 && (forth_share < 1 || forth_share <= kEchoShare * back_share))
+      return SlowWay::back;
+    if (forth_share >= 1) return SlowWay::both;
   }
   return SlowWay::not_told;
 }
@@ -570,7 +577,7 @@ SlowWay slow_way_by_pings(const std::map<std::pair<int, int>, double>& legs,
   const double base = lower_quartile_of(all);
   const double excess_forth = forth->second - base, excess_back = back->second - base;
   auto alone = [&](double slow, double other) {
-    return slow >= min_excess_ns && std::abs(other) <= 0.25 * slow;
+    return slow >= min_excess_ns && std::abs(other) <= kEchoShare * slow;
   };
   if (alone(excess_forth, excess_back)) return SlowWay::forth;
   if (alone(excess_back, excess_forth)) return SlowWay::back;

@@ -169,6 +169,17 @@ TEST(ProbeAsync, AHostSeenFirstOnOneOfItsPairsIsNotNamedAsThatLink) {
   job = asynchronously_probed_job(host_h1, 21.5);
   job.killed_by = "";
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h2"}});
+  // The same pair slow once at the job's start and not measured again until 19 s (the
+  // collective rounds had it until then): not when its slowness began, and it still waits.
+  auto host_h1_after_a_spike = [host_h1](int from, int to, double t) {
+    return host_h1(from, to, t) || (from == 1 && to == 2 && near(t, 1.0));
+  };
+  job = asynchronously_probed_job(host_h1_after_a_spike, 21.5);
+  job.probed_at = [schedule = job.probed_at](int from, int to, double t) {
+    return from == 1 && to == 2 ? near(t, 1.0) || (t >= 18.9 && schedule(from, to, t))
+                                : schedule(from, to, t);
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
 }
 
 TEST(ProbeAsync, ALinkIsNamedOnceItsHostsOtherPairsAreMeasuredFine) {
