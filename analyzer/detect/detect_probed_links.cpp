@@ -82,6 +82,8 @@ struct PairVerdict {
   struct Vote {
     std::int64_t at = 0;
     bool slow = false;
+    bool throughput = false;  // its measure (else latency)
+    double slowness = 0;      // its value against its measure's limit (over 1: past it)
   };
   std::vector<Vote> votes;
   bool asynchronous = false;
@@ -480,10 +482,14 @@ PairVerdicts judge_probe_pairs(const ProbePairs& pairs, const ProbeBaseline& bas
     v.alike_rounds = counted(Reading::alike);
     for (const auto& [samples, readings] :
          {std::pair{&lat, &latency_readings}, std::pair{&tput, &throughput_readings}}) {
+      const bool throughput = samples == &tput;
       const std::size_t offset = samples->size() - std::min(samples->size(), readings->size());
       for (std::size_t i = 0; i < readings->size() && offset + i < samples->size(); ++i)
-        if (votes((*readings)[i]))
-          v.votes.push_back({(*samples)[offset + i].at, (*readings)[i] == Reading::slow});
+        if (votes((*readings)[i])) {
+          const Sample& sample = (*samples)[offset + i];
+          v.votes.push_back({sample.at, (*readings)[i] == Reading::slow, throughput,
+                             throughput ? narrowness(sample.network) : lateness(sample.network)});
+        }
       if (!samples->empty()) v.asynchronous |= samples->back().asynchronous;
     }
     std::sort(v.votes.begin(), v.votes.end(),
@@ -633,6 +639,11 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
 constexpr std::int64_t kActivePairNs = 10'000'000'000;
 constexpr std::int64_t kLinkAwaitsNs = 4'000'000'000;
 constexpr std::int64_t kLinkAwaitsSlowPairNs = 6'000'000'000;
+// Another pair's slow reading holds the link only where it is as slow as a fourth of the link by
+// the same measure (against the measure's limit): a host's fault slows its pairs alike, while a
+// link's echo (its leader busy with a transfer over it) slows another pair a little past the
+// limit. NPB MG with ctap0 -> ctap1 at 20 Mbit/s, named at 11 s by stalls, was held until 17 s.
+constexpr double kEchoSlowness = 4;
 
 // When the link's current slowness began: its first slow measurement since its last fine one
 // (a moment none of whose votes is slow), or since a gap of more than kLinkAwaitsSlowPairNs
@@ -662,13 +673,20 @@ bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, in
   const std::int64_t since = slow_since(link.votes);
   if (since == INT64_MIN || now - since > kLinkAwaitsSlowPairNs) return false;
   const bool unmeasured_count = now - since <= kLinkAwaitsNs;
+  // How slow the link reads by each measure since (the median of its slow votes; 0: none).
+  std::vector<double> link_slowness[2];
+  for (const PairVerdict::Vote& vote : link.votes)
+    if (vote.slow && vote.at >= since) link_slowness[vote.throughput].push_back(vote.slowness);
+  const double slowness[2] = {link_slowness[0].empty() ? 0 : median_of(link_slowness[0]),
+                              link_slowness[1].empty() ? 0 : median_of(link_slowness[1])};
   for (const auto& [other, v] : verdicts) {
     if (other == key || other == std::pair{key.second, key.first} || v.votes.empty()) continue;
     if (!involves(other, key.first) && !involves(other, key.second)) continue;
     bool voted_since = false, slow_since = false;
     for (const PairVerdict::Vote& vote : v.votes) {
       voted_since |= vote.at >= since;
-      slow_since |= vote.slow && vote.at >= since - kLinkAwaitsNs;
+      slow_since |= vote.slow && vote.at >= since - kLinkAwaitsNs &&
+                    kEchoSlowness * vote.slowness >= slowness[vote.throughput];
     }
     const bool confirming = other.first == key.first || (both && other.first == key.second);
     const bool active = v.votes.back().at >= since - kActivePairNs;
@@ -825,9 +843,16 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
 // Both ways by the probes, one way by the messages (the other way fine, or not sent): the
 // messages' direction. Else the probes' own one-way times, where one direction has the round
 // trip's excess and the other next to none: a clock error would add to one what it takes from
-// the other, and a slow host network delays both. Turns `p` to the slow direction, clears
+// the other, and a slow host network delays both. Else, slow both ways by throughput, the
+// direction whose best recent transfer is under a quarter of the other's best: a rate limit one
+// way slows the reverse's transfers too while the limited way is busy (their acknowledgements
+// queue behind its data), not all of them (NPB CG with ctap1 -> ctap2 at 20 Mbit/s: every
+// transfer that way 110-245 ms, the other way 110-135 ms in half the rounds and 0.2-5 ms in the
+// rest, docs/faults.md sweep 40). Turns `p` to the slow direction, clears
 // `both` where one was found, and returns how the probes told it, for the summary.
-std::string slow_direction(const ProbeJudgement& j, PairProbes& p, bool& both) {
+constexpr double kThroughputEchoShare = 0.25;
+std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& key, PairProbes& p,
+                           bool& both) {
   std::string direction;
   auto there = j.by_messages.find({p.from, p.to}), back_there = j.by_messages.find({p.to, p.from});
   const bool forth = there != j.by_messages.end() && there->second.slow;
@@ -849,6 +874,29 @@ std::string slow_direction(const ProbeJudgement& j, PairProbes& p, bool& both) {
       if (reversed) std::swap(p.from, p.to);
       direction = " (one way " + ms_text(reversed ? b->second : f->second) + ", back " +
                   ms_text(reversed ? f->second : b->second) + ")";
+    }
+  }
+  // Each way's best since the slow way first read slow in the recent rounds.
+  std::int64_t slow_from = INT64_MAX;
+  for (const auto& way : {key, std::pair{key.second, key.first}})
+    if (auto found = j.pairs.find(way); found != j.pairs.end())
+      for (const Sample& sample : recent_samples(found->second.mb_per_s))
+        if (sample.network < j.base.throughput_limit) slow_from = std::min(slow_from, sample.at);
+  auto best = [&](const std::pair<int, int>& way) {
+    double mb = 0;
+    if (auto found = j.pairs.find(way); found != j.pairs.end())
+      for (const Sample& sample : recent_samples(found->second.mb_per_s))
+        if (sample.at >= slow_from) mb = std::max(mb, sample.network);
+    return mb;
+  };
+  if (both) {
+    const double forth_mb = best(key), back_mb = best({key.second, key.first});
+    if (forth_mb > 0 && back_mb > 0 &&
+        std::min(forth_mb, back_mb) <= kThroughputEchoShare * std::max(forth_mb, back_mb)) {
+      both = false;
+      if (back_mb < forth_mb) std::swap(p.from, p.to);
+      direction = " (" + mb_text(std::min(forth_mb, back_mb)) + ", back " +
+                  mb_text(std::max(forth_mb, back_mb)) + ")";
     }
   }
   return direction;
@@ -883,7 +931,7 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
   // (the asynchronous probes measure one direction at a time, and their confirmations only the
   // one that found the change), so the messages or the one-way times tell it where they can.
   const bool by_latency = v.latency_ns > j.base.latency_limit;
-  const std::string direction = both || by_latency ? slow_direction(j, p, both) : "";
+  const std::string direction = both || by_latency ? slow_direction(j, key, p, both) : "";
   Finding f;
   f.kind = finding_kind::slow_link;
   f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;
@@ -962,11 +1010,12 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     auto back = verdicts.find({key.second, key.first});
     const bool both = back != verdicts.end() && back->second.slow;
     if (both && key.first > key.second) continue;  // reported once, with the other direction
-    if (running && link_awaits_its_hosts(verdicts, key, both, now))
+    if (running && link_awaits_its_hosts(verdicts, key, both, now)) {
       evidence.awaiting_hosts.push_back(
           {"slow_link",
            "link " + name_of.at(key.first) + (both ? " <-> " : " -> ") + name_of.at(key.second)});
-    else
+      evidence.held_links.emplace_back(name_of.at(key.first), name_of.at(key.second));
+    } else
       add_link_finding(judgement, key, v, both, findings);
     // Its receiver waits for what comes over it, and a sender that waits for the answer (a
     // pipeline stage for its partner's gradients) arrives at the next collective as late: both

@@ -83,12 +83,12 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
 // kStallFactor times their baseline, at several separate moments, on one host's pairs or one
 // link and not elsewhere: packets lost and retransmitted after a timeout (a flaky cable, NIC or
 // switch port), which slows a job by its tail while every median reads healthy. Reads the
-// other network detectors' findings: a host or link they name already is not named again; and
-// the probes' matrix: the probes of a pair they judge slow are their evidence, not stalls.
+// other network detectors' findings: a host or link they name already is not named again, nor
+// a link the probe rule holds back (`probes.held_links`).
 bool detect_stalled_links(const Job& job, const HealthOptions& options,
                           const std::vector<MessageStall>& message_stalls,
-                          const std::vector<ProbedLink>& probed_links,
-                          std::vector<Finding>& findings, std::string& error);
+                          const ProbeEvidence& probes, std::vector<Finding>& findings,
+                          std::string& error);
 // What the network findings cost: the largest fall of the job's pace (operations its ranks
 // complete per second, model/job_pace) goes into each one's evidence, and one that cost the job
 // options.error_cost_share or more is an ERROR. Only where no finding of another kind (a slow

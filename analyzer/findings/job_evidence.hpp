@@ -112,6 +112,8 @@ struct ProbeEvidence {
   // Links the asynchronous probes found slow, not named yet: their hosts' other pairs have not
   // been measured fine since (detect_probed_links.cpp, link_awaits_its_hosts).
   std::vector<ExplainedFinding> awaiting_hosts;
+  // The same links' two hosts, for the stalled-transfer rule, which holds them back too.
+  std::vector<std::pair<std::string, std::string>> held_links;
   // Whether the probes record the leaders' held times (version 13), so that their findings are
   // judged with the time off the CPU taken out.
   bool held_recorded = false;

@@ -225,6 +225,21 @@ TEST(ProbeAsync, ARateLimitedLinkHeldBackIsNotNamedByItsStalledTransfers) {
   }
 }
 
+// A link rate-limited one way (h1 -> h2 at 2 MB/s from 10 s): the reverse's transfers are slow
+// too while the limited way is busy (their acknowledgements queue behind its data), in most
+// rounds but not all; the latencies are fine. Both directions read slow, and the best transfer
+// each way since tells which is the limited one.
+TEST(ProbeHeld, ALinkRateLimitedOneWayIsNamedByItsBestTransfersEachWay) {
+  SyntheticJob job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double t) {
+    if (t < 10) return 1000.0;
+    if (from == 1 && to == 2) return 2.0;
+    if (from == 2 && to == 1) return std::abs(t - 20) < 0.5 ? 1000.0 : 4.0;
+    return 1000.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h2"}});
+}
+
 // A link slow one way (h1 -> h2 +3 ms) in a job of point-to-point calls, probed asynchronously,
 // whose h1 leader computes between its MPI calls and finds what h2 sends 1 ms after it came: the
 // reverse's one-way leg reads 1 ms slow in both hosts' measurements, and the link slow both ways,
