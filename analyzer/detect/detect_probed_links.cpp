@@ -625,17 +625,16 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
 // for one analysis first, 2-3 s after the fault; docs/faults.md sweep 38). Such a link waits
 // while another pair of its two hosts has voted slow since kLinkAwaitsNs before the link began
 // to read slow (a host's fault slows them too, a link's leaves them fine; the host's other pairs
-// may have read slow first), or has not voted since
-// though it was measured within kActivePairNs before. Pairs measured by a leader that is confirming
-// this link are not waited for: its confirmations take its turns (a 20 Mbit/s link's leader
-// measured no other peer for 6.7 s). At most kLinkAwaitsNs after the link's first slow reading for
-// pairs not measured since, kLinkAwaitsSlowPairNs while one has read slow since (a host's fault,
-// whose other pairs had not yet read slow enough to name it: NPB CG's host network was named as one
-// of its links for one analysis 5 s after the fault, docs/faults.md sweep 40), and not once the job
-// has ended (nothing more will come): then it is named whatever its hosts' other pairs say. The
-// rounds measure every pair at once and need not wait. What it cannot tell apart: a link fault
-// whose echo slows its host's other pairs (the leader still busy with its transfer) from its
-// host's; for that long the link is not named.
+// may have read slow first), or has not voted since though it was measured within kActivePairNs
+// before. Pairs measured by a leader that is confirming this link are not waited for: its
+// confirmations take its turns (a 20 Mbit/s link's leader measured no other peer for 6.7 s). It
+// waits at most kLinkAwaitsNs after it began for pairs not measured since, kLinkAwaitsSlowPairNs
+// while one has read slow (a host's fault whose other pairs had not yet read slow enough to name
+// it: NPB CG's host network was named as one of its links for one analysis 5 s after the fault,
+// docs/faults.md sweep 40), and not once the job has ended (nothing more will come): then it is
+// named whatever its hosts' other pairs say. The rounds measure every pair at once and need not
+// wait. What it cannot tell apart: a link fault whose echo slows its host's other pairs as much
+// as a fourth of the link (kEchoSlowness) from its host's; for that long the link is not named.
 constexpr std::int64_t kActivePairNs = 10'000'000'000;
 constexpr std::int64_t kLinkAwaitsNs = 4'000'000'000;
 constexpr std::int64_t kLinkAwaitsSlowPairNs = 6'000'000'000;
@@ -848,8 +847,8 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
 // way slows the reverse's transfers too while the limited way is busy (their acknowledgements
 // queue behind its data), not all of them (NPB CG with ctap1 -> ctap2 at 20 Mbit/s: every
 // transfer that way 110-245 ms, the other way 110-135 ms in half the rounds and 0.2-5 ms in the
-// rest, docs/faults.md sweep 40). Turns `p` to the slow direction, clears
-// `both` where one was found, and returns how the probes told it, for the summary.
+// rest, docs/faults.md sweep 40). Turns `p` to the slow direction, clears `both` where one was
+// found, and returns how the probes told it, for the summary.
 constexpr double kThroughputEchoShare = 0.25;
 std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& key, PairProbes& p,
                            bool& both) {
