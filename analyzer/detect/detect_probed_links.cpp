@@ -634,15 +634,14 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
 // docs/faults.md sweep 40), and not once the job has ended (nothing more will come): then it is
 // named whatever its hosts' other pairs say. The rounds measure every pair at once and need not
 // wait. What it cannot tell apart: a link fault whose echo slows its host's other pairs as much
-// as a fourth of the link (kEchoSlowness) from its host's; for that long the link is not named.
+// as kEchoShare of the link from its host's; for that long the link is not named.
 constexpr std::int64_t kActivePairNs = 10'000'000'000;
 constexpr std::int64_t kLinkAwaitsNs = 4'000'000'000;
 constexpr std::int64_t kLinkAwaitsSlowPairNs = 6'000'000'000;
-// Another pair's slow reading holds the link only where it is as slow as a fourth of the link by
-// the same measure (against the measure's limit): a host's fault slows its pairs alike, while a
-// link's echo (its leader busy with a transfer over it) slows another pair a little past the
+// Another pair's slow reading holds the link only where it is as slow as kEchoShare of the link
+// by the same measure (against the measure's limit): a host's fault slows its pairs alike, while
+// a link's echo (its leader busy with a transfer over it) slows another pair a little past the
 // limit. NPB MG with ctap0 -> ctap1 at 20 Mbit/s, named at 11 s by stalls, was held until 17 s.
-constexpr double kEchoSlowness = 4;
 
 // When the link's current slowness began: its first slow measurement since its last fine one
 // (a moment none of whose votes is slow), or since a gap of more than kLinkAwaitsSlowPairNs
@@ -685,7 +684,7 @@ bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, in
     for (const PairVerdict::Vote& vote : v.votes) {
       voted_since |= vote.at >= since;
       slow_since |= vote.slow && vote.at >= since - kLinkAwaitsNs &&
-                    kEchoSlowness * vote.slowness >= slowness[vote.throughput];
+                    vote.slowness >= kEchoShare * slowness[vote.throughput];
     }
     const bool confirming = other.first == key.first || (both && other.first == key.second);
     const bool active = v.votes.back().at >= since - kActivePairNs;
@@ -849,7 +848,6 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
 // transfer that way 110-245 ms, the other way 110-135 ms in half the rounds and 0.2-5 ms in the
 // rest, docs/faults.md sweep 40). Turns `p` to the slow direction, clears `both` where one was
 // found, and returns how the probes told it, for the summary.
-constexpr double kThroughputEchoShare = 0.25;
 std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& key, PairProbes& p,
                            bool& both) {
   std::string direction;
@@ -864,10 +862,8 @@ std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& k
     const double excess_forth = f->second - j.base.latency,
                  excess_back = b->second - j.base.latency;
     const double needed = j.base.latency_limit - j.base.latency;
-    auto alone = [&](double slow, double other) {
-      return slow >= needed && std::abs(other) <= 0.25 * slow;
-    };
-    if (alone(excess_forth, excess_back) || alone(excess_back, excess_forth)) {
+    if (slow_way_alone(excess_forth, excess_back, needed) ||
+        slow_way_alone(excess_back, excess_forth, needed)) {
       both = false;
       const bool reversed = excess_back > excess_forth;
       if (reversed) std::swap(p.from, p.to);
@@ -891,7 +887,7 @@ std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& k
   if (both) {
     const double forth_mb = best(key), back_mb = best({key.second, key.first});
     if (forth_mb > 0 && back_mb > 0 &&
-        std::min(forth_mb, back_mb) <= kThroughputEchoShare * std::max(forth_mb, back_mb)) {
+        std::min(forth_mb, back_mb) <= kEchoShare * std::max(forth_mb, back_mb)) {
       both = false;
       if (back_mb < forth_mb) std::swap(p.from, p.to);
       direction = " (" + mb_text(std::min(forth_mb, back_mb)) + ", back " +

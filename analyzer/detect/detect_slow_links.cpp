@@ -547,7 +547,6 @@ enum class SlowWay { not_told, forth, back, both };
 // threshold against 21 times the slow way: a receiver busy pushing its large messages over the
 // slow way completes the small ones coming back a little late). A class slow both ways alike
 // keeps both (a link slow both ways).
-constexpr double kEchoShare = 0.25;
 SlowWay slow_way_by_messages(const PairCell& forth, const PairCell& back) {
   for (const auto& [size, shares] : forth.recent_by_class) {
     if (size >= size_class(kFewPackets)) break;
@@ -568,19 +567,13 @@ SlowWay slow_way_by_messages(const PairCell& forth, const PairCell& back) {
 // By the probes' pings (their one-way legs on the corrected clocks, ClockAlignment): one way has
 // min_link_delay's excess over the legs' lower quartile at least and the other within a quarter
 // of that either way (a clock error would add to one what it takes from the other).
-SlowWay slow_way_by_pings(const std::map<std::pair<int, int>, double>& legs,
+SlowWay slow_way_by_pings(const std::map<std::pair<int, int>, double>& legs, double base_ns,
                           const std::pair<int, int>& pair, double min_excess_ns) {
   auto forth = legs.find(pair), back = legs.find({pair.second, pair.first});
   if (forth == legs.end() || back == legs.end()) return SlowWay::not_told;
-  std::vector<double> all;
-  for (const auto& [key, ns] : legs) all.push_back(ns);
-  const double base = lower_quartile_of(all);
-  const double excess_forth = forth->second - base, excess_back = back->second - base;
-  auto alone = [&](double slow, double other) {
-    return slow >= min_excess_ns && std::abs(other) <= kEchoShare * slow;
-  };
-  if (alone(excess_forth, excess_back)) return SlowWay::forth;
-  if (alone(excess_back, excess_forth)) return SlowWay::back;
+  const double excess_forth = forth->second - base_ns, excess_back = back->second - base_ns;
+  if (slow_way_alone(excess_forth, excess_back, min_excess_ns)) return SlowWay::forth;
+  if (slow_way_alone(excess_back, excess_forth, min_excess_ns)) return SlowWay::back;
   return SlowWay::not_told;
 }
 
@@ -593,8 +586,12 @@ void slow_way(const Job& job, const HealthOptions& options, const ClockAlignment
     return static_cast<int>(std::lower_bound(job.hosts.begin(), job.hosts.end(), host) -
                             job.hosts.begin());
   };
-  for (const ProbedOneWay& l : clocks.probed_one_way)
+  std::vector<double> all_legs;
+  for (const ProbedOneWay& l : clocks.probed_one_way) {
     legs[{index(l.from), index(l.to)}] = l.one_way_us * 1e3;
+    all_legs.push_back(l.one_way_us * 1e3);
+  }
+  const double legs_base = all_legs.empty() ? 0.0 : lower_quartile_of(all_legs);
   for (auto& [pair, cell] : pairs) {
     auto back = pairs.find({pair.second, pair.first});
     if (pair.first > pair.second || !cell.slow || back == pairs.end() || !back->second.slow)
@@ -602,7 +599,7 @@ void slow_way(const Job& job, const HealthOptions& options, const ClockAlignment
     const char* told_by = "its messages of a few packets";
     SlowWay way = slow_way_by_messages(cell, back->second);
     if (way == SlowWay::not_told) {
-      way = slow_way_by_pings(legs, pair, options.min_link_delay_us * 1e3);
+      way = slow_way_by_pings(legs, legs_base, pair, options.min_link_delay_us * 1e3);
       told_by = "the link probes' pings";
     }
     if (way != SlowWay::forth && way != SlowWay::back) continue;

@@ -101,6 +101,17 @@ inline std::string count_text(std::uint64_t n, const std::string& noun) {
   return with_commas(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
+// Which way a link is slow, where both ways read slow: a fault one way slows the reverse too
+// (TCP's acknowledgements cross the slow way), but by far less. The other way counts as its echo
+// where it reads under kEchoShare of the slow way (detect_slow_links, detect_probed_links).
+inline constexpr double kEchoShare = 0.25;
+// Whether a one-way time's excess `excess` is the slow way alone: at least `needed`, and the other
+// way's excess within kEchoShare of it either way (a clock error adds to one what it takes from
+// the other, so a small negative excess is the other way's error, not speed).
+inline bool slow_way_alone(double excess, double other_excess, double needed) {
+  return excess >= needed && std::abs(other_excess) <= kEchoShare * excess;
+}
+
 // Message size class of `bytes`: powers of four.
 inline int size_class(std::int64_t bytes) {  // powers of four
   int c = 0;
