@@ -111,18 +111,45 @@ void AsyncProber::send_reply(const Reply& reply, int to_rank) {
   next_reply_ = (next_reply_ + 1) % kReplySlots;
 }
 
-bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, std::uint64_t looked) {
-  if (watch.request == MPI_REQUEST_NULL) return false;
-  int done = 0;
-  MPI_Status status;
-  if (PMPI_Test(&watch.request, &done, &status) != MPI_SUCCESS) {
-    watch.request = MPI_REQUEST_NULL;  // an error: this side stops answering
+bool AsyncProber::answer_arrivals(std::uint64_t looked) {
+  constexpr std::size_t kWatches = 1 + kTransferSlots;
+  std::array<Watch*, kWatches> watches{};
+  std::array<MPI_Request, kWatches> requests{};
+  std::size_t n = 0;
+  watches[n++] = &ping_;
+  for (Watch& transfer : transfers_) watches[n++] = &transfer;
+  for (std::size_t i = 0; i < n; ++i) requests[i] = watches[i]->request;
+  std::array<int, kWatches> indices{};
+  std::array<MPI_Status, kWatches> statuses{};
+  int count = 0;
+  if (PMPI_Testsome(static_cast<int>(n), requests.data(), &count, indices.data(),
+                    statuses.data()) != MPI_SUCCESS) {
+    for (std::size_t i = 0; i < n; ++i)
+      watches[i]->request = MPI_REQUEST_NULL;  // an error: this side stops answering
     return false;
   }
-  if (!done) {
-    watch.last_miss_ns = looked;
-    return false;
+  if (count == MPI_UNDEFINED) return false;  // none posted (each stopped on an error)
+  std::array<bool, kWatches> arrived{};
+  for (int k = 0; k < count; ++k) arrived[static_cast<std::size_t>(indices[k])] = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    watches[i]->request = requests[i];  // a completed receive's is MPI_REQUEST_NULL now
+    if (!arrived[i] && requests[i] != MPI_REQUEST_NULL) watches[i]->last_miss_ns = looked;
   }
+  bool answered = false;
+  for (int k = 0; k < count; ++k) {
+    const auto i = static_cast<std::size_t>(indices[k]);
+    if (i == 0) {
+      answered |= answer(ping_, kPingTag, &ping_in_, 1, statuses[k]);
+    } else {
+      std::vector<char>& in = transfer_in_[i - 1];
+      answered |= answer(transfers_[i - 1], kTransferTag, in.data(), static_cast<int>(in.size()),
+                         statuses[k]);
+    }
+  }
+  return answered;
+}
+
+bool AsyncProber::answer(Watch& watch, int tag, void* buffer, int bytes, const MPI_Status& status) {
   int cancelled = 0;
   PMPI_Test_cancelled(&status, &cancelled);
   if (cancelled) return false;
@@ -384,10 +411,7 @@ void AsyncProber::service(std::uint64_t now, bool at_entry) {
   if (in_service_) return;
   in_service_ = true;
   gaps_.look(now);
-  bool worked = answer(ping_, kPingTag, &ping_in_, 1, now);
-  for (std::size_t i = 0; i < transfers_.size(); ++i)
-    worked |= answer(transfers_[i], kTransferTag, transfer_in_[i].data(),
-                     static_cast<int>(transfer_in_[i].size()), now);
+  bool worked = answer_arrivals(now);
   worked |= advance_measurement(now);
   const std::uint64_t elapsed = std::max(kShareFloorNs, minus(now, cost_.since_ns));
   const bool over = static_cast<double>(cost_.spent_ns) > kMaxShare * static_cast<double>(elapsed);

@@ -188,8 +188,13 @@ class AsyncProber {
   };
 
   void service(std::uint64_t now, bool at_entry);
-  // Answers what arrived on `watch` (a ping or a transfer), reposting it. Returns whether it did.
-  bool answer(Watch& watch, int tag, void* buffer, int bytes, std::uint64_t looked);
+  // Answers what arrived on the posted receives (the ping's and the transfers'), reposting each,
+  // and marks those still waiting as missed at `looked`. One PMPI_Testsome over them all: each
+  // test is a turn of the library's progress engine, and a service comes at every intercepted
+  // call's entry (kEntryNs apart at most). Returns whether it answered any.
+  bool answer_arrivals(std::uint64_t looked);
+  // Answers the ping or transfer that arrived on `watch` (`status`), reposting it.
+  bool answer(Watch& watch, int tag, void* buffer, int bytes, const MPI_Status& status);
   void post(Watch& watch, int tag, void* buffer, int bytes);
   void send_reply(const Reply& reply, int to_rank);
   bool advance_measurement(std::uint64_t looked);
