@@ -98,12 +98,16 @@ struct ProbeStall {
   std::int64_t wall = 0, wall_end = 0;
 };
 
+// Per host pair (names in order), when its probe transfers in the stall span were measured
+// (aligned), stalled or not.
+using ProbeTransferTimes = std::map<std::pair<std::string, std::string>, std::vector<std::int64_t>>;
+
 // The probes that stalled in the stall span: each measure's baseline is the lower quartile of all
 // its values in the range. Also each host's leader: the lowest world rank there that measured
 // probes (each communicator's leader is its lowest member on the host).
 bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_t stall_since,
                        std::vector<ProbeStall>& stalls, std::map<std::string, int>& leaders,
-                       std::string& error) {
+                       ProbeTransferTimes& transfers, std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
   std::vector<ProbeStall> probed;
   std::vector<double> latency_ns, transfer_ns;
@@ -131,7 +135,9 @@ bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_
                 one_way ? static_cast<double>(static_cast<std::int64_t>(p.slowest_oneway_ns))
                         : std::max(fastest,
                                    static_cast<double>(static_cast<std::int64_t>(p.slowest_ns)));
-            if (at < stall_since || ns < kProbeStallNs) return;
+            if (at < stall_since) return;
+            if (!latency) transfers[std::minmax(p.from_host, p.to_host)].push_back(at);
+            if (ns < kProbeStallNs) return;
             ProbeStall s{
                 .stall = {p.from_host, p.to_host, at, ns, 0, true, !one_way || !latency, latency},
                 .measuring = p.rank,
@@ -155,6 +161,29 @@ bool read_probe_stalls(const Job& job, const HealthOptions& options, std::int64_
       stalls.push_back(std::move(p));
   }
   return true;
+}
+
+// Linux's shortest retransmission timeout (TCP_RTO_MIN): a lost packet that no later one reveals
+// is resent after this long at least.
+constexpr double kMinRetransmitNs = 200e6;
+
+// What the stalls say of their cause. Lost packets stall a few transfers, by a retransmission
+// timeout (200 ms and more), or less where a tail-loss probe resends early; a rate limit or a
+// congested port slows most of them, steadily, by what their bytes take (a host at 20 Mbit/s:
+// every probe transfer of 256 KiB 100-250 ms, docs/faults.md sweep 40). Stalls under 200 ms and
+// not steady may be either.
+std::string stall_cause(bool steady, std::size_t stalled_transfers, std::size_t transfers,
+                        double longest_ns) {
+  if (steady)
+    return std::to_string(stalled_transfers) + " of its " + std::to_string(transfers) +
+           " probe transfers since the first this slow: a steady slowness (a rate limit, a "
+           "congested port queuing its traffic, or heavy loss) rather than the few stalls of lost "
+           "packets";
+  if (longest_ns >= kMinRetransmitNs)
+    return "packets lost and retransmitted after a timeout (cable, NIC or switch port)";
+  return "each under a retransmission timeout (" + ms_text(kMinRetransmitNs) +
+         "): lost packets resent early (a tail-loss probe; cable, NIC or switch port), or a "
+         "rate limit or congested port queuing its traffic";
 }
 
 // What a set of stalls amounts to.
@@ -187,6 +216,19 @@ struct StallFindings {
   std::string span;
   std::vector<Finding>& findings;
   const std::vector<Stall>& all;  // the counted stalls and those taken for the scheduler's
+  const ProbeTransferTimes& probe_transfers;
+
+  // The subject's probe transfers measured at `since` or later, stalled or not.
+  std::size_t probe_transfers_of(const NetworkSubject& subject, std::int64_t since) const {
+    const std::pair<std::string, std::string> link = std::minmax(subject.from, subject.to);
+    std::size_t n = 0;
+    for (const auto& [pair, times] : probe_transfers)
+      if (subject.host.empty() ? pair == link
+                               : pair.first == subject.host || pair.second == subject.host)
+        n += static_cast<std::size_t>(std::count_if(times.begin(), times.end(),
+                                                    [&](std::int64_t at) { return at >= since; }));
+    return n;
+  }
 
   // The subject's stalls among `all`, counted or not, the longest first.
   StalledTransfersEvidence transfers_of(const NetworkSubject& subject) const {
@@ -221,6 +263,18 @@ struct StallFindings {
            const std::vector<const Stall*>& mine, std::size_t elsewhere,
            const NetworkSubject& network, avoid_list::AvoidList avoid, const std::string& where) {
     const StallSummary sum = summarize(mine, recent_since);
+    // Whether most of its probe transfers stalled (stall_cause), counted from the first stalled
+    // one on: the span reaches back before a fault began.
+    std::int64_t first_stall = INT64_MAX;
+    std::size_t stalled_transfers = 0;
+    for (const Stall* s : mine)
+      if (s->probe && !s->round_trip) {
+        ++stalled_transfers;
+        first_stall = std::min(first_stall, s->at);
+      }
+    const std::size_t transfers = probe_transfers_of(network, first_stall);
+    const bool steady = stalled_transfers >= static_cast<std::size_t>(kMinMoments) &&
+                        2 * stalled_transfers >= transfers;
     Finding f;
     f.kind = kind;
     f.subject = subject;
@@ -235,8 +289,7 @@ struct StallFindings {
                 std::to_string(mine.size() - static_cast<std::size_t>(sum.probes)) +
                 " messages of " + ms_text(kStallNs) + " or more, " + std::to_string(sum.probes) +
                 " probes of " + ms_text(kProbeStallNs) + " or more), " + std::to_string(elsewhere) +
-                " elsewhere: packets lost and retransmitted after a timeout (cable, NIC or "
-                "switch port)";
+                " elsewhere: " + stall_cause(steady, stalled_transfers, transfers, sum.longest);
     f.source = "stalls";
     StalledTransfersEvidence evidence = transfers_of(network);
     evidence.subject = network;
@@ -245,6 +298,9 @@ struct StallFindings {
     evidence.longest_ns = sum.longest;
     evidence.baseline_ns = sum.baseline;
     evidence.stalls_elsewhere = elsewhere;
+    evidence.probe_transfers = transfers;
+    evidence.probe_transfers_stalled = stalled_transfers;
+    evidence.steady = steady;
     f.evidence.rule = std::move(evidence);
     f.host = network.host;
     f.from = network.from;
@@ -373,7 +429,6 @@ void add_link_findings(const std::vector<Stall>& stalls, const NamedNetworkSubje
 // ones the scheduler does not account for name the link (packet loss is also read from the
 // kernel's TCP counters, detect_lost_packets).
 constexpr double kHeldOffPartOfExcess = 0.5;
-constexpr double kMinRetransmitNs = 200e6;
 bool by_scheduler(const Stall& s) {
   const double excess = s.ns - s.baseline_ns;
   if (excess >= kMinRetransmitNs) return false;
@@ -399,7 +454,9 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
   const std::int64_t stall_span = stall_span_ns(options);
   std::vector<ProbeStall> probe_stalls;
   std::map<std::string, int> leaders;
-  if (!read_probe_stalls(job, options, now - stall_span, probe_stalls, leaders, error))
+  ProbeTransferTimes probe_transfers;
+  if (!read_probe_stalls(job, options, now - stall_span, probe_stalls, leaders, probe_transfers,
+                         error))
     return false;
   if (message_stalls.empty() && probe_stalls.empty()) return true;
   HeldOffCounters held_off;
@@ -435,7 +492,7 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
     return true;
   const NamedNetworkSubjects named = named_network_subjects(findings);
   StallFindings out{job, now - stall_span / 2, ms_text(static_cast<double>(stall_span)), findings,
-                    all};
+                    all, probe_transfers};
   std::vector<const Stall*> host_stalls;
   std::size_t elsewhere = 0;
   if (const std::string host = lossy_host(all, out.recent_since, host_stalls, elsewhere);

@@ -239,6 +239,11 @@ struct StalledTransfersEvidence {
   std::size_t stalls_elsewhere = 0;
   // Stalls of the subject's pairs taken for the scheduler's and not counted above.
   std::size_t by_scheduler = 0;
+  // The subject's link-probe transfers since its first stalled one, and those stalled: half or
+  // more stalled (3 at least) is a steady slowness, a rate limit or a congested port, rather
+  // than the few stalls of lost packets.
+  std::size_t probe_transfers = 0, probe_transfers_stalled = 0;
+  bool steady = false;
   // The subject's stalls, counted or not, the longest first (at most kListed).
   std::vector<StalledTransfer> transfers;
   static constexpr std::size_t kListed = 16;

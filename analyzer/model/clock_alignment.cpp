@@ -90,11 +90,22 @@ std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages
 // computes between its MPI calls finds a ping late, and its time away is not the network's.
 // Seen: NPB MG's asynchronous probes with ctap1 -> ctap2 delayed read the reverse's leg at
 // 2.9 ms against 21 us between other hosts, and the link as slow both ways (docs/faults.md,
-// sweep 40).
+// sweep 40). No more is taken than the leg itself: a leader away for all of it (away since
+// before it began) says only that the network took at most the leg, and the subtraction would
+// read a negative time that looks like a clock error. Seen: an all-to-all transpose with
+// ctap2 -> ctap3 delayed 2 ms, whose fast way read -0.72 ms from legs of 0.3-0.7 ms held
+// 1.2-1.4 ms, and the link as slow both ways (sweep 41). (A leg read negative before the
+// subtraction is the clocks' error, and stays as it is.)
 struct ProbeTrip {
   int from_host, to_host;
   double forth, back;
 };
+
+// A leg's network time: `leg` less `held`, down to zero at most.
+double leg_less_held(std::int64_t leg, std::uint64_t held) {
+  const double taken = std::min(static_cast<double>(held), std::max(0.0, static_cast<double>(leg)));
+  return static_cast<double>(leg) - taken;
+}
 
 // The probe round trips in the --since range, oldest first.
 bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
@@ -119,11 +130,9 @@ bool probe_trips(const Job& job, std::int64_t since, std::int64_t until,
         if (at < since || at > until) return;
         auto mine = [&](std::uint64_t t) { return me->second.aligned(t); };
         auto theirs = [&](std::uint64_t t) { return peer->second.aligned(t); };
-        trips.push_back({from, to,
-                         static_cast<double>(theirs(p.peer_received_ns) - mine(p.sent_ns)) -
-                             static_cast<double>(p.to_held_ns),
-                         static_cast<double>(mine(p.received_ns) - theirs(p.peer_replied_ns)) -
-                             static_cast<double>(p.from_held_ns)});
+        trips.push_back(
+            {from, to, leg_less_held(theirs(p.peer_received_ns) - mine(p.sent_ns), p.to_held_ns),
+             leg_less_held(mine(p.received_ns) - theirs(p.peer_replied_ns), p.from_held_ns)});
       },
       error);
 }

@@ -195,6 +195,9 @@ json rule_json(const StalledTransfersEvidence& e) {
   out["baseline_ns"] = e.baseline_ns;
   out["stalls_elsewhere"] = e.stalls_elsewhere;
   out["by_scheduler"] = e.by_scheduler;
+  out["probe_transfers"] = e.probe_transfers;
+  out["probe_transfers_stalled"] = e.probe_transfers_stalled;
+  out["steady"] = e.steady;
   json transfers = json::array();
   for (const StalledTransfer& t : e.transfers) {
     json one = {{"from", t.from},

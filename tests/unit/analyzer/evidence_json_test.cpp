@@ -42,7 +42,8 @@ TEST(EvidenceJson, EachRulePrintsItsKeysWithTheirNumberFormats) {
   stalled.rule = stalls;
   EXPECT_EQ(evidence_text(stalled),
             "{\"baseline_ns\":100000.0,\"by_scheduler\":2,\"host\":\"h3\",\"longest_ns\":"
-            "200000000.0,\"moments\":4,\"source\":\"stalls\",\"stalls\":7,\"stalls_elsewhere\":1,"
+            "200000000.0,\"moments\":4,\"probe_transfers\":0,\"probe_transfers_stalled\":0,"
+            "\"source\":\"stalls\",\"stalls\":7,\"stalls_elsewhere\":1,\"steady\":false,"
             "\"transfers\":[{\"at_ns\":5,\"baseline_ns\":100000.0,\"by_scheduler\":true,"
             "\"from\":\"h3\",\"ns\":20000000.0,\"probe\":false,\"receiver\":{\"held_off_ns\":-1.0,"
             "\"interval_ns\":0.0,\"rank\":2},\"sender\":{\"held_off_ns\":100000000.0,"

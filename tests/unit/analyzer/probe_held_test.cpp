@@ -263,4 +263,32 @@ TEST(ProbeAsync, ALeaderAwayFromItsLookDoesNotMakeALinkSlowBothWays) {
   }
 }
 
+// The same link, with h1's leader away 1.4 ms, longer than the 30 us leg it covers, in two of
+// every three rounds (away since before the reply was sent): those rounds say only that the leg
+// took at most its reading, and it reads next to nothing, not the -1.37 ms the subtraction
+// gives, which looks like a clock error and the link slow both ways. Seen: an all-to-all
+// transpose, named `<->` from 20 s on (docs/faults.md, sweep 41).
+TEST(ProbeAsync, ALeaderAwayLongerThanTheLegItCoversTakesNoMoreThanTheLeg) {
+  SyntheticJob job = probed_job();
+  job.probes_asynchronous = true;
+  job.probe_every_s = 1;
+  job.probe_one_way_us = [](int from, int to, double t) {
+    return t >= 10 && from == 1 && to == 2 ? 3030.0 : 30.0;
+  };
+  job.probe_held_us = [](int from, int to, double t) {
+    const double away = std::fmod(t + 0.5, 3.0) < 2.0 ? 1400.0 : 0.0;
+    return std::pair{from == 1 && to == 2 ? away : 0.0, from == 2 && to == 1 ? away : 0.0};
+  };
+  const auto health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
+  bool reverse_measured = false;
+  for (const auto& leg : health.evidence.clocks.probed_one_way) {
+    if (leg.from == "h2" && leg.to == "h1") {
+      reverse_measured = true;
+      EXPECT_NEAR(leg.one_way_us, 15, 20);
+    }
+  }
+  EXPECT_TRUE(reverse_measured);
+}
+
 }  // namespace
