@@ -621,33 +621,46 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
 
 // A link the asynchronous probes find slow may be the first sight of its host's network fault: a
 // leader measures one peer at a time and confirms that one, so a host's other pairs read slow a
-// slot or two later (the network of a host running NPB CG or MG was named as one of its links
-// for one analysis first, 2-3 s after the fault; docs/faults.md sweep 38). Such a link waits
-// while another pair of its two hosts has voted slow since kLinkAwaitsNs before the link began
-// to read slow (a host's fault slows them too, a link's leaves them fine; the host's other pairs
-// may have read slow first), or has not voted since though it was measured within kActivePairNs
-// before. Pairs measured by a leader that is confirming this link are not waited for: its
-// confirmations take its turns (a 20 Mbit/s link's leader measured no other peer for 6.7 s). It
-// waits at most kLinkAwaitsNs after it began for pairs not measured since, kLinkAwaitsSlowPairNs
-// while one has read slow (a host's fault whose other pairs had not yet read slow enough to name
-// it: NPB CG's host network was named as one of its links for one analysis 5 s after the fault,
-// docs/faults.md sweep 40), and not once the job has ended (nothing more will come): then it is
-// named whatever its hosts' other pairs say. The rounds measure every pair at once and need not
-// wait. What it cannot tell apart: a link fault whose echo slows its host's other pairs as much
-// as kEchoShare of the link from its host's; for that long the link is not named.
+// slot or two later, or at the next collective round where the rounds measure them (the network
+// of a host running NPB CG or MG was named as one of its links for one analysis first, 2-3 s
+// after the fault; docs/faults.md sweep 38). Such a link waits
+// - while another pair of its two hosts has voted slow since kLinkAwaitsNs before the link began
+//   to read slow (a host's fault slows them too, a link's leaves them fine; the host's other
+//   pairs may have read slow first), by a measure at kEchoShare of the link's slowness or more,
+//   for at most kLinkAwaitsSlowPairNs after it began: time for the host rule's second round;
+// - or while another pair has not voted since though it was measured within kActivePairNs
+//   before, for at most kLinkAwaitsNs after it began, unless that pair's leader is the one
+//   confirming the link (its confirmations take its turns: a 20 Mbit/s link's leader measured
+//   no other peer for 6.7 s).
+// Not once the job has ended (nothing more will come): then it is named whatever its hosts'
+// other pairs say. The rounds measure every pair at once and need not wait. Seen: a split
+// pipeline's host network on ctap2 (2 ms) first read on the asynchronously probed
+// ctap0 -> ctap2; ctap2's other pairs, left to the rounds, read slow 5 s later (by a fourth of
+// the link's slowness or more), and the host rule named it 3 s after that, 8.2 s after the link
+// began: with a wait of 6 s the link was named from 15 s to 17 s (docs/faults.md, sweep 40 E).
+// What it cannot tell apart: a link fault whose echo slows its host's other pairs as much as
+// kEchoShare of the link from its host's; for that long the link is not named. (Over the
+// asynchronously probed links of sweep 40, a link's other pairs read at most a sixth of its
+// slowness, a host's other pairs half of it or more.) A host whose other pairs are measured
+// more than kLinkAwaitsNs after its first slow pair is named as that link meanwhile (the same
+// run at 12.9 s: the rounds had measured ctap2's other pairs 0.7 s before the fault; waiting
+// for pairs until they are due delayed links by 1-4 s in 5 of 58 stored runs, and was left).
 constexpr std::int64_t kActivePairNs = 10'000'000'000;
 constexpr std::int64_t kLinkAwaitsNs = 4'000'000'000;
-constexpr std::int64_t kLinkAwaitsSlowPairNs = 6'000'000'000;
+constexpr std::int64_t kLinkAwaitsSlowPairNs = 9'000'000'000;
 // Another pair's slow reading holds the link only where it is as slow as kEchoShare of the link
 // by the same measure (against the measure's limit): a host's fault slows its pairs alike, while
 // a link's echo (its leader busy with a transfer over it) slows another pair a little past the
 // limit. NPB MG with ctap0 -> ctap1 at 20 Mbit/s, named at 11 s by stalls, was held until 17 s.
 
+// Slow readings further apart than this are separate slownesses (slow_since).
+constexpr std::int64_t kSlownessGapNs = 6'000'000'000;
+
 // When the link's current slowness began: its first slow measurement since its last fine one
-// (a moment none of whose votes is slow), or since a gap of more than kLinkAwaitsSlowPairNs
-// between slow ones (a spike at the job's start is not this slowness's beginning: NPB MG's
-// rate-limited host was named as a pair that had read slow once 10 s before, docs/faults.md
-// sweep 40). INT64_MIN where its newest measurement was fine.
+// (a moment none of whose votes is slow), or since a gap of more than kSlownessGapNs between slow
+// ones (a spike at the job's start is not this slowness's beginning: NPB MG's rate-limited host
+// was named as a pair that had read slow once 10 s before, docs/faults.md sweep 40). INT64_MIN
+// where its newest measurement was fine.
 std::int64_t slow_since(const std::vector<PairVerdict::Vote>& votes) {
   std::int64_t since = INT64_MIN, last_slow = INT64_MIN;
   for (std::size_t i = 0; i < votes.size();) {
@@ -658,7 +671,7 @@ std::int64_t slow_since(const std::vector<PairVerdict::Vote>& votes) {
       since = INT64_MIN;
       continue;
     }
-    if (since == INT64_MIN || at - last_slow > kLinkAwaitsSlowPairNs) since = at;
+    if (since == INT64_MIN || at - last_slow > kSlownessGapNs) since = at;
     last_slow = at;
   }
   return since;
