@@ -94,7 +94,7 @@ std::vector<double> clock_corrections(const std::vector<JoinedMessage>& messages
 // before it began) says only that the network took at most the leg, and the subtraction would
 // read a negative time that looks like a clock error. Seen: an all-to-all transpose with
 // ctap2 -> ctap3 delayed 2 ms, whose fast way read -0.72 ms from legs of 0.3-0.7 ms held
-// 1.2-1.4 ms, and the link as slow both ways (sweep 41). (A leg read negative before the
+// 1.15-1.4 ms, and the link as slow both ways (sweep 41). (A leg read negative before the
 // subtraction is the clocks' error, and stays as it is.)
 struct ProbeTrip {
   int from_host, to_host;
