@@ -191,7 +191,7 @@ class AsyncProber {
   // Answers what arrived on the posted receives (the ping's and the transfers'), reposting each,
   // and marks those still waiting as missed at `looked`. One PMPI_Testsome over them all: each
   // test is a turn of the library's progress engine, and a service comes at every intercepted
-  // call's entry (kEntryNs apart at most). Returns whether it answered any.
+  // call's entry (at most once per kEntryNs). Returns whether it answered any.
   bool answer_arrivals(std::uint64_t looked);
   // Answers the ping or transfer that arrived on `watch` (`status`), reposting it.
   bool answer(Watch& watch, int tag, void* buffer, int bytes, const MPI_Status& status);
