@@ -175,13 +175,48 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
         recent(there->second.mb_per_s, [&](double mb) { return mb < throughput_limit; }).second;
     return 2 * std::max(std::min(slow_there, slow_back), slow_throughput) < rounds;
   };
+  // Whether a round found the directed pair fine inside a stretch of its messages that read slow
+  // with no fast one between (MessageLinkEvidence::slow_stretches), and no round in any such
+  // stretch found it slow. Asynchronous probe rounds come 5-8 s apart, so a window often holds
+  // one only; one round taken while the messages before and after it were slow says more than
+  // two taken around them: seen, a clean split_pipeline at 2 busy loops whose gradients
+  // ctap2 -> ctap1 read 1.3 ms against 0.1-0.13 ms in 3 of 4 messages from the job's first
+  // seconds on (the receiving stage, waiting 45 ms for them, woken late beside 6 runnable
+  // processes on 2 cores), while that pair's pings read 9 us and its 256 KB transfers
+  // 120-250 us (docs/faults.md, sweep 42). A fault that slows the pair slows the round inside
+  // its stretch: a delay the pings, a rate limit the transfer.
+  auto fine_inside_slowness =
+      [&](int from, int to, const std::vector<std::pair<std::int64_t, std::int64_t>>& stretches) {
+        auto there = pairs.find({from, to});
+        if (there == pairs.end()) return false;
+        auto inside = [&](std::int64_t at) {
+          return std::any_of(stretches.begin(), stretches.end(),
+                             [&](const auto& s) { return s.first < at && at < s.second; });
+        };
+        int fine = 0, slow = 0;
+        auto count = [&](const std::vector<Sample>& series, auto is_slow) {
+          for (const Sample& sample : series) {
+            if (!inside(sample.at)) continue;
+            const Reading reading = read_sample(sample, is_slow);
+            fine += reading == Reading::fine;
+            slow += reading == Reading::slow;
+          }
+        };
+        count(there->second.latency_ns, [&](double ns) { return ns > latency_limit; });
+        count(there->second.mb_per_s, [&](double mb) { return mb < throughput_limit; });
+        return fine > 0 && slow == 0;
+      };
   std::erase_if(findings, [&](const Finding& f) {
     if (f.source == "probes") return false;
     bool contradicted = false;
     if (f.kind == finding_kind::slow_link) {
       auto from = node_of.find(f.from), to = node_of.find(f.to);
       if (from == node_of.end() || to == node_of.end()) return false;
-      contradicted = probed_fine(from->second, to->second).value_or(false);
+      const auto verdict = probed_fine(from->second, to->second);
+      const auto* messages = std::get_if<MessageLinkEvidence>(&f.evidence.rule);
+      contradicted = verdict ? *verdict
+                             : messages && fine_inside_slowness(from->second, to->second,
+                                                                messages->slow_stretches);
     } else if (f.kind == finding_kind::slow_host_network) {
       const std::string& host = f.host;
       auto node = node_of.find(host);

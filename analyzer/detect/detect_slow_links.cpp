@@ -85,6 +85,7 @@ struct PairCell {
   double history_share = 0;
   bool history_known = false;
   std::int64_t recent_from = INT64_MAX;
+  std::vector<std::pair<std::int64_t, std::int64_t>> slow_stretches;  // MessageLinkEvidence's
 };
 using PairCells = std::map<std::pair<int, int>, PairCell>;
 
@@ -356,6 +357,23 @@ OwnHistory own_history_share(const std::vector<LinkObservation>& observations, s
   return {.known = windows > 0, .share = windows > 0 && lowest <= kMostlySlow ? lowest : 0.0};
 }
 
+// The stretches of `sent` (decided messages by send time) slow with no fast one between, two slow
+// ones at least: each its first and last send.
+std::vector<std::pair<std::int64_t, std::int64_t>> slow_stretches(
+    const std::vector<std::pair<std::int64_t, bool>>& sent) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> stretches;
+  std::size_t run = 0;  // slow ones in a row so far
+  for (std::size_t i = 0; i <= sent.size(); ++i) {
+    if (i < sent.size() && sent[i].second) {
+      ++run;
+      continue;
+    }
+    if (run >= 2) stretches.emplace_back(sent[i - run].first, sent[i - 1].first);
+    run = 0;
+  }
+  return stretches;
+}
+
 // Recent: sent in the last window, or, where that holds fewer than kMinRecent decided ones
 // kIndependentNs apart (a job that exchanges messages every few seconds), back to the
 // kMinRecent-th newest such. Counts each pair's recent slow and fast messages.
@@ -406,6 +424,8 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
         ++cell.recent_censored;
       }
     }
+    if (auto mine = decided.find(pair); mine != decided.end())
+      cell.slow_stretches = slow_stretches(mine->second);
   }
   return decided;
 }
@@ -878,7 +898,8 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                                           .recent_fast = cell.recent_fast,
                                           .messages = cell.messages,
                                           .recent_censored = cell.recent_censored,
-                                          .test = cell.test};
+                                          .test = cell.test,
+                                          .slow_stretches = cell.slow_stretches};
     auto& rule = std::get<MessageLinkEvidence>(f.evidence.rule);
     for (int h : {pair.first, pair.second})
       if (apart_at_host(pair, both, h, pairs))

@@ -492,6 +492,17 @@ TEST(Health, SlowMessagesOnALinkTheProbesFindFineAreNoFinding) {
     return (from == 0 && to == 2) || (from == 2 && to == 0) ? 1030.0 : 30.0;
   };
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h2"}});
+  // Rounds 12 s apart (the asynchronous probes' are 5-8 s apart): the window holds one, at 24 s,
+  // taken while the messages before and after it were slow. Fine there, it is not the network.
+  job.probe_latency_us = [](int, int, double) { return 30.0; };
+  job.probe_every_s = 12;
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  // One fine round in the window from before the messages turned slow says nothing about them.
+  job.probe_every_s = 21;
+  job.link_us = [](int from, int to, double t) {
+    return from == 0 && to == 2 && t >= 22 ? 2000.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h2"}});
 }
 
 // A host that became slow late in a long job: its clean windows before do not outvote the slow
@@ -1596,6 +1607,26 @@ TEST(Health, AHostWhoseRanksChangedIsNamedAndARecoveredOneIsNot) {
   };
   job.progress = [](double t) { return t >= 8 && t < 18 ? 0.7 : 1.0; };
   expect_exactly(analyze(job, defaults), {});
+}
+
+// A rank that waited half its time: from second 12 it waits 60 ms a second less while the others
+// wait 300 ms more and the job slows by 30%. Against the others' median it rose by 36 points, but
+// only 6 of them are its own: the others came to wait for something else (a stencil's rank two
+// hosts from a delayed link, docs/faults.md sweep 41). Waiting 250 ms a second less, its own rise
+// is two fifths of the whole, as a rank that computes longer makes it: named.
+TEST(Health, ARankThatRoseLittleItselfWhileTheOthersCameToWaitMuchMoreIsNotNamed) {
+  SyntheticJob job;
+  job.receive_wait_ms = [](int) { return 500.0; };
+  job.receive_wait_ms_at = [](int rank, double t) {
+    return t < 12 ? 0.0 : rank == 5 ? -60.0 : 300.0;
+  };
+  job.progress = [](double t) { return t >= 12 ? 0.7 : 1.0; };
+  const HealthOptions defaults;
+  expect_exactly(analyze(job, defaults), {});
+  job.receive_wait_ms_at = [](int rank, double t) {
+    return t < 12 ? 0.0 : rank == 5 ? -250.0 : 300.0;
+  };
+  expect_exactly(analyze(job, defaults), {{"slow_rank", "rank 5 (h2)"}});
 }
 
 // A program that computes nothing (OSU's benchmarks: every rank inside MPI all the time): a
