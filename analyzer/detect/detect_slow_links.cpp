@@ -97,12 +97,29 @@ bool involves(const std::pair<int, int>& pair, int h) {
   return pair.first == h || pair.second == h;
 }
 
-// A slow direction's echo: a rank whose MPI_Waitall holds its receives and a send stuck on the
-// slow link completes those receives late, so what its host receives (from anyone) reads slow
-// too. `other` is `link` itself, its reverse, or a pair into the link's sender.
-bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, int>& link) {
+// Who completes a job's transfers, which decides how a slow link's slowness spreads to other
+// pairs. The program's MPI calls: a rank whose MPI_Waitall (or blocking send) is held by a send
+// stuck on the link completes its other receives late, so the pairs into the link's sender read
+// slow too. A proxy (a job without MPI: NCCL's proxy thread progresses each peer's transfers on
+// its own, whatever the program calls): no call holds another peer's receive, but a ring
+// forwards late what came to it late, so the pairs out of the link's receiver read slow, nearly
+// as slow as the link itself. Seen: the fake NCCL's ring with ctap2's received traffic delayed
+// 4 ms read `ctap1 -> ctap2` slow in 22 of 22 messages and `ctap2 -> ctap3` in 17 of 28, and
+// named the second (docs/faults.md, sweep 42).
+enum class Completion { mpi_calls, proxy };
+Completion completion_of(const Job& job) {
+  return job.clock_method.mpi_ranks == 0 && job.clock_method.collective_ranks > 0
+             ? Completion::proxy
+             : Completion::mpi_calls;
+}
+
+// A slow direction's echo: `other` is `link` itself, its reverse, or the pair its slowness
+// spreads to (Completion): into the link's sender, or, under a proxy, out of its receiver.
+bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, int>& link,
+                       Completion completion) {
   return other == link || other == std::make_pair(link.second, link.first) ||
-         other.second == link.first;
+         (completion == Completion::mpi_calls ? other.second == link.first
+                                              : other.first == link.second);
 }
 
 // A pair (a -> b) whose receiver was itself waiting in another transfer: b's own messages to a
@@ -115,7 +132,8 @@ bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, in
 // (docs/faults.md, sweep 18). Such a pair is left to the rule that names (b -> c) or b's host.
 // Only where (b -> c) is about as slow (echoes_of): a wait many times shorter than (a -> b)'s
 // transits cannot have made them, and is rather their echo (a pipeline's stage forwards late
-// what came to it late over the slow link).
+// what came to it late over the slow link). Never under a proxy (Completion): no call of the
+// receiver's completes its receives.
 constexpr double kWaitingChance = 0.05;
 // Whether `echo`'s recent transits are much faster than `cause`'s (under kAsSlowElsewhere of its
 // median): too little to explain it, or to be explained by anything but it. False where either
@@ -153,7 +171,9 @@ bool apart_at_host(const std::pair<int, int>& link, bool both, int h, const Pair
   return true;
 }
 
-bool receiver_waited_elsewhere(const std::pair<int, int>& pair, const PairCells& pairs) {
+bool receiver_waited_elsewhere(const std::pair<int, int>& pair, const PairCells& pairs,
+                               Completion completion) {
+  if (completion == Completion::proxy) return false;  // no call of the receiver's held it
   const PairCell& mine = pairs.at(pair);
   for (const auto& [other, cell] : pairs) {
     // A direction that reads slow by a clock error only (drop_clock_only) was not waited in.
@@ -730,8 +750,9 @@ std::set<int> slow_hosts_of(const Job& job, const HealthOptions& options, const 
     for (const auto& [pair, cell] : pairs)
       if (cell.slow && involves(pair, h)) slow_pairs.push_back(pair);
     const bool one_link = std::any_of(slow_pairs.begin(), slow_pairs.end(), [&](const auto& link) {
-      return std::all_of(slow_pairs.begin(), slow_pairs.end(),
-                         [&](const auto& other) { return explained_by_link(other, link); });
+      return std::all_of(slow_pairs.begin(), slow_pairs.end(), [&](const auto& other) {
+        return explained_by_link(other, link, completion_of(job));
+      });
     });
     if (involved >= 2 && slow_peers.size() >= 2 && healthy_elsewhere > 0 && !one_link &&
         slow >= options.host_cell_fraction * involved)
@@ -820,10 +841,11 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   // its echo, not a sign of the host: a pipeline's stage forwards late what came to it late
   // (split_pipeline at load 7: ctap0 -> ctap1 at 13 ms with a 5 ms delay, ctap1 -> ctap2 at
   // 1.3 ms, docs/faults.md, sweep 34); a slow host's network slows both alike.
+  const Completion completion = completion_of(job);
   auto undecided_around = [&](const std::pair<int, int>& link) {
     const PairCell& mine = pairs.at(link);
     for (const auto& [other, cell] : pairs) {
-      if (explained_by_link(other, link)) continue;
+      if (explained_by_link(other, link, completion)) continue;
       if (!involves(other, link.first) && !involves(other, link.second)) continue;
       if (cell.messages < kMinKnown) continue;
       if (other.first == link.second && much_faster(cell, mine)) continue;
@@ -856,7 +878,7 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   for (const auto& [pair, cell] : pairs) {
     if (!cell.slow || slow_hosts.count(pair.first) || slow_hosts.count(pair.second)) continue;
     if (cell.echo_of_reverse) continue;  // named as its reverse's link
-    if (undecided_around(pair) || receiver_waited_elsewhere(pair, pairs)) continue;
+    if (undecided_around(pair) || receiver_waited_elsewhere(pair, pairs, completion)) continue;
     if (as_slow_elsewhere(pair, cell)) continue;
     const std::string from = job.hosts[static_cast<std::size_t>(pair.first)];
     const std::string to = job.hosts[static_cast<std::size_t>(pair.second)];
