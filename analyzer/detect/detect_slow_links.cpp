@@ -728,6 +728,7 @@ std::set<int> slow_hosts_of(const Job& job, const HealthOptions& options, const 
   // peer, or the link between them, as about the host; they are named as a link, and the link
   // probes, which measure every pair, can name the host.
   std::vector<std::pair<std::uint64_t, int>> candidates;  // strength, host
+  const Completion completion = completion_of(job);
   for (int h = 0; h < static_cast<int>(job.hosts.size()); ++h) {
     int involved = 0, slow = 0, healthy_elsewhere = 0;
     std::set<int> slow_peers;
@@ -751,7 +752,7 @@ std::set<int> slow_hosts_of(const Job& job, const HealthOptions& options, const 
       if (cell.slow && involves(pair, h)) slow_pairs.push_back(pair);
     const bool one_link = std::any_of(slow_pairs.begin(), slow_pairs.end(), [&](const auto& link) {
       return std::all_of(slow_pairs.begin(), slow_pairs.end(), [&](const auto& other) {
-        return explained_by_link(other, link, completion_of(job));
+        return explained_by_link(other, link, completion);
       });
     });
     if (involved >= 2 && slow_peers.size() >= 2 && healthy_elsewhere > 0 && !one_link &&
