@@ -101,11 +101,11 @@ bool involves(const std::pair<int, int>& pair, int h) {
 // pairs. The program's MPI calls: a rank whose MPI_Waitall (or blocking send) is held by a send
 // stuck on the link completes its other receives late, so the pairs into the link's sender read
 // slow too. A proxy (a job without MPI: NCCL's proxy thread progresses each peer's transfers on
-// its own, whatever the program calls): no call holds another peer's receive, but a ring
-// forwards late what came to it late, so the pairs out of the link's receiver read slow, nearly
-// as slow as the link itself. Seen: the fake NCCL's ring with ctap2's received traffic delayed
-// 4 ms read `ctap1 -> ctap2` slow in 22 of 22 messages and `ctap2 -> ctap3` in 17 of 28, and
-// named the second (docs/faults.md, sweep 42).
+// its own, whatever the program calls): no call holds another peer's receive, and a transfer row
+// is its last step, timed from the step's post (a send's when its data was ready,
+// nccl/profiler_events.cpp), so a ring that forwards late what came to it late posts late and
+// reads fast. Nothing spreads: with the fake NCCL's `ctap1 -> ctap2` delayed 4 ms, `ctap2 ->
+// ctap3` read 2 of 47 recent messages slow once the clocks held (docs/faults.md, sweep 43).
 enum class Completion { mpi_calls, proxy };
 Completion completion_of(const Job& job) {
   return job.clock_method.mpi_ranks == 0 && job.clock_method.collective_ranks > 0
@@ -113,13 +113,12 @@ Completion completion_of(const Job& job) {
              : Completion::mpi_calls;
 }
 
-// A slow direction's echo: `other` is `link` itself, its reverse, or the pair its slowness
-// spreads to (Completion): into the link's sender, or, under a proxy, out of its receiver.
+// A slow direction's echo: `other` is `link` itself, its reverse, or, where MPI calls complete
+// the transfers (Completion), a pair into the link's sender.
 bool explained_by_link(const std::pair<int, int>& other, const std::pair<int, int>& link,
                        Completion completion) {
   return other == link || other == std::make_pair(link.second, link.first) ||
-         (completion == Completion::mpi_calls ? other.second == link.first
-                                              : other.first == link.second);
+         (completion == Completion::mpi_calls && other.second == link.first);
 }
 
 // A pair (a -> b) whose receiver was itself waiting in another transfer: b's own messages to a

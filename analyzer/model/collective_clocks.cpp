@@ -36,7 +36,7 @@ constexpr std::uint64_t kMostRows = 4'000'000;
 // estimate is the median of kPerEstimate of them (more where a rank has more than
 // kMostEstimates x kPerEstimate), consecutive in time, so that drift between the clocks is
 // followed (Rank::aligned() interpolates between estimates).
-constexpr std::size_t kMinShared = 8, kPerEstimate = 32, kMostEstimates = 64;
+constexpr std::size_t kMinShared = 8, kPerEstimate = 16, kMostEstimates = 64;
 
 // Offsets and bounds stay within what a file's times may span (untrusted_input: 0 to 4e18 ns), so
 // that no aligned time or difference of two overflows, whatever a hostile file holds.
@@ -273,13 +273,15 @@ double estimate_offsets(const std::vector<Pair>& pairs, Rank& r,
     }
     std::sort(differences.begin(), differences.end());
     const double offset = quantile_of_sorted(differences, 0.5);
-    const double half_iqr =
-        (quantile_of_sorted(differences, 0.75) - quantile_of_sorted(differences, 0.25)) / 2;
+    // About three standard errors of the median, however many differences the group holds.
+    const double uncertainty =
+        (quantile_of_sorted(differences, 0.75) - quantile_of_sorted(differences, 0.25)) / 2 *
+        std::sqrt(32.0 / static_cast<double>(differences.size()));
     monitor::ClockEstimate e;
     e.at_ns = static_cast<std::uint64_t>(median_of(exits));
     e.offset.offset_ns = bounded_ns(offset);
-    e.offset.error_ns = bounded_ns(half_iqr + anchor);
-    largest = std::max(largest, half_iqr + anchor);
+    e.offset.error_ns = bounded_ns(uncertainty + anchor);
+    largest = std::max(largest, uncertainty + anchor);
     r.clocks.push_back(e);
     instances_of.push_back(std::move(instances));
   }
@@ -350,6 +352,66 @@ void add_exit_spreads(Job& job, const Completions& completions, const std::set<i
   }
 }
 
+// Two hosts' monotonic clocks drift apart by the difference of their rates: NTP or PTP keeps a
+// disciplined clock's rate within about a part per million of true time, and an undisciplined
+// crystal's is off by tens of ppm. Linux slews a clock by 500 ppm at most (adjtimex's frequency
+// limit): estimates that need more to agree are not all of the offset.
+constexpr double kDriftPpm = 10, kMostDriftPpm = 500;
+// Estimates within this factor of a rank's tightest bound are its quiet ones (below).
+constexpr double kQuiet = 2;
+
+// A slow link ends the kernels after it later than the others, for as long as it lasts: a
+// release order set by the network. It moves the median of an estimate's differences by up to
+// the fault's delay. Its exit spread, which bounds the estimate, shows it only where the delay
+// varies from instance to instance (it is measured on the clocks the order moved); on the fake
+// NCCL's delayed links it did, by milliseconds (docs/faults.md, sweep 43). The offset itself only
+// drifts: an estimate (o_j, e_j) at t_j puts it at t within o_j +- (e_j + D |t - t_j|). Each
+// estimate takes the narrowest of these over the rank's estimates (its own among them), not their
+// intersection, which an estimate whose bound the fault made wrong would move. D is kDriftPpm,
+// or twice the least drift at which the rank's quiet estimates (bounds within kQuiet of its
+// tightest) agree, where that is more, so a clock that drifts faster widens it. Where they need
+// more than kMostDriftPpm, some of them are a release order's, and which cannot be told: every
+// estimate's bound then reaches over all the quiet estimates' ranges.
+void take_nearest_tight(std::vector<monitor::ClockEstimate>& clocks) {
+  if (clocks.size() < 2) return;
+  auto t = [](const monitor::ClockEstimate& e) { return static_cast<double>(e.at_ns); };
+  auto o = [](const monitor::ClockEstimate& e) { return static_cast<double>(e.offset.offset_ns); };
+  auto b = [](const monitor::ClockEstimate& e) { return static_cast<double>(e.offset.error_ns); };
+  double tightest = INFINITY;
+  for (const auto& e : clocks) tightest = std::min(tightest, b(e));
+  auto quiet = [&](const monitor::ClockEstimate& e) { return b(e) <= kQuiet * tightest; };
+  double needed = 0;                        // parts per unit
+  double low = INFINITY, high = -INFINITY;  // the quiet estimates' ranges
+  for (std::size_t i = 0; i < clocks.size(); ++i) {
+    if (!quiet(clocks[i])) continue;
+    low = std::min(low, o(clocks[i]) - b(clocks[i]));
+    high = std::max(high, o(clocks[i]) + b(clocks[i]));
+    for (std::size_t j = i + 1; j < clocks.size(); ++j)
+      if (const double apart = std::abs(t(clocks[j]) - t(clocks[i])); apart > 0 && quiet(clocks[j]))
+        needed = std::max(
+            needed, (std::abs(o(clocks[j]) - o(clocks[i])) - b(clocks[i]) - b(clocks[j])) / apart);
+  }
+  if (needed > kMostDriftPpm * 1e-6) {
+    for (auto& e : clocks)
+      e.offset.error_ns = bounded_ns(std::max({b(e), o(e) - low, high - o(e)}));
+    return;
+  }
+  const double drift = std::max(kDriftPpm * 1e-6, 2 * needed);
+  std::vector<monitor::ClockEstimate> taken = clocks;
+  for (std::size_t i = 0; i < clocks.size(); ++i) {
+    const monitor::ClockEstimate* best = &clocks[i];
+    double best_bound = b(clocks[i]);
+    for (const auto& e : clocks)
+      if (const double bound = b(e) + drift * std::abs(t(clocks[i]) - t(e)); bound < best_bound) {
+        best = &e;
+        best_bound = bound;
+      }
+    taken[i].offset.offset_ns = best->offset.offset_ns;
+    taken[i].offset.error_ns = bounded_ns(best_bound);
+  }
+  clocks = std::move(taken);
+}
+
 // Processes on one machine read one CLOCK_MONOTONIC (now_ns() follows it within tens of
 // nanoseconds): a rank on the host of a rank aligned before it has that rank's offset exactly,
 // where its own estimates agree within their bounds. They need not: a test skews the clocks
@@ -415,19 +477,21 @@ void set_wall_clocks(Job& job, const AlignmentStart& start, const std::map<int, 
 // own clock) is the offset plus how much later the aligned rank's kernel ended. That second part
 // is small (NCCL releases all ranks together, within about one network latency) and takes
 // either sign from instance to instance, so the median of d over consecutive instances is the
-// offset; one estimate per kPerEstimate instances follows drift.
+// offset; one estimate per kPerEstimate instances follows drift, and finds where a fault
+// began within a few seconds of a training loop's collectives (take_nearest_tight).
 //
 // The error bound of an estimate is the sum of:
-// - half the interquartile range of its differences: the uncertainty of their median (for
-//   normally scattered differences its standard error is 1.25 sigma / sqrt(n) = 0.93 IQR /
-//   sqrt(n): half the IQR is about three standard errors at 32 instances, two at 14);
+// - half the interquartile range of its differences times sqrt(32 / n): the uncertainty of
+//   their median (for normally scattered differences its standard error is 1.25 sigma / sqrt(n)
+//   = 0.93 IQR / sqrt(n), so this is about three standard errors at any n);
 // - the median spread of its instances' exit times over all their ranks once aligned (latest
 //   minus earliest exit): how far apart completions of one collective typically are, which a
 //   constant order of release between two ranks (one always released a hop after the other) is
 //   not larger than, and which the differences alone cannot show (it moves their median);
 // - the error of the aligned rank it was compared with (errors add along a chain).
 // Not covered: a systematic release order larger than the typical spread, which would need a
-// collective whose ranks are released one after another; NCCL's are not.
+// collective whose ranks are released one after another; NCCL's are not, but a slow link sets
+// one while it lasts (take_nearest_tight).
 bool align_clocks_by_collectives(Job& job, std::string& error) {
   ClockMethod& method = job.clock_method;
   method = ClockMethod{};
@@ -445,6 +509,8 @@ bool align_clocks_by_collectives(Job& job, std::string& error) {
   Anchors anchors(completions.instances);
   const std::vector<int> order = align_in_rounds(job, completions, start, anchors);
   add_exit_spreads(job, completions, start.aligned, anchors);
+  for (const auto& [number, groups] : anchors.estimate_instances)
+    take_nearest_tight(job.ranks.at(number).clocks);
   share_host_clocks(job, order, anchors, method);
   set_wall_clocks(job, start, walls);
   method.unaligned.assign(start.unaligned.begin(), start.unaligned.end());

@@ -702,25 +702,33 @@ TEST(Health, MessagesBetweenUnalignedClocksNameNoLink) {
 }
 
 // A job without MPI (an NCCL ring: clocks aligned by collective completions, transfers progressed
-// by a proxy thread): 4 ms on h1 -> h2 from second 8 makes the ring forward late, h2 -> h3 slow
-// in 70% of its messages by 2.5 ms. No call of h2's holds its receives, so h1 -> h2 is the link
-// and h2 -> h3 its echo (the fake NCCL named h2 -> h3, docs/faults.md sweep 42). The same
-// messages between MPI ranks name h2 -> h3: an MPI rank on h2 whose call is held by a send stuck
-// on h2 -> h3 completes its receives from h1 late.
-TEST(Health, ARingWithoutMpiNamesTheLinkNotThePairItForwardsTo) {
+// by a proxy thread and timed from each last step's post). 4 ms on h1 -> h2 from second 8 slows
+// that pair alone: the ring forwards late, but posts late too. It is the link. h2's network
+// slowing what it receives and what it sends alike is h2's host: no pair out of a link's
+// receiver is that link's echo without MPI (the fake NCCL's host fault was named as its incoming
+// pair, docs/faults.md sweep 43). Between MPI ranks, where a rank on h2 whose call is held by a
+// send stuck on h2 -> h3 completes its receives from h1 late, the same slow pairs name h2 -> h3.
+TEST(Health, ARingWithoutMpiNamesItsSlowLinkAndItsSlowHost) {
   SyntheticJob job;
   job.ranks = 4;
   job.clock_estimates = false;
   job.nccl_functions = true;
   job.sends = [](int from, int to, double) { return to == (from + 1) % 4; };
   job.link_us = [](int from, int to, double t) {
-    if (t < 8) return 0.0;
-    const bool echoed = from == 2 && to == 3 && std::fmod(t * 7.31, 1.0) < 0.7;
-    return from == 1 && to == 2 ? 4000.0 : echoed ? 2500.0 : 0.0;
+    return t >= 8 && from == 1 && to == 2 ? 4000.0 : 0.0;
   };
   const JobHealth ring = analyze(job, HealthOptions{});
   EXPECT_EQ(ring.evidence.clocks.method.rfind("collective completions", 0), 0u) << describe(ring);
   expect_exactly(ring, {{"slow_link", "link h1 -> h2"}});
+  job.link_us = [](int from, int to, double t) {
+    return t >= 8 && (to == 2 || from == 2) ? 4000.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
+  job.link_us = [](int from, int to, double t) {
+    if (t < 8) return 0.0;
+    const bool echoed = from == 2 && to == 3 && std::fmod(t * 7.31, 1.0) < 0.7;
+    return from == 1 && to == 2 ? 4000.0 : echoed ? 2500.0 : 0.0;
+  };
   job.clock_estimates = true;
   job.nccl_functions = false;
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h2 -> h3"}});

@@ -59,6 +59,8 @@ struct NcclJob {
   // Kernels end this long after the last rank enqueued, each rank a little later than the one
   // before it (the order NCCL's ring releases them) and with its own completion jitter.
   double kernel_us = 200, release_step_us = 1, release_jitter_us = 5;
+  // A release order a network fault sets: rank r's kernel ends this much later at true time t.
+  std::function<double(int rank, double t)> released_late_us = [](int, double) { return 0.0; };
   bool chain = false;
   std::uint64_t sample = 1;  // COMMTAP_SAMPLE: the instances recorded
   bool exits_known = true;   // false: no GPU events (every exit NULL)
@@ -124,8 +126,10 @@ struct NcclJob {
         }
         for (int r : members) {
           if (hangs && std::count(never_enqueue.begin(), never_enqueue.end(), r)) continue;
-          const double exit =
-              hangs ? HUGE_VAL : latest + (kernel_us + r * release_step_us + release(random)) / 1e6;
+          const double exit = hangs ? HUGE_VAL
+                                    : latest + (kernel_us + r * release_step_us + release(random) +
+                                                released_late_us(r, t)) /
+                                                   1e6;
           times[{r, id}].push_back({seq, arrival[r], exit});
           if (!commtap::monitor::is_sampled(id, seq, sample)) continue;
           commtap::monitor::InstanceRecord record;
@@ -282,6 +286,35 @@ TEST(NcclJob, ClocksAreAlignedByCollectiveCompletionsWithinTheirBound) {
   ASSERT_TRUE(job.comms.count(kWorld));
   EXPECT_EQ(job.comms.at(kWorld).members, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_TRUE(job.comms.at(kWorld).nccl);
+}
+
+// A slow link into rank 2 from second 12 on ends its kernels later than the others' (the ring's
+// last steps cross the link), by 0-4 ms from one instance to the next: the median of its
+// differences moves by milliseconds, and so does the exit spread that bounds the estimates. The
+// offset did not move: the estimates during the fault take the bound of those before it, widened
+// by 10 ppm of drift. A delay the same in every instance moves the estimates without widening
+// them; the jump, faster than any clock drifts, widens every bound over both offsets instead.
+TEST(NcclJob, ClocksHoldWhileANetworkFaultSetsTheReleaseOrder) {
+  for (const bool varies : {true, false}) {
+    NcclJob nccl;
+    nccl.released_late_us = [varies](int r, double t) {
+      return r == 2 && t >= 12 ? (varies ? 4000.0 * std::fmod(t * 7.31, 1.0) : 4000.0) : 0.0;
+    };
+    TempDir dir;
+    ASSERT_EQ(nccl.write(dir.path()), "");
+    const Job job = load(dir.path());
+    EXPECT_EQ(job.clock_method.collective_ranks, 3);
+    if (varies)
+      EXPECT_LT(job.clock_method.error_ns, 400e3);  // 10 ppm over 18 s and the quiet bound
+    else
+      EXPECT_GT(job.clock_method.error_ns, 4e6);
+    for (int r = 1; r < 4; ++r)
+      for (const auto& e : job.ranks.at(r).clocks)
+        EXPECT_LE(std::abs(static_cast<double>(e.offset.offset_ns) -
+                           nccl.true_offset_ns(r, static_cast<double>(e.at_ns))),
+                  static_cast<double>(e.offset.error_ns))
+            << "rank " << r << " at " << e.at_ns << (varies ? " varying" : " constant");
+  }
 }
 
 // Rank 3 shares no communicator with rank 0: it is aligned through rank 2, aligned through
