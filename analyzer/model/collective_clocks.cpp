@@ -103,9 +103,14 @@ bool wall_ranges(const Job& job, std::map<int, WallRange>& out, std::string& err
         auto r = job.ranks.find(row.rank);
         if (r == job.ranks.end()) return true;
         if (!row.plausible) return false;
+        // The last enter against the file's last write, both the whole file's: under --at the
+        // rank's end is cut and its last enter is not (sweep 43's NCCL jobs read 40 s apart).
+        const std::int64_t last_written =
+            row.last_written_ns > 0
+                ? row.last_written_ns
+                : static_cast<std::int64_t>(std::max(r->second.end_ns, r->second.last.wall_ns));
         clip(r->first, static_cast<std::int64_t>(r->second.start_ns) - row.first_enter_ns,
-             static_cast<std::int64_t>(std::max(r->second.end_ns, r->second.last.wall_ns)) -
-                 row.last_enter_ns);
+             last_written - row.last_enter_ns);
         return true;
       },
       [&](const ProgressEntriesRow& row) {

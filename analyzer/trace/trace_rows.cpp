@@ -333,10 +333,16 @@ bool each_clock_bound(const JobFiles& job,
     if (!reader) return false;
     const bool ok =
         each_checked(
-            *reader, "SELECT rank, min(enter_ns), max(enter_ns) FROM collectives GROUP BY rank", {},
+            *reader,
+            // The whole file's, not cut at until_wall: its last enter is bounded by its last
+            // write, and in monotonic time no row can be cut before the clock is known.
+            "SELECT c.rank, min(c.enter_ns), max(c.enter_ns), max(coalesce((SELECT max(end_ns) "
+            "FROM ranks r WHERE r.rank = c.rank), 0), coalesce((SELECT max(wall_ns) FROM "
+            "heartbeats h WHERE h.rank = c.rank), 0)) FROM collectives c GROUP BY c.rank",
+            {},
             [&](sqlite3_stmt* s) {
               return span({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2),
-                           plausible_times(s, {1, 2})});
+                           column_i64(s, 3), plausible_times(s, {1, 2, 3})});
             },
             error) &&
         each_checked(

@@ -97,6 +97,7 @@ bool observe_completed_collectives(const JobFiles& job, const Observe& observe, 
 struct CollectiveEntrySpanRow {
   int rank = 0;
   std::int64_t first_enter_ns = 0, last_enter_ns = 0;
+  std::int64_t last_written_ns = 0;  // wall: the file's last window, whatever --at says
   bool plausible = true;
 };
 struct ProgressEntriesRow {
