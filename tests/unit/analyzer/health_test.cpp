@@ -1004,6 +1004,28 @@ TEST(Health, LostTcpSegmentsNameTheLinkOrHostThatLoses) {
   EXPECT_EQ(health.findings[0].subject, "host h2");
 }
 
+// A ring (NCCL without MPI: no probes) whose h1 loses 1% both ways: its only pairs, in from h0 and
+// out to h2, lose. That is its host; two lossy cables around one host are rarer than its NIC.
+// Where h1 also talks to h3 without losing, the two pairs stand as links.
+TEST(Health, LostTcpSegmentsInAndOutOfARingsHostNameTheHost) {
+  SyntheticJob job;
+  job.messages = false;
+  job.tcp = true;
+  job.sends = [](int from, int to, double) { return to == (from + 1) % 4; };
+  job.tcp_lost_share = [](int from, int to, double t) {
+    return (from == 1 || to == 1) && t >= 8 ? 0.01 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h1"}});
+  job.sends = [](int from, int to, double) {
+    return to == (from + 1) % 4 || (std::min(from, to) == 1 && std::max(from, to) == 3);
+  };
+  job.tcp_lost_share = [](int from, int to, double t) {
+    return ((from == 0 && to == 1) || (from == 1 && to == 2)) && t >= 8 ? 0.01 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}),
+                 {{"slow_link", "link h0 -> h1"}, {"slow_link", "link h1 -> h2"}});
+}
+
 // What is not a lossy link: resends the receiver reported as duplicates (on every link, and a
 // lot of them on one), a loss rate every link shares, one burst, and a link that lost early in a
 // long job and has not since.
