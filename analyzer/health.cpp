@@ -151,8 +151,8 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
   }
   if (!detect_probed_links(job, options, evidence.messages, evidence.clocks, findings,
                            evidence.probes, evidence.delayed_hosts, error) ||
-      !detect_lost_packets(job, options, findings, evidence.tcp_links, evidence.delayed_hosts,
-                           error) ||
+      !detect_lost_packets(job, options, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
+                           evidence.delayed_hosts, error) ||
       !detect_stalled_links(job, options, evidence.messages.stalls, evidence.probes, findings,
                             error) ||
       !detect_degradation(job, options, findings, error))

@@ -31,9 +31,20 @@ bool loopback(const std::string& ip) {
   return ip.rfind("127.", 0) == 0 || ip == "::1";
 }
 
+// A lossy link whose hosts' other pairs have not sent enough since its first loss to say whether
+// they lose too waits this long at most from its first loss (below: awaits_its_hosts).
+constexpr std::int64_t kMostHoldNs = 8'000'000'000;
+// ... enough: this many losses expected at the link's share, or kMeasuredSegments.
+constexpr double kExpectedLosses = 3;
+
 struct LinkLoss {
   std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
   std::vector<std::int64_t> lost_at;  // wall_ns of the rows that lost some
+  struct Read {
+    std::int64_t wall_ns;
+    std::uint64_t segments, lost;
+  };
+  std::vector<Read> reads;  // each row's differences
   std::uint64_t lost() const { return resent > duplicates ? resent - duplicates : 0; }
   double share() const { return segments == 0 ? 0 : static_cast<double>(lost()) / segments; }
 };
@@ -111,6 +122,9 @@ bool read_link_losses(const Job& job, const TcpAddresses& addresses, std::int64_
         link.duplicates += delta.duplicates;
         link.bytes += delta.bytes;
         if (delta.resent > delta.duplicates) link.lost_at.push_back(wall);
+        link.reads.push_back(
+            {wall, delta.segments,
+             delta.resent > delta.duplicates ? delta.resent - delta.duplicates : 0});
       },
       error);
 }
@@ -186,6 +200,50 @@ int lossy_host(const LinkLosses& links, const std::vector<std::pair<int, int>>& 
   return host;
 }
 
+// Whether a lossy link (its directions `mine`) waits for its hosts: a pipeline's stage sends to
+// its partner only, so a host that loses everything shows first as that one pair both ways (a
+// lossy split_pipeline host was named `ctap2 -> ctap3`, then `<->`, then the host 4 s later,
+// once the probes' connections from other hosts had lost too, docs/faults.md sweep 42). The link
+// is named once each of its hosts has another pair, to or from a third host, that sent since the
+// link's first loss enough to have lost kExpectedLosses segments at the link's share (and
+// kMeasuredSegments) and lost under a kShareFactor-th of that share, or kMostHoldNs after its
+// first loss (a ring without probes has no other pairs). What it costs: a lossy link in a program
+// whose hosts talk to one peer is named at the probes' next transfer over the hosts' other pairs.
+bool awaits_its_hosts(const LinkLosses& links, const std::vector<std::pair<int, int>>& lossy,
+                      const std::vector<std::pair<int, int>>& mine, std::int64_t now) {
+  std::int64_t first_loss = INT64_MAX;
+  LinkLoss total;
+  for (const auto& pair : mine) {
+    const LinkLoss& link = links.at(pair);
+    first_loss = std::min(first_loss, *std::min_element(link.lost_at.begin(), link.lost_at.end()));
+    total.segments += link.segments;
+    total.resent += link.resent;
+    total.duplicates += link.duplicates;
+  }
+  if (now - first_loss >= kMostHoldNs) return false;
+  const double share = total.share();
+  const double enough = std::max(static_cast<double>(kMeasuredSegments), kExpectedLosses / share);
+  const int a = mine.front().first, b = mine.front().second;
+  auto cleared = [&](int h) {
+    for (const auto& [pair, link] : links) {
+      const int other = pair.first == h ? pair.second : pair.second == h ? pair.first : -1;
+      if (other < 0 || other == a || other == b) continue;
+      if (std::find(lossy.begin(), lossy.end(), pair) != lossy.end()) continue;
+      std::uint64_t segments = 0, lost = 0;
+      for (const LinkLoss::Read& read : link.reads)
+        if (read.wall_ns > first_loss) {
+          segments += read.segments;
+          lost += read.lost;
+        }
+      if (static_cast<double>(segments) >= enough &&
+          kShareFactor * static_cast<double>(lost) < share * static_cast<double>(segments))
+        return true;
+    }
+    return false;
+  };
+  return !cleared(a) || !cleared(b);
+}
+
 // What a loss finding says, the same for a host and a link.
 struct LossFindings {
   const Job& job;
@@ -239,6 +297,7 @@ struct LossFindings {
 
 bool detect_lost_packets(const Job& job, const HealthOptions& options,
                          std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<ExplainedFinding>& awaiting_hosts,
                          std::vector<std::string>& delayed, std::string& error) {
   TcpAddresses addresses;
   if (!read_addresses(job, addresses, error)) return false;
@@ -292,6 +351,10 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
     if (named.names_link(a, b) && !subjects.count(subject)) continue;
     std::vector<std::pair<int, int>> mine = {{from, to}};
     if (both) mine.push_back({to, from});
+    if (!subjects.count(subject) && awaits_its_hosts(links, lossy.lossy, mine, now)) {
+      awaiting_hosts.push_back({finding_kind::slow_link, subject});
+      continue;
+    }
     out.add(finding_kind::slow_link, subject, mine,
             NetworkSubject{.from = a, .to = b, .both_directions = both}, avoid_link(a, b, both, 0),
             "over it", "packets dropped on the way (cable, NIC or switch port, or congestion)");

@@ -74,9 +74,10 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
 // segments well above most links', at two moments at least, over the stall span; a host where its
 // links to or from two hosts lose. Merges with the same finding of an earlier rule. Adds the
 // receiving hosts to `delayed_hosts` (they wait for the resends); the per-pair counts go to
-// `tcp_links`.
+// `tcp_links`, and lossy links held until their hosts' other pairs are known to `awaiting_hosts`.
 bool detect_lost_packets(const Job& job, const HealthOptions& options,
                          std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<ExplainedFinding>& awaiting_hosts,
                          std::vector<std::string>& delayed_hosts, std::string& error);
 // slow_host_network, slow_link from stalls: transfers between hosts (the job's messages, from
 // detect_slow_links' `message_stalls`, and link probes) that took kStallNs or more and

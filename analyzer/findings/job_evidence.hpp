@@ -135,6 +135,9 @@ struct JobEvidence {
   MessageEvidence messages;
   ProbeEvidence probes;
   std::vector<TcpLink> tcp_links;
+  // Lossy links not named yet: their hosts' other pairs have not sent enough since the first loss
+  // to tell a host's loss from the link's (detect_lost_packets.cpp, awaits_its_hosts).
+  std::vector<ExplainedFinding> tcp_awaiting_hosts;
   // Hosts that wait for slow messages, probes or resent packets (detect_slow_links,
   // detect_probed_links, detect_lost_packets): their lateness at collectives is the network's.
   std::vector<std::string> delayed_hosts;

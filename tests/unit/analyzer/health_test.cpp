@@ -1026,6 +1026,36 @@ TEST(Health, LostTcpSegmentsInAndOutOfARingsHostNameTheHost) {
                  {{"slow_link", "link h0 -> h1"}, {"slow_link", "link h1 -> h2"}});
 }
 
+// A split pipeline (hosts 0 <-> 1 and 2 <-> 3 only; probe transfers between every pair at 13 and
+// 17 s):
+// h3 losing 2% of what it sends and receives from 8 s shows as `h2 <-> h3` alone until the probe
+// transfers. At 12 s the link is held for its hosts' other pairs, which have sent nothing since;
+// after the transfers those lose too and the host is named. A lossy link h2 <-> h3 itself is held
+// alike, and named once the hosts' other pairs sent 3 expected losses' worth without losing.
+TEST(Health, ALossyPairWaitsForItsHostsOtherPairs) {
+  SyntheticJob job;
+  job.messages = false;
+  job.tcp = true;
+  job.sends = [](int from, int to, double t) {
+    return from / 2 == to / 2 || static_cast<int>(t) == 13 || static_cast<int>(t) == 17;
+  };
+  job.tcp_lost_share = [](int from, int to, double t) {
+    return (from == 3 || to == 3) && t >= 8 ? 0.02 : 0.0;
+  };
+  HealthOptions at_12_s = HealthOptions{};
+  at_12_s.at_s = 12;
+  const JobHealth early = analyze(job, at_12_s);
+  expect_exactly(early, {});
+  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
+  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h2 <-> h3");
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h3"}});
+  job.tcp_lost_share = [](int from, int to, double t) {
+    return from / 2 == 1 && to / 2 == 1 && t >= 8 ? 0.02 : 0.0;
+  };
+  expect_exactly(analyze(job, at_12_s), {});
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h2 <-> h3"}});
+}
+
 // What is not a lossy link: resends the receiver reported as duplicates (on every link, and a
 // lot of them on one), a loss rate every link shares, one burst, and a link that lost early in a
 // long job and has not since.
