@@ -243,6 +243,18 @@ Job load(const fs::path& dir, const HealthOptions& options = {}) {
   return job;
 }
 
+// Every estimate of ranks 1-3 holds its offset within its stated bound.
+void expect_estimates_hold(const Job& job, const NcclJob& nccl, const std::string& what) {
+  for (int r = 1; r < 4; ++r)
+    for (const auto& e : job.ranks.at(r).clocks) {
+      const double truth = nccl.true_offset_ns(r, static_cast<double>(e.at_ns));
+      EXPECT_LE(std::abs(static_cast<double>(e.offset.offset_ns) - truth),
+                static_cast<double>(e.offset.error_ns))
+          << what << ": rank " << r << " at " << e.at_ns << ": " << e.offset.offset_ns << " vs "
+          << truth;
+    }
+}
+
 }  // namespace
 
 // Offsets of 0, +37 ms, -120 ms and +2 s (one rank drifting 5 ppm) are recovered from the
@@ -259,15 +271,9 @@ TEST(NcclJob, ClocksAreAlignedByCollectiveCompletionsWithinTheirBound) {
   EXPECT_GT(job.clock_method.error_ns, 0);
   EXPECT_LT(job.clock_method.error_ns, 50e3);   // tens of microseconds at most
   EXPECT_TRUE(job.ranks.at(0).clocks.empty());  // the reference
+  expect_estimates_hold(job, nccl, "world");
   for (int r = 1; r < 4; ++r) {
-    const auto& clocks = job.ranks.at(r).clocks;
-    ASSERT_GT(clocks.size(), 5u) << "rank " << r;  // piecewise: drift is followed
-    for (const auto& e : clocks) {
-      const double truth = nccl.true_offset_ns(r, static_cast<double>(e.at_ns));
-      EXPECT_LE(std::abs(static_cast<double>(e.offset.offset_ns) - truth),
-                static_cast<double>(e.offset.error_ns))
-          << "rank " << r << " at " << e.at_ns << ": " << e.offset.offset_ns << " vs " << truth;
-    }
+    ASSERT_GT(job.ranks.at(r).clocks.size(), 5u) << "rank " << r;  // piecewise: drift is followed
     // Between estimates too: a true instant reads the same on every rank once aligned.
     for (double t = 2; t < 28; t += 1.37) {
       const auto local = static_cast<std::uint64_t>(nccl.local_ns(r, t));
@@ -318,12 +324,7 @@ TEST(NcclJob, ClocksHoldWhileANetworkFaultSetsTheReleaseOrder) {
       EXPECT_LT(job.clock_method.error_ns, 400e3);  // 10 ppm over 18 s and the quiet bound
     else
       EXPECT_GT(job.clock_method.error_ns, 4e6);
-    for (int r = 1; r < 4; ++r)
-      for (const auto& e : job.ranks.at(r).clocks)
-        EXPECT_LE(std::abs(static_cast<double>(e.offset.offset_ns) -
-                           nccl.true_offset_ns(r, static_cast<double>(e.at_ns))),
-                  static_cast<double>(e.offset.error_ns))
-            << "rank " << r << " at " << e.at_ns << (varies ? " varying" : " constant");
+    expect_estimates_hold(job, nccl, varies ? "varying" : "constant");
   }
 }
 
@@ -336,12 +337,7 @@ TEST(NcclJob, ClocksAreAlignedThroughAChainOfCommunicators) {
   ASSERT_EQ(nccl.write(dir.path()), "");
   const Job job = load(dir.path());
   EXPECT_EQ(job.clock_method.collective_ranks, 3);
-  for (int r = 1; r < 4; ++r)
-    for (const auto& e : job.ranks.at(r).clocks)
-      EXPECT_LE(std::abs(static_cast<double>(e.offset.offset_ns) -
-                         nccl.true_offset_ns(r, static_cast<double>(e.at_ns))),
-                static_cast<double>(e.offset.error_ns))
-          << "rank " << r;
+  expect_estimates_hold(job, nccl, "chain");
   EXPECT_EQ(job.comms.at(kWorld + 3).members, (std::vector<int>{2, 3}));
 }
 
