@@ -178,17 +178,21 @@ int lossy_host(const LinkLosses& links, const std::vector<std::pair<int, int>>& 
       if (from != h && to != h) continue;
       mine.push_back({from, to});
       lost += links.at({from, to}).lost();
-      (to == h ? senders : receivers).insert(to == h ? from : to);
+      if (to == h)
+        senders.insert(from);
+      else
+        receivers.insert(to);
     }
-    // One peer in and another out: a host only where none of its other pairs sent enough to
-    // have lost too (a ring's rank has no other pairs; a stencil's would show its NIC's losses).
-    const bool through = senders.size() == 1 && receivers.size() == 1 && senders != receivers &&
-                         std::none_of(links.begin(), links.end(), [&](const auto& link) {
-                           const auto& [pair, counts] = link;
-                           return (pair.first == h || pair.second == h) &&
-                                  counts.segments >= kMeasuredSegments &&
-                                  std::find(mine.begin(), mine.end(), pair) == mine.end();
-                         });
+    // One peer in and another out (not the same peer both ways: a link): a host only where none
+    // of its other pairs sent enough to have lost too (a ring's rank has no other pairs; a
+    // stencil's would show its NIC's losses).
+    const bool through =
+        senders.size() == 1 && receivers.size() == 1 && *senders.begin() != *receivers.begin() &&
+        std::none_of(links.begin(), links.end(), [&](const auto& link) {
+          const auto& [pair, counts] = link;
+          return (pair.first == h || pair.second == h) && counts.segments >= kMeasuredSegments &&
+                 std::find(mine.begin(), mine.end(), pair) == mine.end();
+        });
     const std::size_t elsewhere = lossy.size() - mine.size();
     if ((senders.size() < 2 && receivers.size() < 2 && !through) || 4 * elsewhere > mine.size() ||
         lost <= host_lost)
