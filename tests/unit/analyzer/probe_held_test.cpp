@@ -89,6 +89,33 @@ TEST(ProbeHeld, AFaultSlowerThanTheTimeOffTheCpuIsStillNamed) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h3"}});
 }
 
+// Two leaders that wait their turns for the CPU at every end of their transfers (1.4 ms each)
+// wait mid-transfer too, where the held times do not see it: h0 <-> h3 at 33 MB/s against 1,000
+// from 10 s, its pings as fast as the others'. Throughput alone, less than a loaded machine's
+// worst, says nothing then (a clean all-to-all at 2 busy loops, docs/faults.md sweep 44). With
+// the pings 2 ms slower, a delay's, the link is named; and 400 times slow, a rate limit's.
+TEST(ProbeHeld, TransfersOfLeadersWaitingTheirTurnsForTheCpuAreNoFindingWhileThePingsAreFast) {
+  auto pair_h0_h3 = [](int from, int to) { return touches(0, from, to) && touches(3, from, to); };
+  SyntheticJob job = probed_job();
+  job.probe_every_s = 2;
+  job.probe_mb_per_s = [pair_h0_h3](int from, int to, double t) {
+    return t >= 10 && pair_h0_h3(from, to) ? 33.0 : 1000.0;
+  };
+  job.probe_held_us = [pair_h0_h3](int from, int to, double t) {
+    return t >= 10 && pair_h0_h3(from, to) ? std::pair{1400.0, 1400.0} : std::pair{5.0, 5.0};
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.probe_latency_us = [pair_h0_h3](int from, int to, double t) {
+    return t >= 10 && pair_h0_h3(from, to) ? 2030.0 : 30.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 <-> h3"}});
+  job.probe_latency_us = [](int, int, double) { return 30.0; };
+  job.probe_mb_per_s = [pair_h0_h3](int from, int to, double t) {
+    return t >= 10 && pair_h0_h3(from, to) ? 2.5 : 1000.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 <-> h3"}});
+}
+
 // Held in some rounds only: those count neither way, the others still make the case, and the
 // evidence says how many were left out.
 TEST(ProbeHeld, RoundsLeftOutAreCountedInTheEvidence) {
