@@ -53,6 +53,11 @@ struct LinkObservation {
   bool operator<(const LinkObservation& other) const { return start < other.start; }
 };
 
+struct OwnHistory {
+  bool known = false;  // its first window counted
+  double share = 0;
+};
+
 // One directed host pair's messages, judged.
 struct PairCell {
   double ratio = 0, median = 0, base = 0;
@@ -60,6 +65,14 @@ struct PairCell {
   // Recent messages censored (LinkObservation) and not shown fast: neither slow nor fast.
   std::uint64_t recent_censored = 0;
   std::uint64_t half_slow[2] = {0, 0}, half_fast[2] = {0, 0};
+  // Where its recent messages turned slow (recent_onset; INT64_MIN: nowhere inside them), and its
+  // slow and fast messages in each half of the time from there to its newest.
+  std::int64_t onset = INT64_MIN, onset_span = 0;
+  std::uint64_t onset_half_slow[2] = {0, 0}, onset_half_fast[2] = {0, 0};
+  // Slow in each half of the time since its onset, kMinSlow messages at least, however short
+  // that time: turning slow, not (yet) shown to be.
+  bool turning = false;
+  bool by_onset = false;  // slow since its onset, not over the whole window
   // Each recent message's time over its size class's baseline, and the excess a slow one
   // has at least (threshold less baseline), for the round-trip check.
   std::vector<double> recent_excess, slow_excess;
@@ -84,6 +97,8 @@ struct PairCell {
   // few messages before its recent ones).
   double history_share = 0;
   bool history_known = false;
+  // Where that is unknown and its recent messages turned slow (onset): the same up to the onset.
+  OwnHistory to_onset;
   std::int64_t recent_from = INT64_MAX;
   std::vector<std::pair<std::int64_t, std::int64_t>> slow_stretches;  // MessageLinkEvidence's
 };
@@ -337,10 +352,6 @@ class Thresholds {
 constexpr std::size_t kMinRecent = 12;
 constexpr std::size_t kMinHistoryDecided = 18;
 constexpr double kMostlySlow = 0.75;
-struct OwnHistory {
-  bool known = false;  // its first window counted
-  double share = 0;
-};
 OwnHistory own_history_share(const std::vector<LinkObservation>& observations, std::size_t recent,
                              std::int64_t window_ns, const Thresholds& thresholds) {
   double lowest = 1;
@@ -393,6 +404,25 @@ std::vector<std::pair<std::int64_t, std::int64_t>> slow_stretches(
   return stretches;
 }
 
+// Where a pair's recent decided messages (by send time) turned slow: the first of the newest run
+// of them in which slow ones most outnumber fast ones (the latest such where several tie), where
+// fast ones come before it. A fault that begins inside the window splits it there: its messages
+// before read fast and after mostly slow, a stray slow message long before it is outweighed by the
+// fast ones after that, and a pair slow throughout has no onset inside it. Its index in `sent`,
+// 0 where none.
+std::size_t recent_onset(const std::vector<std::pair<std::int64_t, bool>>& sent) {
+  long sum = 0, best = 0;
+  std::size_t onset = sent.size();
+  for (std::size_t i = sent.size(); i-- > 0;) {
+    sum += sent[i].second ? 1 : -1;
+    if (sum > best) {
+      best = sum;
+      onset = i;
+    }
+  }
+  return onset < sent.size() && best > 0 ? onset : 0;
+}
+
 // Recent: sent in the last window, or, where that holds fewer than kMinRecent decided ones
 // kIndependentNs apart (a job that exchanges messages every few seconds), back to the
 // kMinRecent-th newest such. Counts each pair's recent slow and fast messages.
@@ -443,8 +473,17 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
         ++cell.recent_censored;
       }
     }
-    if (auto mine = decided.find(pair); mine != decided.end())
+    if (auto mine = decided.find(pair); mine != decided.end()) {
       cell.slow_stretches = slow_stretches(mine->second);
+      if (const std::size_t onset = recent_onset(mine->second); onset > 0) {
+        cell.onset = mine->second[onset].first;
+        if (!cell.history_known) {
+          std::size_t before = from;
+          while (before < observations.size() && observations[before].start < cell.onset) ++before;
+          cell.to_onset = own_history_share(observations, before, window_ns, thresholds);
+        }
+      }
+    }
   }
   return decided;
 }
@@ -453,6 +492,7 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
 // receiver is one observation however many messages it touched. Also counts slow against fast
 // in each half of the span each pair's messages cover.
 std::map<std::pair<int, int>, std::vector<bool>> thin_decisions(const Decided& decided,
+                                                                std::int64_t now_aligned,
                                                                 PairCells& pairs) {
   std::map<std::pair<int, int>, std::vector<bool>> thinned;
   for (auto& [pair, sent] : decided) {
@@ -466,6 +506,15 @@ std::map<std::pair<int, int>, std::vector<bool>> thin_decisions(const Decided& d
     const std::int64_t middle = sent.front().first + (sent.back().first - sent.front().first) / 2;
     for (const auto& [start, slow] : sent)
       ++(slow ? cell.half_slow : cell.half_fast)[start > middle];
+    if (cell.onset != INT64_MIN) {
+      // To now, not to its newest message: pairs that turned slow at once (a host's) are judged
+      // over the same time, and a pair that went quiet leaves its newer half empty.
+      cell.onset_span = std::max(sent.back().first, now_aligned) - cell.onset;
+      const std::int64_t since_middle = cell.onset + cell.onset_span / 2;
+      for (const auto& [start, slow] : sent)
+        if (start >= cell.onset)
+          ++(slow ? cell.onset_half_slow : cell.onset_half_fast)[start > since_middle];
+    }
   }
   return thinned;
 }
@@ -515,6 +564,13 @@ void test_pairs(const std::map<std::pair<int, int>, std::vector<bool>>& thinned,
 // pattern; the link probes can (they name a fault there from the job's first round against the
 // round's other pairs, docs/schema.md, probes).
 constexpr double kNearlyAllSlow = 0.9;
+// Or slow since its messages turned slow inside the window (recent_onset), in each half of the
+// time since, for kOnsetSpanShare of the window at least: a fault that begins inside the window
+// is shown to last from its onset, not from the window's start, which it had to fill three
+// quarters of (an NCCL ring's link +3 ms, sampled at 4 messages a second and read slow in 70% of
+// them, was named 9-11 s after it began; docs/faults.md sweep 44). Its history then runs up to
+// the onset where the one before the window is too short (own_history_share).
+constexpr double kOnsetSpanShare = 0.5;
 void judge_cells(const Job& job, const HealthOptions& options, PairCells& pairs,
                  MessageEvidence& evidence) {
   const bool job_young = static_cast<double>(static_cast<std::int64_t>(job.now_wall) -
@@ -524,15 +580,37 @@ void judge_cells(const Job& job, const HealthOptions& options, PairCells& pairs,
     cell.ratio /= n;
     cell.median /= n;
     cell.base /= n;
-    auto half_slow = [&](int h) {
-      return cell.half_slow[h] > 0 && cell.half_slow[h] >= cell.half_fast[h];
+    auto half_slow = [](const std::uint64_t(&slow)[2], const std::uint64_t(&fast)[2], int h) {
+      return slow[h] > 0 && slow[h] >= fast[h];
     };
-    const bool slow_by_effect = cell.recent_slow >= kMinSlow && half_slow(0) && half_slow(1);
+    const bool slow_in_window = half_slow(cell.half_slow, cell.half_fast, 0) &&
+                                half_slow(cell.half_slow, cell.half_fast, 1);
+    cell.turning = cell.onset != INT64_MIN &&
+                   cell.onset_half_slow[0] + cell.onset_half_slow[1] >= kMinSlow &&
+                   half_slow(cell.onset_half_slow, cell.onset_half_fast, 0) &&
+                   half_slow(cell.onset_half_slow, cell.onset_half_fast, 1);
+    const bool slow_since_onset = cell.turning && static_cast<double>(cell.onset_span) >=
+                                                      kOnsetSpanShare * options.window_s * 1e9;
+    const bool slow_by_effect =
+        cell.recent_slow >= kMinSlow && (slow_in_window || slow_since_onset);
+    cell.by_onset = !slow_in_window && slow_since_onset;
     const bool pattern_unknown =
         !cell.history_known &&
         cell.test.hits <= (job_young ? kNearlyAllSlow : kMostlySlow) * cell.test.observations;
     cell.slow =
         slow_by_effect && !pattern_unknown && cell.test.false_alarm() <= options.false_alarm_rate;
+    // A pair whose history before the window is too short (a young job's) but whose messages
+    // turned slow inside it: those before the onset are its history, how it read before. Both
+    // ways are tried: a program's pattern can make the seconds before a fault slow too (NPB CG's
+    // first seconds, whose link was named by the mostly-slow rule above).
+    if (slow_by_effect && !cell.slow && !cell.history_known && cell.to_onset.known) {
+      EvidenceTest against_onset = cell.test;
+      against_onset.chance = std::max(against_onset.chance, cell.to_onset.share);
+      if (against_onset.false_alarm() <= options.false_alarm_rate) {
+        cell.test = against_onset;
+        cell.slow = true;
+      }
+    }
     if (slow_by_effect && !cell.slow)
       evidence.unproven.push_back(
           {finding_kind::slow_link,
@@ -686,7 +764,9 @@ PairCells judge_pairs(const Job& job, const HealthOptions& options,
   const Thresholds thresholds(job, options, baselines);
   const Decided decided =
       recent_decisions(recent_aligned, window_ns, thresholds, samples.observed, pairs);
-  test_pairs(thin_decisions(decided, pairs), pairs);
+  test_pairs(thin_decisions(
+                 decided, static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned, pairs),
+             pairs);
   judge_cells(job, options, pairs, evidence);
   drop_clock_only(job, pairs, evidence);
   slow_way(job, options, clocks, pairs);
@@ -841,6 +921,11 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   // its echo, not a sign of the host: a pipeline's stage forwards late what came to it late
   // (split_pipeline at load 7: ctap0 -> ctap1 at 13 ms with a 5 ms delay, ctap1 -> ctap2 at
   // 1.3 ms, docs/faults.md, sweep 34); a slow host's network slows both alike.
+  // A pair of its hosts that turned slow when it did (kSameOnsetNs), not yet shown slow: a host's
+  // network fault reaches its pairs at once, and the evidence on some comes in later (an NCCL
+  // ring's host +5 ms: the pair into it read slow 1 s after the pair out, which would be named as
+  // the link meanwhile, docs/faults.md sweep 44).
+  constexpr std::int64_t kSameOnsetNs = 2'000'000'000;
   const Completion completion = completion_of(job);
   auto undecided_around = [&](const std::pair<int, int>& link) {
     const PairCell& mine = pairs.at(link);
@@ -850,6 +935,9 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
       if (cell.messages < kMinKnown) continue;
       if (other.first == link.second && much_faster(cell, mine)) continue;
       if (cell.slow || cell.suspect) return true;
+      if (cell.turning && mine.onset != INT64_MIN &&
+          std::abs(cell.onset - mine.onset) <= kSameOnsetNs)
+        return true;
       if (cell.recent_fast < kMinKnown && !cell.clock_only) return true;
     }
     return false;
@@ -886,6 +974,8 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
     const bool echoed = back != pairs.end() && back->second.slow && back->second.echo_of_reverse;
     const bool both = back != pairs.end() && back->second.slow && !echoed;
     if (both && pair.first > pair.second) continue;  // reported once, with the other direction
+    const std::uint64_t since_slow = cell.onset_half_slow[0] + cell.onset_half_slow[1];
+    const std::uint64_t since_fast = cell.onset_half_fast[0] + cell.onset_half_fast[1];
     Finding f;
     f.kind = finding_kind::slow_link;
     f.subject = "link " + from + (both ? " <-> " : " -> ") + to;
@@ -909,6 +999,10 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                      ? "; " + std::to_string(cell.recent_censored) +
                            " more found done at the receiver's first look, arrival unknown"
                      : "") +
+                (cell.by_onset ? "; slow since " + ms_text(recent_ns(job, cell.onset)) +
+                                     " ago: " + std::to_string(since_slow) + " of " +
+                                     std::to_string(since_slow + since_fast) + " messages since"
+                               : "") +
                 "; " + cell.test.text();
     f.evidence.rule = MessageLinkEvidence{.from = from,
                                           .to = to,
@@ -923,6 +1017,11 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                                           .test = cell.test,
                                           .slow_stretches = cell.slow_stretches};
     auto& rule = std::get<MessageLinkEvidence>(f.evidence.rule);
+    if (cell.by_onset) {
+      rule.slow_since_s = recent_ns(job, cell.onset) / 1e9;
+      rule.since_slow = since_slow;
+      rule.since_fast = since_fast;
+    }
     for (int h : {pair.first, pair.second})
       if (apart_at_host(pair, both, h, pairs))
         rule.apart_at.push_back(job.hosts[static_cast<std::size_t>(h)]);

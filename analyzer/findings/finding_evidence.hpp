@@ -176,6 +176,10 @@ struct MessageLinkEvidence {
   // link probe that found the pair fine inside one shows the network fine while its messages
   // were slow (detect_probed_links). Not printed: aligned times mean nothing outside the analysis.
   std::vector<std::pair<std::int64_t, std::int64_t>> slow_stretches;
+  // Where it was judged slow since its messages turned slow inside the window (not over the
+  // whole window): how long before the analysis they did, and its slow and fast messages since.
+  double slow_since_s = 0;
+  std::uint64_t since_slow = 0, since_fast = 0;
 };
 
 // slow_host_network by link probes.

@@ -126,6 +126,11 @@ json rule_json(const MessageLinkEvidence& e) {
               {"test", evidence_test_json(e.test)}};
   // Only where some were: files before version 12 have none.
   if (e.recent_censored > 0) out["recent_censored"] = e.recent_censored;
+  if (e.slow_since_s > 0) {
+    out["slow_since_s"] = e.slow_since_s;
+    out["since_slow"] = e.since_slow;
+    out["since_fast"] = e.since_fast;
+  }
   out["apart_at"] = e.apart_at;
   return out;
 }

@@ -734,6 +734,48 @@ TEST(Health, ARingWithoutMpiNamesItsSlowLinkAndItsSlowHost) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h2 -> h3"}});
 }
 
+// A fault inside the window is shown to last from where its pair's messages turned slow: a ring's
+// h1 -> h2 at +4 ms from 8 s, 70% of its messages slow, is named at 14 s, 6 s after it began,
+// where the window's halves alone want three quarters of it slow (NCCL rings were named 9-11 s
+// after, docs/faults.md sweep 44). Without MPI, a host's two pairs turned slow at once name the
+// host. Slow for 4 s only, then fine, or slow for the last 3.5 s: nothing yet.
+TEST(Health, ALinkThatTurnedSlowInsideTheWindowIsNamedHalfAWindowLater) {
+  SyntheticJob job;
+  job.ranks = 4;
+  job.killed_by = "running";
+  job.seconds = 15;  // the last heartbeat at 14 s
+  job.sends = [](int from, int to, double) { return to == (from + 1) % 4; };
+  auto mostly = [](double t) { return std::fmod(t * 7.31, 1.0) < 0.7; };
+  job.link_us = [mostly](int from, int to, double t) {
+    return t >= 8 && from == 1 && to == 2 && mostly(t) ? 4000.0 : 0.0;
+  };
+  const JobHealth link = analyze(job, HealthOptions{});
+  expect_exactly(link, {{"slow_link", "link h1 -> h2"}});
+  ASSERT_FALSE(link.findings.empty());
+  EXPECT_GT(evidence_json(link.findings.at(0).evidence).value("slow_since_s", 0.0), 5.0);
+  SyntheticJob ring = job;  // without MPI: a host's pairs in and out are not one link's
+  ring.clock_estimates = false;
+  ring.nccl_functions = true;
+  ring.link_us = [mostly](int from, int to, double t) {
+    return t >= 8 && (to == 2 || from == 2) && mostly(t + from) ? 4000.0 : 0.0;
+  };
+  expect_exactly(analyze(ring, HealthOptions{}), {{"slow_host_network", "host h2"}});
+  job.link_us = [mostly](int from, int to, double t) {
+    return t >= 6 && t < 10 && from == 1 && to == 2 && mostly(t) ? 4000.0 : 0.0;
+  };
+  {
+    SCOPED_TRACE("slow from 6 s to 10 s");
+    expect_exactly(analyze(job, HealthOptions{}), {});
+  }
+  job.link_us = [mostly](int from, int to, double t) {
+    return t >= 10.5 && from == 1 && to == 2 && mostly(t) ? 4000.0 : 0.0;
+  };
+  {
+    SCOPED_TRACE("slow from 10.5 s");
+    expect_exactly(analyze(job, HealthOptions{}), {});
+  }
+}
+
 // A chain of four stages (h0 -> h1 -> h2 -> h3 and back): a 5 ms delay on h0 -> h1 also makes
 // 40% of h1 -> h2's messages read 1.2 ms slow, the stage forwarding late what came late
 // (split_pipeline at load 7: 13 ms against 1.3 ms, docs/faults.md, sweep 34). An echo that much
