@@ -323,9 +323,17 @@ struct FileArrivals {
 bool read_arrivals(const Job& job, const HealthOptions& options, Instances& instances,
                    std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
+  // A rank nothing aligned yet (a job without MPI in its first seconds) is on rank 0's clock by
+  // its wall clock, within its range's width (collective_clocks.cpp): tens of milliseconds, which
+  // reads as lateness. Its instances go incomplete and are not compared (the fake NCCL's rank 3
+  // read 25 ms late at each of its first 8 all-reduces, on one machine's clock, and was named
+  // slow_host 4 s into a clean run, docs/faults.md sweep 44).
+  const std::set<int> unaligned(job.clock_method.unaligned.begin(),
+                                job.clock_method.unaligned.end());
   return observe_completed_collectives<FileArrivals>(
       job,
       [&](FileArrivals& file, const CollectiveRow& s) {
+        if (unaligned.count(s.rank)) return;
         const Rank* r = file.cache.find(job, s.rank);
         if (r == nullptr) return;
         const std::int64_t t = r->aligned(static_cast<std::uint64_t>(s.enter_ns));
