@@ -933,11 +933,15 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
       if (explained_by_link(other, link, completion)) continue;
       if (!involves(other, link.first) && !involves(other, link.second)) continue;
       if (cell.messages < kMinKnown) continue;
+      const bool turned_with_it = cell.turning && mine.onset != INT64_MIN &&
+                                  std::abs(cell.onset - mine.onset) <= kSameOnsetNs;
+      // Without MPI not even a pair out of the receiver: a ring that forwards late posts late too
+      // (the echo is a few slow messages), and the window's medians, still mostly from before
+      // the onset, cannot tell the two pairs apart yet (an NCCL host +5 ms was named as its
+      // pair in for one analysis, its pair out turned slow 0.1 s after it, sweep 44).
+      if (turned_with_it && completion == Completion::proxy) return true;
       if (other.first == link.second && much_faster(cell, mine)) continue;
-      if (cell.slow || cell.suspect) return true;
-      if (cell.turning && mine.onset != INT64_MIN &&
-          std::abs(cell.onset - mine.onset) <= kSameOnsetNs)
-        return true;
+      if (cell.slow || cell.suspect || turned_with_it) return true;
       if (cell.recent_fast < kMinKnown && !cell.clock_only) return true;
     }
     return false;
