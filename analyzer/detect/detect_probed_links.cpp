@@ -29,12 +29,13 @@ constexpr int kLinkRounds = 3;  // a link on one pair (two directions)
 // detect_slow_links counts them).
 constexpr int kMessagesKnownFine = 3;
 
-// One measurement: its aligned time, its value, and the value with the time its messages may have
-// waited for the two leaders off the CPU taken out (probes.from_held_ns, to_held_ns): the
-// network's part at least. Files before version 13 have no such times: both values alike.
 // A leader held this long at a measurement's end waited its turn for the CPU: polling without a
 // break it sees a completion within microseconds (leave_out_contended).
 constexpr double kContendedNs = 200'000;
+
+// One measurement: its aligned time, its value, and the value with the time its messages may have
+// waited for the two leaders off the CPU taken out (probes.from_held_ns, to_held_ns): the
+// network's part at least. Files before version 13 have no such times: both values alike.
 struct Sample {
   std::int64_t at = 0;
   double value = 0, network = 0;

@@ -478,9 +478,13 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
       if (const std::size_t onset = recent_onset(mine->second); onset > 0) {
         cell.onset = mine->second[onset].first;
         if (!cell.history_known) {
-          std::size_t before = from;
-          while (before < observations.size() && observations[before].start < cell.onset) ++before;
-          cell.to_onset = own_history_share(observations, before, window_ns, thresholds);
+          // Sorted by send time: those sent before the onset.
+          const auto before = std::partition_point(
+              observations.begin() + static_cast<std::ptrdiff_t>(from), observations.end(),
+              [&](const LinkObservation& o) { return o.start < cell.onset; });
+          cell.to_onset = own_history_share(observations,
+                                            static_cast<std::size_t>(before - observations.begin()),
+                                            window_ns, thresholds);
         }
       }
     }
