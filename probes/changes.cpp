@@ -72,4 +72,24 @@ std::vector<ChangeDetector::Changed> ChangeDetector::note_round(const std::vecto
   return changed;
 }
 
+bool PaceWatch::note(std::uint64_t seq, std::uint64_t now_ns) {
+  if (window_ns_ == 0 || now_ns <= window_ns_ || seq < window_seq_) {
+    restart(seq, now_ns);
+    return false;
+  }
+  const double seconds = static_cast<double>(now_ns - window_ns_) / 1e9;
+  if (seconds < kWindowS) return false;
+  const double pace = static_cast<double>(seq - window_seq_) / seconds;
+  restart(seq, now_ns);
+  bool dropped = false;
+  if (windows_ >= kKept) {
+    std::array<double, kKept> before = paces_;
+    std::nth_element(before.begin(), before.begin() + kKept / 2, before.end());
+    dropped = pace * kPaceDrop < before[kKept / 2];
+  }
+  paces_[windows_ % kKept] = pace;
+  ++windows_;
+  return dropped;
+}
+
 }  // namespace commtap::probes

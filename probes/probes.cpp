@@ -263,10 +263,11 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // the set interval; longer for a communicator on some hosts only), and when it would ask again:
   // that many seconds of this communicator's collectives at their recent rate, but no sooner
   // than its decisions' own share allows (two earliest next seqs: at the routine share and at
-  // the confirmations'); and whether its newest round found a change, and whether it may confirm
-  // one now. One all-reduce (the maximum of "not yet", the minimum of the next seq, the maxima of
-  // "changed", of "may not confirm" and of the earliest next seqs) carries all six, so every
-  // member agrees, and picks the earliest from what they agreed.
+  // the confirmations'); and whether its newest round found a change (or the communicator's pace
+  // dropped since its last round of every pair, PaceWatch: then the round measures every pair),
+  // and whether it may confirm one now. One all-reduce (the maximum of "not yet", the minimum of
+  // the next seq, the maxima of "changed", of "may not confirm" and of the earliest next seqs)
+  // carries all six, so every member agrees, and picks the earliest from what they agreed.
   ProbeBudget budget;
   budget.set_interval_s = static_cast<double>(interval_ns_) / 1e9;
   budget.cheapest_cycle_s = full_rounds_ < kRoundsKept ? 0.0
@@ -310,18 +311,19 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   const std::size_t words =
       (static_cast<std::size_t>(tournament_rounds(static_cast<int>(s->hosts.size()))) + 63) / 64;
   const ChangedRounds changed = changed_rounds(*s, words);
+  if (s->pace.note(seq, entered)) s->pace_dropped = true;
   auto any = [](auto begin, auto end) {
     return std::any_of(begin, end, [](std::uint64_t w) { return w != 0; });
   };
   std::vector<std::uint64_t> decision = {
       due.routine ? 0u : 1u,
       UINT64_MAX - seqs_in(wait_s),
-      any(changed.any.begin(), changed.any.end()) ? 1u : 0u,
+      any(changed.any.begin(), changed.any.end()) || s->pace_dropped ? 1u : 0u,
       due.confirm ? 0u : 1u,
       spacing ? seqs_in(mean_decision_s / (kMaxShare * kDecisionPart)) : 0u,
       spacing ? seqs_in(mean_decision_s / (kConfirmShare * kDecisionPart)) : 0u,
       due.confirm_strong ? 0u : 1u,
-      confirm_every_pair_ ? 1u : 0u};
+      confirm_every_pair_ || s->pace_dropped ? 1u : 0u};
   decision.insert(decision.end(), changed.any.begin(), changed.any.end());
   decision.insert(decision.end(), changed.strong.begin(), changed.strong.end());
   all_max(*s, comm.rank, decision.data(), static_cast<int>(decision.size()), s->tag + kDecideTag,
@@ -362,7 +364,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
     confirming.assign(decision.begin() + kFixed, strong_begin);
   else if (!routine && decision[7] == 0)
     confirming.assign(strong_begin, decision.end());
-  if (confirming.empty()) confirm_every_pair_ = false;
+  if (confirming.empty()) confirm_every_pair_ = s->pace_dropped = false;
   // This rank's host's partners in those rounds (schedule indexes), and their hosts (nodes).
   std::vector<int> peers, measured;
   const int players = static_cast<int>(s->hosts.size());
@@ -385,6 +387,7 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   std::uint64_t excess = round_excess_ns_;
   all_max(*s, comm.rank, &excess, 1, s->tag + kLeaveTag, true);
   last_round_end_ns_ = monitor::now_ns();
+  s->pace.restart(seq, last_round_end_ns_);
   for (int h : measured)
     if (h >= 0 && h < hosts_) round_end_by_node_[static_cast<std::size_t>(h)] = last_round_end_ns_;
   ++cost_.rounds;

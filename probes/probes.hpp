@@ -158,6 +158,10 @@ class LinkProber {
     bool leader = false;
     int tag = 0;  // of its rounds' messages on the private communicator
     std::uint64_t last_decision_seq = 0, last_decision_ns = 0;
+    // Its collectives' pace, and whether it dropped since its last round of every pair (which
+    // it then earns as a change does).
+    PaceWatch pace;
+    bool pace_dropped = false;
   };
   Schedule* schedule_of(const Members& comm);
   // Dissemination among the schedule's members (log2 n steps of one message each way): the

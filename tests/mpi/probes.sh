@@ -80,6 +80,25 @@ expect_equal 12 "$cells" "probe matrix cells in the report (latency and throughp
 grep -q "MB/s</text>" probes.html || fail "probe matrix without throughput"
 pass "report: the probe matrix has every directed pair of the 3 hosts"
 
+# A program whose pace drops (a parameter server whose workers' compute takes four times as long
+# from step 2200 on, as a fault would slow it) earns a round of every pair, however far the next
+# routine round is (the interval at 60 s: none after the first). The workers sleep, so the
+# machine's noise finds few changes of its own to confirm. The decision that sees the drop comes
+# a second of the old pace's collectives after the one before, up to 4 s after the drop.
+run_preloaded 4 -genv COMMTAP_DIR trace-slower -genv COMMTAP_TEST_NODES 4 \
+  -genv COMMTAP_PROBE_INTERVAL 60 "$PROGRAMS/param_server" 3000 64 2000 2200 >/dev/null ||
+  fail "run whose pace drops"
+# The first sampled collective of the slower steps: step 2200's Scatter is its communicator's
+# collective 4577 (a Scatter and a Gather a step, a Reduce and a Bcast every 25).
+slower_ns=$(db_query trace-slower "SELECT min(enter_ns) FROM collectives WHERE rank = 0
+              AND function IN ('MPI_Scatter', 'MPI_Gather') AND seq >= 4577")
+every=$(db_query trace-slower "SELECT count(*) FROM (SELECT at_ns FROM probes WHERE rank = 0
+          AND at_ns > ${slower_ns:-0} AND method = 'round' GROUP BY at_ns HAVING count(*) = 6)")
+[ -n "$slower_ns" ] && [ "$every" -ge 1 ] ||
+  fail "no round of every pair after the pace dropped: rank 0's rounds (at, rows) $(db_query \
+    trace-slower "SELECT at_ns, count(*) FROM probes WHERE rank = 0 GROUP BY at_ns"), slower from $slower_ns"
+pass "a program whose pace drops earns a round of every pair: $every after the drop"
+
 run_preloaded 4 -genv COMMTAP_DIR trace-off -genv COMMTAP_TEST_NODES 4 \
   -genv COMMTAP_PROBE_INTERVAL 0 "$program" 40 100 >/dev/null || fail "run with probes off"
 expect_equal 0 "$(db_query trace-off "SELECT count(*) FROM probes")" "probe rows with interval 0"

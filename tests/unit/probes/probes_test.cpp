@@ -85,6 +85,39 @@ TEST(Probes, RoundsComeAtTheBoundAndChangesAreConfirmedWithinTheirShare) {
   EXPECT_TRUE(rounds_due(b).confirm);
 }
 
+// A communicator's pace that drops 1.3 times or more against the median of its five windows
+// before earns a round: not a 20% drop, nor before five windows; a window under half a second
+// is not judged and stays open; a slowdown that lasts stops earning rounds once it is the median.
+TEST(Probes, APaceThatDropsAgainstTheMedianOfTheWindowsBeforeEarnsARound) {
+  commtap::probes::PaceWatch pace;
+  constexpr std::uint64_t kMs = 1'000'000;
+  std::uint64_t seq = 16, now = 5'000 * kMs;
+  EXPECT_FALSE(pace.note(seq, now));  // the first window begins
+  struct Window {
+    std::uint64_t seqs, ms;
+    bool dropped;
+  };
+  const Window windows[] = {
+      {100, 1000, false}, {87, 1000, false}, {115, 1000, false}, {30, 1000, false},  // too few
+      {90, 1000, false},   // before it: 100 87 115 30 - five windows not yet
+      {110, 1000, false},  // median 90
+      {80, 1000, false},   // median 90 (87 115 30 90 110): 80 is not 1.3 times slower
+      {66, 1000, true},    // median 90 (115 30 90 110 80): 1.36 times slower
+      {15, 250, false},    // too short: the window stays open...
+      {60, 1000, true},    // ...to 75 in 1.25 s, 60 a second; median 80 (30 90 110 80 66)
+      {60, 1000, true},    // median 80 (90 110 80 66 60)
+      {60, 1000, false},   // median 66 (110 80 66 60 60): the slowdown is the pace now
+  };
+  for (const Window& w : windows) {
+    seq += w.seqs;
+    now += w.ms * kMs;
+    EXPECT_EQ(pace.note(seq, now), w.dropped) << w.seqs << " in " << w.ms << " ms";
+  }
+  // After a round, the window begins again at its end: the round's time is not the program's.
+  pace.restart(seq, now + 300 * kMs);
+  EXPECT_FALSE(pace.note(seq + 60, now + 1'300 * kMs));  // 60 a second, not 46
+}
+
 // A fault there from the job's first round has no history to be a change against: for its
 // first three rounds, a direction is also compared with the fastest of the round's other
 // directions, so that it is confirmed as soon as a fault that came later.
