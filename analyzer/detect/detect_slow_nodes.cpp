@@ -1120,6 +1120,45 @@ void judge_subject(const SlowNodeFacts& facts, double stalled_mpi, const Subject
   out.push_back(slow_node_finding(facts, subject, c, run, stalled));
 }
 
+// Of a host whose ranks are all late, those that are late by their own loss of CPU: where some of
+// its ranks were held off the CPU over their late run (kStalledShare of the time at least, and
+// half as long as the most held one), and the others clearly less (kStalledFactor times) while
+// they spent more of their time inside MPI than the held ones, the others are waiting for them
+// (a pipeline's stage for its neighbour stage on the same host) and are left out: the held ranks
+// are named, not the host. A throttled or overloaded node holds every rank of it off the CPU
+// alike. Seen: a pipeline's rank 5 stopped half the time, 3 hosts x 2 ranks; rank 4 on its host
+// waited for its gradients, and the host was named for 13 s instead of the rank
+// (docs/faults.md, sweep 45 T). What it cannot tell apart: a host whose ranks lose the CPU
+// unequally, one of them waiting for the other besides; its held ranks are named then.
+std::vector<int> late_by_own_stall(const SlowNodeFacts& facts, const std::vector<int>& ranks) {
+  int from_window = facts.grid.windows;
+  for (int rank : ranks) from_window = std::min(from_window, facts.runs.run_start.at(rank));
+  const std::int64_t from = facts.grid.wall_of(facts.job, from_window);
+  const std::int64_t to = facts.grid.wall_of(facts.job, facts.grid.windows);
+  std::map<int, double> share;
+  double most = 0;
+  for (int rank : ranks) {
+    const double s = facts.stalls.counters.share(rank, from, to);
+    if (s < 0 || !facts.mpi_share.count(rank)) return ranks;  // not known for every rank
+    share[rank] = s;
+    most = std::max(most, s);
+  }
+  std::vector<int> held;
+  double held_mpi = 0;
+  for (int rank : ranks)
+    if (share[rank] >= kStalledShare && share[rank] >= most / 2) {
+      held.push_back(rank);
+      held_mpi = std::max(held_mpi, facts.mpi_share.at(rank));
+    }
+  if (held.empty() || held.size() == ranks.size()) return ranks;
+  for (int rank : ranks) {
+    const bool held_rank = std::find(held.begin(), held.end(), rank) != held.end();
+    if (!held_rank && (share[rank] * kStalledFactor > most || facts.mpi_share.at(rank) <= held_mpi))
+      return ranks;  // neither held nor clearly waiting for the held ones
+  }
+  return held;
+}
+
 }  // namespace
 
 // By lateness: who arrives last, and how late, at the aligned collective instances.
@@ -1161,6 +1200,9 @@ static bool slow_nodes_by_lateness(const Job& job, const HealthOptions& options,
   std::map<int, std::vector<int>> slow_by_host, ranks_by_host;
   for (const auto& [number, r] : job.ranks) ranks_by_host[r.host].push_back(number);
   for (int rank : runs.slow) slow_by_host[job.ranks.at(rank).host].push_back(rank);
+  for (auto& [host, ranks] : slow_by_host)
+    if (ranks.size() > 1 && ranks.size() == ranks_by_host[host].size())
+      ranks = late_by_own_stall(facts, ranks);
   for (const auto& [host, ranks] : slow_by_host) {
     Subject subject;
     subject.host = host;

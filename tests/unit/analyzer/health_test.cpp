@@ -647,6 +647,19 @@ TEST(Health, AHostHeldOffTheCpuIsTheSlowHostNotItsLinks) {
   })) << describe(without);
 }
 
+// A host whose two ranks are both late, one held off the CPU half the time and the other waiting
+// inside MPI for it (a pipeline's stage for its neighbour stage on the same host): the held rank
+// is slow, not its host. Both held (a throttled node): the host.
+TEST(Health, ARankWaitingForItsHeldHostMateLeavesTheHeldRankNamedNotTheHost) {
+  SyntheticJob job;
+  job.late_us = [](int rank, double t) { return t >= 10 && rank / 2 == 2 ? 6000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 100.0 : rank == 4 ? 500.0 : 400.0; };
+  job.rank_stall_share = [](int rank, double t) { return t >= 10 && rank == 5 ? 0.5 : 0.004; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_rank", "rank 5 (h2)"}});
+  job.rank_stall_share = [](int rank, double t) { return t >= 10 && rank / 2 == 2 ? 0.5 : 0.004; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host", "host h2"}});
+}
+
 // A pipeline's messages go between the two stages of a replica only: a slow host network on h2
 // slows its pair with h3 both ways, which says as much about h3. The probes, which measure every
 // pair, name h2, and the messages' slow pair is part of that finding.
