@@ -75,9 +75,9 @@ class ChangeDetector {
 // apart, its host's 5 ms delay first measured 13 s after it began, docs/faults.md sweep 45).
 // A pace kPaceDrop times slower than the median of the kept ones before it (a window of at
 // least kWindowS) earns a round of every pair, as a change does: over 2,755 one-second windows of
-// 40 clean runs of 12 programs at 2 busy loops the worst was 1.15 times slower than the median
-// of the five before, and half the faults of sweeps 39-44 slowed their programs' pace 1.4-14
-// times. A lasting slowdown is slower than the median for its first three windows, so it earns
+// 24 clean runs of 8 programs at 2 busy loops the worst was 1.15 times slower than the median
+// of the five before, while 38 of 54 fault runs of sweeps 38-44 had a window 1.4-14 times
+// slower. A lasting slowdown is slower than the median for its first three windows, so it earns
 // three such rounds at most, like a change; a program whose phases differ in pace pays for a
 // round at each slower phase, within the confirmations' share.
 class PaceWatch {

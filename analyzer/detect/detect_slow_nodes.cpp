@@ -1127,7 +1127,7 @@ void judge_subject(const SlowNodeFacts& facts, double stalled_mpi, const Subject
 // (a pipeline's stage for its neighbour stage on the same host) and are left out: the held ranks
 // are named, not the host. A throttled or overloaded node holds every rank of it off the CPU
 // alike. Seen: a pipeline's rank 5 stopped half the time, 3 hosts x 2 ranks; rank 4 on its host
-// waited for its gradients, and the host was named for 13 s instead of the rank
+// waited for its gradients, and the host was named from 27 s to the job's end instead of the rank
 // (docs/faults.md, sweep 45 T). What it cannot tell apart: a host whose ranks lose the CPU
 // unequally, one of them waiting for the other besides; its held ranks are named then.
 std::vector<int> late_by_own_stall(const SlowNodeFacts& facts, const std::vector<int>& ranks) {
