@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Link probes in programs whose collectives are not on MPI_COMM_WORLD (issue 48): a 2-D stencil
-# whose every collective is on a Cartesian communicator, a parameter server on a duplicate of
+# whose every collective is on a Cartesian communicator (its halos by point-to-point, then by
+# neighbourhood collectives), a parameter server on a duplicate of
 # MPI_COMM_WORLD, a pipeline whose only collectives are on a communicator split off without
 # rank 0, and two coupled models joined by an intercommunicator. On 4 pretend hosts (COMMTAP_TEST_NODES, one rank each) the probes run on the
 # communicators' own collectives: every directed pair of the hosts each communicator spans, and
@@ -11,13 +12,14 @@ source "$(dirname "$0")/common.sh"
 
 # 300 steps of 3 ms of compute (a sleep) at least: one round comes at the communicator's 16th
 # collective whatever the load, and every pair is measured in each round.
+# NAME=... names a second run of the same program (its files and messages).
 check() {  # program expected_pairs forbidden_node(-1: none) what [args...]
-  local program=$1 want=$2 forbidden=$3 what=$4
+  local path=$1 program=${NAME:-$1} want=$2 forbidden=$3 what=$4
   shift 4
-  run_native 4 "$PROGRAMS/$program" "$@" >"$program.native" || fail "$program: native run"
+  run_native 4 "$PROGRAMS/$path" "$@" >"$program.native" || fail "$program: native run"
   [ -s "$program.native" ] || fail "$program: native run printed nothing"
   run_preloaded 4 -genv COMMTAP_DIR "trace-$program" -genv COMMTAP_TEST_NODES 4 \
-    -genv COMMTAP_PROBE_INTERVAL 1 -genv COMMTAP_YIELD 1 "$PROGRAMS/$program" "$@" \
+    -genv COMMTAP_PROBE_INTERVAL 1 -genv COMMTAP_YIELD 1 "$PROGRAMS/$path" "$@" \
     >"$program.probed" || fail "$program: probed run"
   expect_same_files "$program.native" "$program.probed" "$program: native and probed outputs"
   local rows pairs outside
@@ -35,6 +37,17 @@ check() {  # program expected_pairs forbidden_node(-1: none) what [args...]
 }
 
 check stencil_cart 24 -1 "collectives on a Cartesian communicator only" 300 64 3000
+# The same stencil with its halos moved by MPI_Neighbor_alltoall and an all-reduce every 50th
+# step only: the rounds run at the neighbourhood collectives (6 all-reduces in 300 steps would
+# never reach a communicator's 16th collective), and every directed pair is measured in them.
+NAME=stencil_neighbor check stencil_cart 24 -1 "neighbourhood collectives" 300 64 3000 neighbor
+expect_equal 12 "$(db_query trace-stencil_neighbor "SELECT count(DISTINCT from_node || '>' ||
+                     to_node) FROM probes WHERE method = 'round'")" \
+  "stencil_neighbor: directed pairs measured in rounds"
+neighbor_calls=$(db_query trace-stencil_neighbor "SELECT sum(calls) FROM call_totals WHERE
+                   function = 'MPI_Neighbor_alltoall'")
+expect_equal 1200 "$neighbor_calls" "stencil_neighbor: MPI_Neighbor_alltoall calls recorded"
+pass "stencil_neighbor: 1200 neighbourhood all-to-alls recorded, rounds on them"
 check param_server 24 -1 "collectives on a duplicate of MPI_COMM_WORLD" 300 64 3000
 # The split communicator spans hosts 1-3: the rounds measure their 6 directed pairs, and the
 # asynchronous probes the 6 with host 0, which no communicator with collectives spans (host 0's

@@ -668,6 +668,150 @@ void collectives_in_form(Form form) {
 
 // Collectives whose arguments MPI treats specially: in place, insignificant arguments that hold
 // anything, zero counts, reductions commtap may take over, erroneous calls.
+// The neighbourhood collectives on a periodic ring (a 1-D Cartesian communicator of every rank,
+// whose two neighbours are one rank on 2 ranks): every kind in `form`, then one on a
+// communicator without a topology, which MPI rejects.
+void neighbor_collectives_in_form(Form form, MPI_Comm ring) {
+  const int n = 3;
+  MPI_Info info = MPI_INFO_NULL;
+  {
+    auto send = filled(n, rank * 11);
+    std::vector<int> recv(2 * n, -1);
+    collective(
+        "Neighbor_allgather", form,
+        [&](Form f, MPI_Request* r) {
+          auto s = send.data();
+          auto v = recv.data();
+          return COMMTAP_FORMS(
+              f, r, MPI_Neighbor_allgather(s, n, MPI_INT, v, n, MPI_INT, ring),
+              MPI_Neighbor_allgather_c(s, n, MPI_INT, v, n, MPI_INT, ring),
+              MPI_Ineighbor_allgather(s, n, MPI_INT, v, n, MPI_INT, ring, r),
+              MPI_Ineighbor_allgather_c(s, n, MPI_INT, v, n, MPI_INT, ring, r),
+              MPI_Neighbor_allgather_init(s, n, MPI_INT, v, n, MPI_INT, ring, info, r),
+              MPI_Neighbor_allgather_init_c(s, n, MPI_INT, v, n, MPI_INT, ring, info, r));
+        },
+        [&](const std::string& l) { buffer_line(l, recv); });
+  }
+  {
+    // From each neighbour n values, left first, with a gap between them left untouched.
+    auto send = filled(n, rank * 13);
+    std::vector<int> recv(2 * n + 1, -1), counts = {n, n}, displs = {0, n + 1};
+    std::vector<MPI_Count> counts_c = {n, n};
+    std::vector<MPI_Aint> displs_c = {0, n + 1};
+    collective(
+        "Neighbor_allgatherv", form,
+        [&](Form f, MPI_Request* r) {
+          auto s = send.data();
+          auto v = recv.data();
+          auto k = counts.data();
+          auto d = displs.data();
+          auto kc = counts_c.data();
+          auto dc = displs_c.data();
+          return COMMTAP_FORMS(
+              f, r, MPI_Neighbor_allgatherv(s, n, MPI_INT, v, k, d, MPI_INT, ring),
+              MPI_Neighbor_allgatherv_c(s, n, MPI_INT, v, kc, dc, MPI_INT, ring),
+              MPI_Ineighbor_allgatherv(s, n, MPI_INT, v, k, d, MPI_INT, ring, r),
+              MPI_Ineighbor_allgatherv_c(s, n, MPI_INT, v, kc, dc, MPI_INT, ring, r),
+              MPI_Neighbor_allgatherv_init(s, n, MPI_INT, v, k, d, MPI_INT, ring, info, r),
+              MPI_Neighbor_allgatherv_init_c(s, n, MPI_INT, v, kc, dc, MPI_INT, ring, info, r));
+        },
+        [&](const std::string& l) { buffer_line(l, recv); });
+  }
+  {
+    auto send = filled(2 * n, rank * 17);
+    std::vector<int> recv(2 * n, -1);
+    collective(
+        "Neighbor_alltoall", form,
+        [&](Form f, MPI_Request* r) {
+          auto s = send.data();
+          auto v = recv.data();
+          return COMMTAP_FORMS(
+              f, r, MPI_Neighbor_alltoall(s, n, MPI_INT, v, n, MPI_INT, ring),
+              MPI_Neighbor_alltoall_c(s, n, MPI_INT, v, n, MPI_INT, ring),
+              MPI_Ineighbor_alltoall(s, n, MPI_INT, v, n, MPI_INT, ring, r),
+              MPI_Ineighbor_alltoall_c(s, n, MPI_INT, v, n, MPI_INT, ring, r),
+              MPI_Neighbor_alltoall_init(s, n, MPI_INT, v, n, MPI_INT, ring, info, r),
+              MPI_Neighbor_alltoall_init_c(s, n, MPI_INT, v, n, MPI_INT, ring, info, r));
+        },
+        [&](const std::string& l) { buffer_line(l, recv); });
+  }
+  // Uneven exchanges: 2 values to the left neighbour and 3 to the right, so 3 come from the left
+  // and 2 from the right; then the same with byte displacements and a type per neighbour.
+  std::vector<int> send_counts = {2, 3}, send_displs = {0, 3}, recv_counts = {3, 2},
+                   recv_displs = {1, 5};
+  std::vector<MPI_Count> send_counts_c = {2, 3}, recv_counts_c = {3, 2};
+  std::vector<MPI_Aint> send_displs_c = {0, 3}, recv_displs_c = {1, 5};
+  auto send = filled(6, rank * 19);
+  {
+    std::vector<int> recv(8, -1);
+    collective(
+        "Neighbor_alltoallv", form,
+        [&](Form f, MPI_Request* r) {
+          auto s = send.data();
+          auto v = recv.data();
+          auto sk = send_counts.data();
+          auto sd = send_displs.data();
+          auto rk = recv_counts.data();
+          auto rd = recv_displs.data();
+          auto skc = send_counts_c.data();
+          auto sdc = send_displs_c.data();
+          auto rkc = recv_counts_c.data();
+          auto rdc = recv_displs_c.data();
+          return COMMTAP_FORMS(
+              f, r, MPI_Neighbor_alltoallv(s, sk, sd, MPI_INT, v, rk, rd, MPI_INT, ring),
+              MPI_Neighbor_alltoallv_c(s, skc, sdc, MPI_INT, v, rkc, rdc, MPI_INT, ring),
+              MPI_Ineighbor_alltoallv(s, sk, sd, MPI_INT, v, rk, rd, MPI_INT, ring, r),
+              MPI_Ineighbor_alltoallv_c(s, skc, sdc, MPI_INT, v, rkc, rdc, MPI_INT, ring, r),
+              MPI_Neighbor_alltoallv_init(s, sk, sd, MPI_INT, v, rk, rd, MPI_INT, ring, info, r),
+              MPI_Neighbor_alltoallv_init_c(s, skc, sdc, MPI_INT, v, rkc, rdc, MPI_INT, ring, info,
+                                            r));
+        },
+        [&](const std::string& l) { buffer_line(l, recv); });
+  }
+  {
+    std::vector<MPI_Aint> send_bytes = {0, 12}, recv_bytes = {4, 20};
+    std::vector<MPI_Datatype> types = {MPI_INT, MPI_INT};
+    std::vector<int> recv(8, -1);
+    collective(
+        "Neighbor_alltoallw", form,
+        [&](Form f, MPI_Request* r) {
+          auto s = send.data();
+          auto v = recv.data();
+          auto t = types.data();
+          auto sk = send_counts.data();
+          auto rk = recv_counts.data();
+          auto skc = send_counts_c.data();
+          auto rkc = recv_counts_c.data();
+          auto sb = send_bytes.data();
+          auto rb = recv_bytes.data();
+          return COMMTAP_FORMS(
+              f, r, MPI_Neighbor_alltoallw(s, sk, sb, t, v, rk, rb, t, ring),
+              MPI_Neighbor_alltoallw_c(s, skc, sb, t, v, rkc, rb, t, ring),
+              MPI_Ineighbor_alltoallw(s, sk, sb, t, v, rk, rb, t, ring, r),
+              MPI_Ineighbor_alltoallw_c(s, skc, sb, t, v, rkc, rb, t, ring, r),
+              MPI_Neighbor_alltoallw_init(s, sk, sb, t, v, rk, rb, t, ring, info, r),
+              MPI_Neighbor_alltoallw_init_c(s, skc, sb, t, v, rkc, rb, t, ring, info, r));
+        },
+        [&](const std::string& l) { buffer_line(l, recv); });
+  }
+  if (form == kBlocking) {
+    // MPI_Cart_create keeps the old communicator's error handler: the rejection is a line.
+    auto one = filled(n, rank);
+    std::vector<int> recv(2 * n, -1);
+    rc_line("Neighbor_allgather without a topology",
+            MPI_Neighbor_allgather(one.data(), n, MPI_INT, recv.data(), n, MPI_INT, world));
+  }
+}
+
+void neighbor_collectives() {
+  const int dims[1] = {size}, periodic[1] = {1};
+  MPI_Comm ring = MPI_COMM_NULL;
+  rc_line("Cart_create ring", MPI_Cart_create(world, 1, dims, periodic, 0, &ring));
+  for (int form = kBlocking; form <= kPersistentLarge; ++form)
+    neighbor_collectives_in_form(static_cast<Form>(form), ring);
+  MPI_Comm_free(&ring);
+}
+
 void collective_corners() {
   const MPI_Comm c = world;
   const int root = 0;
@@ -1499,6 +1643,7 @@ int main(int argc, char** argv) {
   for (int form = kBlocking; form <= kPersistentLarge; ++form)
     collectives_in_form(static_cast<Form>(form));
   collective_corners();
+  neighbor_collectives();
   intercommunicator_collectives();
   blocking_pairs(vector_type);
   sendrecv_pairs(vector_type);

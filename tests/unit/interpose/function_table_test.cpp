@@ -40,11 +40,30 @@ TEST(FunctionTable, NcclFunctionsFollowNcclsOwnTable) {
 }
 
 TEST(FunctionTable, CoversTheFamiliesTheIssueAsksFor) {
-  // Every blocking collective of MPI-3/4 with its nonblocking, persistent and large-count forms.
+  // Every blocking collective of MPI-3/4, the neighbourhood ones among them, with its
+  // nonblocking, persistent and large-count forms.
   std::set<std::string> names(std::begin(kFunctionName), std::end(kFunctionName));
-  for (const char* base : {"Allreduce", "Reduce", "Bcast", "Allgather", "Allgatherv", "Gather",
-                           "Gatherv", "Scatter", "Scatterv", "Alltoall", "Alltoallv", "Alltoallw",
-                           "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan"}) {
+  for (const char* base : {"Allreduce",
+                           "Reduce",
+                           "Bcast",
+                           "Allgather",
+                           "Allgatherv",
+                           "Gather",
+                           "Gatherv",
+                           "Scatter",
+                           "Scatterv",
+                           "Alltoall",
+                           "Alltoallv",
+                           "Alltoallw",
+                           "Reduce_scatter",
+                           "Reduce_scatter_block",
+                           "Scan",
+                           "Exscan",
+                           "Neighbor_allgather",
+                           "Neighbor_allgatherv",
+                           "Neighbor_alltoall",
+                           "Neighbor_alltoallv",
+                           "Neighbor_alltoallw"}) {
     std::string lower = base;
     lower[0] = static_cast<char>(std::tolower(lower[0]));
     for (const std::string& name :
