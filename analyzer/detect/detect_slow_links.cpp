@@ -86,6 +86,9 @@ struct PairCell {
   // link, not as its own or both.
   bool echo_of_reverse = false;
   const char* way_told_by = "";
+  // Slow as its reverse's echo where the reverse's own messages did not read slow (too few, or
+  // censored): the link is named the reverse way from this pair's messages (slow_way).
+  bool names_reverse = false;
   bool clock_only = false;  // read slow, but the round trip is not: a clock error
   // Some slow messages and no more fast ones, but not (yet) enough to call it slow.
   bool suspect = false;
@@ -698,8 +701,24 @@ SlowWay slow_way_by_pings(const std::map<std::pair<int, int>, double>& legs, dou
   return SlowWay::not_told;
 }
 
+// Whether `cell`'s few-packet messages (kMinKnown recent ones of a class at least) read slow: a
+// delay in its own direction, which no acknowledgement crossing the other way explains.
+bool few_packets_slow(const PairCell& cell) {
+  for (const auto& [size, shares] : cell.recent_by_class) {
+    if (size >= size_class(kFewPackets)) break;
+    if (shares.size() >= kMinKnown && median_of(shares) >= 1) return true;
+  }
+  return false;
+}
+
 // Marks the direction that is not the slow way as its reverse's echo. What it cannot tell apart:
 // a link slow both ways whose few-packet messages, and pings, were measured one way only.
+//
+// A direction slow alone by its messages may be the echo of a reverse whose own messages did not
+// read slow (too few in the window, some slow: SP's were 6 slow of 10): where none of
+// its few-packet messages read slow and the probes' pings put the delay on the reverse alone, the
+// link is named that way (NPB SP's larger messages back over a link delayed one way named the
+// back way for three analyses, while the pings read 8 ms one way and nothing back, sweep 46).
 void slow_way(const Job& job, const HealthOptions& options, const ClockAlignment& clocks,
               PairCells& pairs) {
   std::map<std::pair<int, int>, double> legs;
@@ -715,6 +734,19 @@ void slow_way(const Job& job, const HealthOptions& options, const ClockAlignment
   const double legs_base = all_legs.empty() ? 0.0 : lower_quartile_of(all_legs);
   for (auto& [pair, cell] : pairs) {
     auto back = pairs.find({pair.second, pair.first});
+    // The reverse not slow, but not shown fine either: unmeasured, few fast messages, or some
+    // slow ones (suspect, turning).
+    const bool reverse_undecided =
+        back == pairs.end() ||
+        (!back->second.slow &&
+         (back->second.suspect || back->second.turning || back->second.recent_fast < kMinKnown));
+    if (cell.slow && reverse_undecided && !few_packets_slow(cell) &&
+        slow_way_by_pings(legs, legs_base, pair, options.min_link_delay_us * 1e3) ==
+            SlowWay::back) {
+      cell.echo_of_reverse = cell.names_reverse = true;
+      cell.way_told_by = "the link probes' pings";
+      continue;
+    }
     if (pair.first > pair.second || !cell.slow || back == pairs.end() || !back->second.slow)
       continue;
     const char* told_by = "its messages of a few packets";
@@ -973,14 +1005,17 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
   };
   for (const auto& [pair, cell] : pairs) {
     if (!cell.slow || slow_hosts.count(pair.first) || slow_hosts.count(pair.second)) continue;
-    if (cell.echo_of_reverse) continue;  // named as its reverse's link
+    if (cell.echo_of_reverse && !cell.names_reverse) continue;  // named as its reverse's link
     if (undecided_around(pair) || receiver_waited_elsewhere(pair, pairs, completion)) continue;
     if (as_slow_elsewhere(pair, cell)) continue;
-    const std::string from = job.hosts[static_cast<std::size_t>(pair.first)];
-    const std::string to = job.hosts[static_cast<std::size_t>(pair.second)];
+    const std::string sender = job.hosts[static_cast<std::size_t>(pair.first)];
+    const std::string receiver = job.hosts[static_cast<std::size_t>(pair.second)];
+    // The link named: this pair's, or its reverse's where this one is only its echo.
+    const std::string& from = cell.names_reverse ? receiver : sender;
+    const std::string& to = cell.names_reverse ? sender : receiver;
     auto back = pairs.find({pair.second, pair.first});
     const bool echoed = back != pairs.end() && back->second.slow && back->second.echo_of_reverse;
-    const bool both = back != pairs.end() && back->second.slow && !echoed;
+    const bool both = back != pairs.end() && back->second.slow && !echoed && !cell.echo_of_reverse;
     if (both && pair.first > pair.second) continue;  // reported once, with the other direction
     const std::uint64_t since_slow = cell.onset_half_slow[0] + cell.onset_half_slow[1];
     const std::uint64_t since_fast = cell.onset_half_fast[0] + cell.onset_half_fast[1];
@@ -993,7 +1028,8 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
     f.summary = f.subject + ": " + std::to_string(cell.recent_slow) + " of " +
-                std::to_string(cell.recent_slow + cell.recent_fast) + " messages of the last " +
+                std::to_string(cell.recent_slow + cell.recent_fast) + " messages " +
+                (cell.names_reverse ? sender + " -> " + receiver + " " : "") + "of the last " +
                 ms_text(recent_ns(job, cell.recent_from)) + " took " +
                 std::to_string(static_cast<int>(std::lround(options.link_factor))) +
                 "x the baseline " + ms_text(cell.base) + " or more (median " +
@@ -1002,7 +1038,11 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
                  : echoed ? ", this direction only (by " + std::string(back->second.way_told_by) +
                                 "; the reverse's larger messages read slow too, their "
                                 "acknowledgements crossing this way)"
-                          : ", this direction only") +
+                 : cell.names_reverse
+                     ? ", this direction only (by " + std::string(cell.way_told_by) +
+                           "; the messages that read slow are the reverse's, larger ones whose "
+                           "acknowledgements cross this way)"
+                     : ", this direction only") +
                 (cell.recent_censored > 0
                      ? "; " + std::to_string(cell.recent_censored) +
                            " more found done at the receiver's first look, arrival unknown"

@@ -581,6 +581,32 @@ TEST(Health, ALinkSlowOneWayIsToldByItsSmallMessagesWhereItsLargeOnesReadSlowBot
   expect_exactly(analyze(job), {{"slow_link", "link h1 -> h2"}});
 }
 
+// A delay one way (h1 -> h2) whose own direction carried no message the analysis could judge,
+// while the reverse's large messages read slow, their acknowledgements crossing the slow way
+// (NPB SP's link named the back way for three analyses, docs/faults.md sweep 46): the pings'
+// one-way legs put the delay on h1 -> h2, and the link is named that way.
+TEST(Health, ALinkWhoseReverseAloneReadSlowIsNamedTheWayThePingsTell) {
+  SyntheticJob job;
+  job.small_message_bytes = 0;
+  job.sends = [](int from, int to, double) { return !(from == 1 && to == 2); };
+  job.link_us = [](int from, int to, double t) {
+    return t >= 10 && from == 2 && to == 1 ? 3000.0 : 0.0;
+  };
+  job.probe_every_s = 5;
+  job.probe_latency_us = [](int from, int to, double t) {
+    return t >= 10 && ((from == 1 && to == 2) || (from == 2 && to == 1)) ? 1530.0 : 30.0;
+  };
+  job.probe_one_way_us = [](int from, int to, double t) {
+    return t >= 10 && from == 1 && to == 2 ? 3030.0 : 30.0;
+  };
+  expect_exactly(analyze(job), {{"slow_link", "link h1 -> h2"}});
+  // Pings that put the delay on the way the messages read slow keep that way.
+  job.probe_one_way_us = [](int from, int to, double t) {
+    return t >= 10 && from == 2 && to == 1 ? 3030.0 : 30.0;
+  };
+  expect_exactly(analyze(job), {{"slow_link", "link h2 -> h1"}});
+}
+
 // With two or three hosts no third way corrects a clock estimate, and one taken on a busy node
 // can be milliseconds off (a 5 ms round trip, NetPIPE under load): every message one way then
 // reads slow and every one back reads early. The round trip, which no clock error touches, is
@@ -1312,6 +1338,22 @@ TEST(Health, ProbesOfAHostWhoseMessagesShowOneSlowLinkNameTheLink) {
   const JobHealth health = analyze(job);
   expect_exactly(health, {{"slow_link", "link h0 -> h1"}});
   ASSERT_FALSE(health.evidence.probes.host_is_a_link.empty());
+}
+
+// ... but where the leaders of every other host measured their pairs into the host slow, it is
+// the host: behind a slow host the receivers find most messages already there, and its pairs
+// read fine by the messages (NPB LU, docs/faults.md sweep 46).
+TEST(Health, ProbesOfAHostSlowFromEveryOtherHostNameTheHostWhateverItsMessages) {
+  SyntheticJob job;
+  job.seconds = 20;
+  job.probe_every_s = 5;
+  job.link_us = [](int from, int to, double) { return from == 0 && to == 1 ? 3000.0 : 0.0; };
+  job.probe_latency_us = [](int from, int to, double) {
+    return from == 1 || to == 1 ? 1530.0 : 30.0;
+  };
+  const JobHealth health = analyze(job);
+  expect_exactly(health, {{"slow_host_network", "host h1"}});
+  EXPECT_TRUE(health.evidence.probes.host_is_a_link.empty()) << describe(health);
 }
 
 // Both ways by the probes, one way by the job's messages (whose own finding waits for the
