@@ -1482,6 +1482,20 @@ TEST(Health, AHangNamesTheRankThatNeverArrived) {
             nlohmann::json::array({2}));
 }
 
+// A rank that has not arrived but completed collectives after the others began to wait (on
+// another communicator: the step before, over a slow network) is on its way, not hung (NPB FT's
+// all-to-alls over a delayed host, docs/faults.md sweep 46); once it stands still for
+// --hang-after, it is.
+TEST(Health, ARankThatNeverArrivedButMovesMeanwhileIsNotHungUntilItStops) {
+  SyntheticJob job;
+  job.hang_at = 20;
+  job.hang_culprit = 6;
+  job.hang_culprit_moves_until = 30;
+  expect_exactly(analyze(job), {});
+  job.hang_culprit_moves_until = 24;
+  expect_exactly(analyze(job), {{"hang", "rank 6 (h3)"}});
+}
+
 TEST(Health, ACrashedRankIsLost) {
   SyntheticJob job;
   job.crash_at = 18;
