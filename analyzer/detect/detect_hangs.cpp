@@ -5,11 +5,14 @@
 #include <climits>
 #include <map>
 #include <set>
+#include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "analyzer/findings/statistics.hpp"
 #include "analyzer/trace/trace_files.hpp"
+#include "analyzer/trace/trace_rows.hpp"
 
 namespace commtap::analyzer {
 
@@ -509,6 +512,51 @@ StuckInstances stuck_instances(const Job& job, const Liveness& live, std::uint64
   return stuck;
 }
 
+// A collective every member is in whose data still flows is slow, not hung: NPB FT's 96 MB
+// all-to-alls over a host delayed 2-4 ms took 10 s each, its connections moving 3-7 MB a second
+// per rank (docs/faults.md sweep 46), and were named communication hangs. Moving: the members'
+// TCP connections to other hosts (tcp_links, the kernel's counts of bytes sent and acknowledged)
+// sent kMovingBytesPerS a member at least over the kMovingSpanNs before `until`. commtap's own
+// probes send nothing meanwhile (a communicator whose collectives the rounds use keeps the
+// asynchronous ones off, and rounds come at collectives), and a hang moves nothing: a partition,
+// a peer that stopped answering. Jobs without TCP rows (InfiniBand, shared memory, files before
+// version 10) are judged as before.
+constexpr double kMovingBytesPerS = 1 << 20;
+constexpr std::uint64_t kMovingSpanNs = 3'000'000'000;
+
+bool data_still_moving(const Job& job, const std::vector<int>& members, std::uint64_t until) {
+  const std::set<int> member_set(members.begin(), members.end());
+  const std::uint64_t from = until > kMovingSpanNs ? until - kMovingSpanNs : 0;
+  // Per connection (rank, local, peer): its total at the newest row up to `from` and up to
+  // `until` (a row is written only when a total changed).
+  struct Totals {
+    std::uint64_t before = 0, latest = 0;
+    bool seen_before = false;
+  };
+  std::map<std::tuple<int, std::string, std::string>, Totals> connections;
+  std::string error;
+  const bool read = each_tcp_link(
+      job,
+      [&](const TcpLinkRow& row) {
+        if (!member_set.count(row.rank) || row.local_address == row.peer_address) return;
+        const auto wall = static_cast<std::uint64_t>(row.wall_ns);
+        if (wall > until) return;
+        Totals& t = connections[{row.rank, row.local_address, row.peer_address}];
+        if (wall <= from) {
+          t.before = std::max(t.before, row.bytes_acked);
+          t.seen_before = true;
+        }
+        t.latest = std::max(t.latest, row.bytes_acked);
+      },
+      error);
+  if (!read) return false;
+  double moved = 0;
+  for (const auto& [key, t] : connections)
+    if (t.seen_before && t.latest > t.before) moved += static_cast<double>(t.latest - t.before);
+  return moved >= kMovingBytesPerS * static_cast<double>(members.size()) *
+                      (static_cast<double>(kMovingSpanNs) / 1e9);
+}
+
 // hang (the ranks that never arrived at an instance others are stuck in) or communication_hang
 // (every member stuck in it) for one stuck instance. `stuck_somewhere`: every stuck rank.
 void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t hang_ns,
@@ -599,6 +647,7 @@ void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t ha
                                    .members = members.size(),
                                    .stuck_ns = until - since};
   } else if (ranks.size() == members.size()) {
+    if (data_still_moving(job, ranks, until)) return;
     f.kind = finding_kind::communication_hang;
     f.subject = "comm " + std::to_string(comm_id);
     f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +

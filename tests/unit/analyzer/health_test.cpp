@@ -1496,6 +1496,21 @@ TEST(Health, ARankThatNeverArrivedButMovesMeanwhileIsNotHungUntilItStops) {
   expect_exactly(analyze(job), {{"hang", "rank 6 (h3)"}});
 }
 
+// Every member in one collective for --hang-after: a communication hang where nothing moves,
+// a slow collective where the members' connections still carry data (NPB FT's all-to-alls over a
+// delayed host, docs/faults.md sweep 46); without TCP counters, a hang as before.
+TEST(Health, EveryMemberInOneCollectiveIsAHangOnlyWhereNoDataMoves) {
+  SyntheticJob job;
+  job.hang_at = 20;
+  job.tcp = true;
+  expect_exactly(analyze(job), {});
+  job.sends = [](int, int, double t) { return t < 20; };
+  expect_exactly(analyze(job), {{"communication_hang", "comm 1"}});
+  job.tcp = false;
+  job.sends = [](int, int, double) { return true; };
+  expect_exactly(analyze(job), {{"communication_hang", "comm 1"}});
+}
+
 TEST(Health, ACrashedRankIsLost) {
   SyntheticJob job;
   job.crash_at = 18;
