@@ -104,6 +104,9 @@ struct PairCell {
   OwnHistory to_onset;
   std::int64_t recent_from = INT64_MAX;
   std::vector<std::pair<std::int64_t, std::int64_t>> slow_stretches;  // MessageLinkEvidence's
+  // Its recent decided messages by send time, each slow or shown fast: how it read since a
+  // neighbouring link turned slow (name_slow_links).
+  std::vector<std::pair<std::int64_t, bool>> decided;
 };
 using PairCells = std::map<std::pair<int, int>, PairCell>;
 
@@ -477,6 +480,7 @@ Decided recent_decisions(std::int64_t recent_aligned, std::int64_t window_ns,
       }
     }
     if (auto mine = decided.find(pair); mine != decided.end()) {
+      cell.decided = mine->second;
       cell.slow_stretches = slow_stretches(mine->second);
       if (const std::size_t onset = recent_onset(mine->second); onset > 0) {
         cell.onset = mine->second[onset].first;
@@ -978,6 +982,16 @@ void name_slow_links(const Job& job, const HealthOptions& options, const PairCel
       if (turned_with_it && completion == Completion::proxy) return true;
       if (other.first == link.second && much_faster(cell, mine)) continue;
       if (cell.slow || cell.suspect || turned_with_it) return true;
+      // Slow since the link turned slow (its onset, or its window's start where it was slow
+      // throughout) in as many messages as fast: a host's pair that carries few messages reads
+      // fast over a window that began before the host's fault, and slow since. Fast ones from
+      // before the fault do not show the fault is not the host's; where the pair sent nothing
+      // since, they are all there is.
+      const std::int64_t since = mine.onset != INT64_MIN ? mine.onset : mine.recent_from;
+      std::uint64_t slow_since = 0, fast_since = 0;
+      for (const auto& [start, slow] : cell.decided)
+        if (start >= since) ++(slow ? slow_since : fast_since);
+      if (slow_since > 0 && slow_since >= fast_since) return true;
       if (cell.recent_fast < kMinKnown && !cell.clock_only) return true;
     }
     return false;

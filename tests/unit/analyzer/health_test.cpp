@@ -815,6 +815,30 @@ TEST(Health, ALinkThatTurnedSlowInsideTheWindowIsNamedHalfAWindowLater) {
   }
 }
 
+// Host h2's network slows what it sends by 4 ms from 8 s. Its pair to h3 carries many messages,
+// its pair to h1 many before 8 s and then only at 10 s. At 13 s h2 -> h1 read fast over the
+// window, most of it before the fault, and slow since h2 -> h3 turned slow: which of h2's pairs
+// are slow is not known yet, so h2 -> h3 is not named a link. Where h2 -> h1's message at 10 s is
+// fast, it is.
+TEST(Health, ALinkWhoseHostsOtherPairReadSlowSinceItTurnedIsNotALinkYet) {
+  SyntheticJob job;
+  job.ranks = 4;
+  job.killed_by = "running";
+  job.seconds = 14;  // the last heartbeat at 13 s
+  job.sends = [](int from, int to, double t) {
+    if (from == 2 && to == 0) return false;
+    return !(from == 2 && to == 1 && t >= 8) || std::fabs(t - 10) < 0.1;
+  };
+  job.link_us = [](int from, int to, double t) {
+    return t >= 8 && from == 2 && to != 0 ? 4000.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.link_us = [](int from, int to, double t) {
+    return t >= 8 && from == 2 && to == 3 ? 4000.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h2 -> h3"}});
+}
+
 // A chain of four stages (h0 -> h1 -> h2 -> h3 and back): a 5 ms delay on h0 -> h1 also makes
 // 40% of h1 -> h2's messages read 1.2 ms slow, the stage forwarding late what came late
 // (split_pipeline at load 7: 13 ms against 1.3 ms, docs/faults.md, sweep 34). An echo that much
