@@ -1,4 +1,4 @@
--- commtap trace database, schema version 14 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 15 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -112,6 +112,10 @@ CREATE TABLE IF NOT EXISTS heartbeats (
                                        -- for. 0: all kept; NULL: no budget, or schema 10 or older
   instances_thinned INTEGER,           -- since start: instance records the budget left out (not
                                        -- counted in instances_dropped); NULL as sample_level
+  throttled_ns INTEGER,                -- since start: time the process's cgroup CPU limit held it
+                                       -- throttled (cpu.stat throttled_usec or throttled_time,
+                                       -- the differences added up). NULL: no cgroup with a CPU
+                                       -- controller found, or schema 14 or older
   PRIMARY KEY (rank, wall_ns)
 );
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "monitor/cgroup_cpu.hpp"
 #include "monitor/clock.hpp"
 #include "monitor/rank_database.hpp"
 #include "monitor/shared_fs.hpp"
@@ -61,6 +62,7 @@ struct TraceWriter::State {
   bool failed = false;  // the error was reported: stop() returns no error for it again
   std::atomic<std::uint64_t> writer_cpu_ns{0};
   std::uint64_t stalled_ns = 0;  // the writer thread's own: see Snapshot::stalled_ns
+  CgroupCpuLimit cpu_limit;      // Snapshot::throttled_ns
   std::uint64_t tick_ns;         // RankFacts::stall_tick_ns (0: no ticks)
   static constexpr std::uint64_t kStallGraceNs = 2'000'000;
   std::string path;  // the file readers open
@@ -180,6 +182,7 @@ struct TraceWriter::State {
     Snapshot snapshot = collect();
     snapshot.writer_ns = writer_cpu_ns.load(std::memory_order_relaxed);
     if (snapshot.stalled_ns == 0) snapshot.stalled_ns = stalled_ns;
+    if (!snapshot.throttled_ns) snapshot.throttled_ns = cpu_limit.throttled_ns();
     if (tick_ns == 0) snapshot.stalls_measured = false;
     if (database.write_window(snapshot, ended_by)) {
       if (may_publish) publish(false);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,9 @@ struct Snapshot {
   // (ticks off).
   std::uint64_t stalled_ns = 0;
   bool stalls_measured = true;
+  // Of that, time the process's cgroup CPU limit held it throttled so far (CgroupCpuLimit); none
+  // where no group counts it.
+  std::optional<std::uint64_t> throttled_ns;
   std::vector<std::string> gpus;  // GPUs in use so far (empty: none, or unchanged)
   // For synthetic databases: the window's CLOCK_REALTIME stamp and how this rank's now_ns()
   // maps to it. 0: now, and the writer's own mapping.

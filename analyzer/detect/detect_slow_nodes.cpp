@@ -128,7 +128,7 @@ constexpr int kWindowsKept = 30;  // persistence looks at the latest windows onl
 // waits clearly more has lost CPU.
 constexpr double kStalledShare = 0.05, kStalledFactor = 3.0, kStalledMargin = 0.02;
 
-// Each rank's cumulative stalled_ns by wall time, to take shares of time spans.
+// Each rank's cumulative stalled_ns and throttled_ns by wall time, to take shares of time spans.
 class StallCounters {
  public:
   bool load(const Job& job, std::string& error) {
@@ -136,29 +136,39 @@ class StallCounters {
     return each_stall_row(
         job,
         [&](const StallRow& s) {
-          if (s.wall_ns <= job.until_wall) rows_[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
+          if (s.wall_ns <= job.until_wall)
+            rows_[s.rank].push_back({s.wall_ns, s.stalled_ns, s.throttled_ns});
         },
         error);
   }
-  // The rank's stalled share of wall time between its rows nearest `from` and `to` (-1: unknown,
-  // or under half a second of rows).
+  // The rank's share of wall time held off the CPU between its rows nearest `from` and `to` (-1:
+  // unknown, or under half a second of rows): the writer's ticks' estimate, or the time its
+  // cgroup CPU limit throttled it where the kernel counted more (the ticks miss part of a
+  // throttled period: NPB SP's throttled rank, 14.9 s throttled against 13.5 s stalled in all,
+  // docs/faults.md sweep 47).
   double share(int rank, std::int64_t from, std::int64_t to) const {
     auto found = rows_.find(rank);
     if (found == rows_.end() || found->second.empty()) return -1;
     const auto& rows = found->second;
     auto at = [&](std::int64_t wall) {  // the last row at or before `wall`, else the first
-      auto it = std::upper_bound(rows.begin(), rows.end(), std::make_pair(wall, INT64_MAX));
+      auto it = std::upper_bound(rows.begin(), rows.end(), wall,
+                                 [](std::int64_t w, const Row& row) { return w < row.wall_ns; });
       return it == rows.begin() ? rows.front() : *(it - 1);
     };
-    const auto [wall0, stalled0] = at(from);
-    const auto [wall1, stalled1] = at(to);
-    if (wall1 - wall0 < 500'000'000) return -1;
-    return static_cast<double>(stalled1 - stalled0) / static_cast<double>(wall1 - wall0);
+    const Row first = at(from), last = at(to);
+    if (last.wall_ns - first.wall_ns < 500'000'000) return -1;
+    std::int64_t held = last.stalled_ns - first.stalled_ns;
+    if (first.throttled_ns >= 0 && last.throttled_ns >= first.throttled_ns)
+      held = std::max(held, last.throttled_ns - first.throttled_ns);
+    return static_cast<double>(held) / static_cast<double>(last.wall_ns - first.wall_ns);
   }
   bool empty() const { return rows_.empty(); }
 
  private:
-  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> rows_;
+  struct Row {
+    std::int64_t wall_ns, stalled_ns, throttled_ns;  // throttled_ns -1: not recorded
+  };
+  std::map<int, std::vector<Row>> rows_;
 };
 
 // Per host: its largest rank share (hosts without a known share are absent).

@@ -131,6 +131,8 @@ struct RankChangeEvidence {
   double changed_at_s = 0;  // since the job's start
   double excess_before = 0, excess_after = 0, excess_latest = 0;
   double own_share_before = 0, own_share_after = 0;  // its own share, not against the others
+  // Its share of the time throttled by its cgroup CPU limit, before and since (where recorded).
+  std::optional<double> throttled_share_before, throttled_share_after;
   // The share of the job's time lost: the fall of the job's progress (operations completed per
   // second) where `cost_from_progress`, else the others' time lost waiting ("cost_from").
   double cost_share = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 
 #include "analyzer/findings/statistics.hpp"
 #include "analyzer/trace/trace_rows.hpp"
@@ -34,7 +35,7 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
                     std::string& error) {
   std::map<int, std::map<std::int64_t, double>> writes;     // rank -> write -> MPI ns
   std::map<int, std::map<std::int64_t, double>> completed;  // rank -> write -> operations
-  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls;
+  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls, throttles;
   if (!each_aggregate_total(
           job,
           [&](const WindowWriteRow& s) {
@@ -53,7 +54,9 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
       !each_stall_row(
           job,
           [&](const StallRow& s) {
-            if (s.wall_ns <= job.until_wall) stalls[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
+            if (s.wall_ns > job.until_wall) return;
+            stalls[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
+            if (s.throttled_ns >= 0) throttles[s.rank].emplace_back(s.wall_ns, s.throttled_ns);
           },
           error))
     return false;
@@ -88,12 +91,20 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
                });
       previous = wall;
     }
-    auto& rows = stalls[rank];
-    std::sort(rows.begin(), rows.end());
-    for (std::size_t k = 1; k < rows.size(); ++k)
-      spread(grid, rows[k - 1].first, rows[k].first,
-             static_cast<double>(std::max<std::int64_t>(0, rows[k].second - rows[k - 1].second)),
-             [&](std::size_t b, double part, double) { bins[b].held_off += part; });
+    // Counters since the rank's start, spread over the time between two rows.
+    auto each_difference = [&](std::vector<std::pair<std::int64_t, std::int64_t>>& rows,
+                               const std::function<void(std::size_t, double)>& add) {
+      std::sort(rows.begin(), rows.end());
+      for (std::size_t k = 1; k < rows.size(); ++k)
+        spread(grid, rows[k - 1].first, rows[k].first,
+               static_cast<double>(std::max<std::int64_t>(0, rows[k].second - rows[k - 1].second)),
+               [&](std::size_t b, double part, double) { add(b, part); });
+    };
+    each_difference(stalls[rank], [&](std::size_t b, double part) { bins[b].held_off += part; });
+    if (auto t = throttles.find(rank); t != throttles.end() && t->second.size() >= 2) {
+      for (BinTime& bin : bins) bin.throttled = 0;
+      each_difference(t->second, [&](std::size_t b, double part) { bins[b].throttled += part; });
+    }
   }
   return true;
 }

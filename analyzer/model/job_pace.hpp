@@ -17,6 +17,8 @@ namespace commtap::analyzer {
 // One rank's time in one bin of the job's wall clock.
 struct BinTime {
   double covered = 0, mpi = 0, held_off = 0;  // ns
+  // Of the time held off, its cgroup CPU limit's (heartbeats.throttled_ns); -1: not recorded.
+  double throttled = -1;
   // Operations completed (the aggregates' calls): the rank's progress, over `counted` ns of the
   // bin. The first write's are not counted: it spans MPI_Init and the program's set-up (3 s of
   // 40 in sweep 18's OSU runs), which complete few.

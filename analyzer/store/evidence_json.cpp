@@ -101,6 +101,8 @@ json rule_json(const RankChangeEvidence& e) {
               {"cost_share", e.cost_share},
               {"cost_from", e.cost_from_progress ? "progress" : "others_waiting"},
               {"test", evidence_test_json(e.test)}};
+  if (e.throttled_share_before) out["throttled_share_before"] = *e.throttled_share_before;
+  if (e.throttled_share_after) out["throttled_share_after"] = *e.throttled_share_after;
   add_subject(e.who, out);
   return out;
 }
