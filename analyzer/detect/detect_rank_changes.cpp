@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "analyzer/findings/statistics.hpp"
@@ -124,11 +125,13 @@ struct Change {
   double throttled_before = -1, throttled_after = -1;
   double cost = 0;
   bool cost_from_progress = false;  // else from the others' time not waiting
+  bool by_limit = false;            // found by its cgroup CPU limit's count (limit_change)
   EvidenceTest test;
   bool found() const { return split > 0; }
 };
 
-Change change_of(const RankSeries& s, double subjects) {
+// `on`: the series whose split is sought, s.excess or its throttled share (limit_change).
+Change change_of(const RankSeries& s, double subjects, const std::vector<double>& on) {
   Change best;
   const std::size_t n = s.excess.size();
   if (n < kMinBaselineBins + kMinSegmentBins) return best;
@@ -143,7 +146,7 @@ Change change_of(const RankSeries& s, double subjects) {
   double best_score = 0;
   // Prefix sums: every split's two means in O(1), so a day of 1 s bins costs O(n), not O(n^2).
   std::vector<double> prefix(n + 1, 0.0);
-  for (std::size_t k = 0; k < n; ++k) prefix[k + 1] = prefix[k] + s.excess[k];
+  for (std::size_t k = 0; k < n; ++k) prefix[k + 1] = prefix[k] + on[k];
   for (std::size_t k = set_up + kMinBaselineBins; k + kMinSegmentBins <= n; ++k) {
     const double before = prefix[k] / static_cast<double>(k);
     const double after = (prefix[n] - prefix[k]) / static_cast<double>(n - k);
@@ -241,25 +244,9 @@ bool held_off_a_little_more(const RankSeries& s, const Change& c) {
   return own >= kMinShift / 2 && held >= own / 2 && held < kSchedulersHeldRise;
 }
 
-// Whether its cgroup CPU limit held it throttled more since the change, by at least `rise` of the
-// time: the limit's throttled time is the kernel's count, not an estimate, and no scheduler's
-// sharing of a busy machine. Such a rank is the one the others wait for even where its share
-// outside MPI rose little: a throttled rank that polls inside MPI is held there too, so its
-// throttled time shows as time inside MPI (NPB CG with one rank's cgroup at 20 ms of CPU per
-// 100 ms: its own share up 4-10 points, held off 13-18 points more, the job's pace down 38-41%,
-// docs/faults.md sweep 47).
-bool held_by_its_limit(const Change& c, double rise) {
-  return c.throttled_before >= 0 && c.throttled_after >= 0 &&
-         c.throttled_after - c.throttled_before >= rise;
-}
-
 // Whether its limit held it since the change as a slowed rank is held: throttled at least
 // kMinShift more of the time, in kPersistent of the bins since above the half-way mark and over
 // the latest kMinSegmentBins, judged on the limit's own count (the evidence `c.test` then is).
-// Its share against the others is a noisier measure there: their time held off moves with the
-// machine's load (NPB SP's rank at 20 ms of CPU per 100 ms was throttled about 40% of every bin
-// since, while its excess over the others' median read above its half-way mark in 14 of 21 bins,
-// docs/faults.md sweep 47).
 bool limit_held_since(const RankSeries& s, Change& c) {
   const std::size_t n = s.throttled.size(), k = c.split;
   if (c.throttled_after - c.throttled_before < kMinShift) return false;
@@ -291,6 +278,33 @@ bool limit_held_since(const RankSeries& s, Change& c) {
   test.comparisons = c.test.comparisons;
   c.test = test;
   return true;
+}
+
+// A rank its cgroup CPU limit came to throttle (heartbeats.throttled_ns): the change point of its
+// throttled share, held since (limit_held_since), and the job's pace down by kMinCost; nothing
+// where the limit was not recorded. The kernel's count is no estimate and no scheduler's sharing
+// of a busy machine, so neither the own-rise test nor the scheduler's-hold test applies: a
+// throttled rank that polls inside MPI is held there too, and its share outside MPI rises little
+// (NPB CG with one rank at 20 ms of CPU per 100 ms: its own share up 4-10 points, held off 13-18
+// points more, the job's pace down 38-41%); its excess over the others is noisier than the count,
+// their time held off moving with the machine's load (NPB SP's rank, throttled about 40% of every
+// bin since, read above its excess's half-way mark in 14 of 21 bins); and the split is the
+// limit's (a CG rank on 4x2 throttled 35% from 10 s read its largest excess rise at 30 s,
+// docs/faults.md sweep 47).
+std::optional<Change> limit_change(const RankSeries& s, double subjects, double spacing_s,
+                                   const HealthOptions& options) {
+  if (std::none_of(s.throttled.begin(), s.throttled.end(), [](double t) { return t >= 0; }))
+    return std::nullopt;
+  std::vector<double> throttled = s.throttled;
+  for (double& t : throttled) t = std::max(0.0, t);
+  Change c = change_of(s, subjects, throttled);
+  if (!c.found()) return std::nullopt;
+  c.test.spacing_s = spacing_s;
+  c.by_limit = true;
+  if (!limit_held_since(s, c) || c.cost < kMinCost ||
+      c.test.false_alarm() > options.false_alarm_rate)
+    return std::nullopt;
+  return c;
 }
 
 std::string share_text(double share) {
@@ -374,27 +388,27 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
   const std::map<int, RankSeries> series = series_of(times, grid);
   const double subjects = static_cast<double>(job.ranks.size() + job.hosts.size());
   std::map<int, std::pair<int, Change>> changed;  // rank -> (host, change)
+  const double spacing_s = static_cast<double>(grid.bin_ns) / 1e9;
   for (const auto& [rank, s] : series) {
-    Change c = change_of(s, subjects);
+    if (std::optional<Change> limited = limit_change(s, subjects, spacing_s, options)) {
+      changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, *limited));
+      continue;
+    }
+    Change c = change_of(s, subjects, s.excess);
     if (!c.found()) continue;
-    c.test.spacing_s = static_cast<double>(grid.bin_ns) / 1e9;
+    c.test.spacing_s = spacing_s;
     // Still changed at the end (a rank that recovered is let go), the others waiting for it, and
     // the evidence. And it is the one they wait for: it waits less itself (kOwnRise, kOwnPart), and
     // since the change it spends at least kMinShift more of its time not waiting than the others'
     // median. A parameter server's root, which waits for its workers by design, rises against them
     // when a worker's slow network makes the other workers wait longer too, and stays below them; a
     // clean job's drift (another job's load coming and going) moves a rank by a few points.
-    // Held by its own CPU limit: judged on the limit's count (limit_held_since), which stands
-    // for the own-rise and scheduler tests below.
-    const double own_rise_wanted = std::max(kOwnRise, kOwnPart * (c.after - c.before));
-    if (held_by_its_limit(c, own_rise_wanted) && limit_held_since(s, c)) {
-      if (c.cost < kMinCost || c.test.false_alarm() > options.false_alarm_rate) continue;
-    } else if (c.latest < c.before + (c.after - c.before) / 2 || c.cost < kMinCost ||
-               (c.own_after < c.own_before + own_rise_wanted && c.own_after < kBottleneck) ||
-               c.after < kMinShift || c.test.hits < kPersistent * c.test.observations ||
-               c.test.false_alarm() > options.false_alarm_rate || held_off_a_little_more(s, c)) {
+    if (c.latest < c.before + (c.after - c.before) / 2 || c.cost < kMinCost ||
+        (c.own_after < c.own_before + std::max(kOwnRise, kOwnPart * (c.after - c.before)) &&
+         c.own_after < kBottleneck) ||
+        c.after < kMinShift || c.test.hits < kPersistent * c.test.observations ||
+        c.test.false_alarm() > options.false_alarm_rate || held_off_a_little_more(s, c))
       continue;
-    }
     changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, c));
   }
   // When one rank slows, the others wait and fall against it, but not all alike: one that
@@ -405,7 +419,8 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
   for (const auto& [rank, hc] : changed)
     largest = std::max(largest, hc.second.after - hc.second.before);
   std::erase_if(changed, [&](const auto& entry) {
-    return entry.second.second.after - entry.second.second.before < largest / 2;
+    const Change& c = entry.second.second;
+    return !c.by_limit && c.after - c.before < largest / 2;
   });
   // A host whose ranks all changed is a slow host, named by its rank that changed most.
   std::map<int, std::vector<int>> changed_by_host, ranks_by_host;

@@ -1878,6 +1878,12 @@ TEST(Health, AHostHeldOffByItsCgroupCpuLimitIsASlowHostByChange) {
     return t < 12 ? 0.0 : rank / 2 == 3 ? 0.0 : 60.0;
   };
   expect_exactly(analyze(job, defaults), {{"slow_host", "host h3"}});
+  // The ticks saw almost none of it (NPB MG's throttled rank: 21 s throttled, 2.5 s stalled in
+  // all): the kernel's count stands.
+  job.stall_share = [](int, double) { return 0.01; };
+  job.throttle_share = [](int host, double t) { return t >= 12 && host == 3 ? 0.4 : 0.0; };
+  expect_exactly(analyze(job, defaults), {{"slow_host", "host h3"}});
+  job.stall_share = [](int host, double t) { return t >= 12 && host == 3 ? 0.17 : 0.01; };
   job.throttle_share = [](int, double) { return 0.02; };
   expect_exactly(analyze(job, defaults), {});
 }
