@@ -289,7 +289,7 @@ bool limit_held_since(const RankSeries& s, Change& c) {
 // points more, the job's pace down 38-41%); its excess over the others is noisier than the count,
 // their time held off moving with the machine's load (NPB SP's rank, throttled about 40% of every
 // bin since, read above its excess's half-way mark in 14 of 21 bins); and the split is the
-// limit's (a CG rank on 4x2 throttled 35% from 10 s read its largest excess rise at 30 s,
+// limit's (a CG rank on 4x2 throttled from 10 s read its largest excess rise at 30 s,
 // docs/faults.md sweep 47).
 std::optional<Change> limit_change(const RankSeries& s, double subjects, double spacing_s,
                                    const HealthOptions& options) {
