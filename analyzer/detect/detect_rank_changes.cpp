@@ -74,8 +74,9 @@ struct RankSeries {
   std::vector<int> bin;
   std::vector<double> excess, own, others_own;
   std::vector<double> held;  // its share of the bin held off the CPU (part of `own`)
-  // Of that, its cgroup CPU limit's (heartbeats.throttled_ns); -1 where not recorded.
-  std::vector<double> throttled;
+  // Of that, its cgroup CPU limit's (heartbeats.throttled_ns); -1 where not recorded. And the
+  // other ranks' median of theirs (-1: none of theirs recorded).
+  std::vector<double> throttled, others_throttled;
   // Per rank (every one, this one too), its operations completed per known bin: before the
   // bin's split, and since.
   std::map<int, std::vector<double>> completed;
@@ -92,7 +93,13 @@ std::map<int, RankSeries> series_of(const RankBins& times, const BinGrid& grid) 
       for (const auto& [other, other_bins] : times)
         if (other != rank && other_bins[i].known(bin_ns)) own.push_back(other_bins[i].own());
       if (own.size() < 2) continue;
+      std::vector<double> others_throttled;
+      for (const auto& [other, other_bins] : times)
+        if (other != rank && other_bins[i].known(bin_ns) && other_bins[i].throttled >= 0)
+          others_throttled.push_back(other_bins[i].throttled /
+                                     std::max(1.0, other_bins[i].covered));
       RankSeries& s = out[rank];
+      s.others_throttled.push_back(others_throttled.empty() ? -1.0 : median_of(others_throttled));
       for (const auto& [other, other_bins] : times)
         s.completed[other].push_back(other_bins[i].paced(bin_ns) ? other_bins[i].completed : -1);
       s.bin.push_back(b);
@@ -250,6 +257,20 @@ bool held_off_a_little_more(const RankSeries& s, const Change& c) {
 bool limit_held_since(const RankSeries& s, Change& c) {
   const std::size_t n = s.throttled.size(), k = c.split;
   if (c.throttled_after - c.throttled_before < kMinShift) return false;
+  // Its own limit's, not one every rank shares: a container's limit on all ranks throttles them
+  // alike, more in a phase that computes more, and that is the program's phase. The others'
+  // median must have risen by under half as much.
+  auto others_mean = [&](std::size_t from, std::size_t to) {
+    double sum = 0, bins = 0;
+    for (std::size_t j = from; j < to; ++j)
+      if (s.others_throttled[j] >= 0) {
+        sum += s.others_throttled[j];
+        bins += 1;
+      }
+    return bins > 0 ? sum / bins : 0.0;
+  };
+  if (others_mean(k, n) - others_mean(0, k) >= (c.throttled_after - c.throttled_before) / 2)
+    return false;
   const double mark = c.throttled_before + (c.throttled_after - c.throttled_before) / 2;
   EvidenceTest test;
   test.observed_what = "time throttled by its cgroup CPU limit above its own baseline";

@@ -1886,6 +1886,10 @@ TEST(Health, AHostHeldOffByItsCgroupCpuLimitIsASlowHostByChange) {
   job.stall_share = [](int host, double t) { return t >= 12 && host == 3 ? 0.17 : 0.01; };
   job.throttle_share = [](int, double) { return 0.02; };
   expect_exactly(analyze(job, defaults), {});
+  // Every host's limit throttling it more from 12 s (a container's limit on all ranks, a phase
+  // that computes more): nobody's own.
+  job.throttle_share = [](int host, double t) { return t >= 12 ? (host == 3 ? 0.2 : 0.16) : 0.0; };
+  expect_exactly(analyze(job, defaults), {});
 }
 
 // Both ranks of a host changing is the host; a change that went away again is let go.
