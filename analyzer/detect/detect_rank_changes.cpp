@@ -122,6 +122,18 @@ double mean_of(const std::vector<double>& v, std::size_t from, std::size_t to) {
   return to > from ? sum / static_cast<double>(to - from) : 0.0;
 }
 
+// The mean of v[from, to)'s recorded entries (>= 0; -1 marks a bin without the count), or `none`.
+double mean_of_recorded(const std::vector<double>& v, std::size_t from, std::size_t to,
+                        double none) {
+  double sum = 0, bins = 0;
+  for (std::size_t j = from; j < to; ++j)
+    if (v[j] >= 0) {
+      sum += v[j];
+      bins += 1;
+    }
+  return bins > 0 ? sum / bins : none;
+}
+
 // The change point of a rank's series: the split whose rise, weighted by how many bins support
 // it on each side, is largest (a two-sample statistic), and what it shows.
 struct Change {
@@ -172,17 +184,8 @@ Change change_of(const RankSeries& s, double subjects, const std::vector<double>
   best.latest = mean_of(s.excess, n - kMinSegmentBins, n);
   best.own_before = mean_of(s.own, 0, k);
   best.own_after = mean_of(s.own, k, n);
-  auto mean_recorded = [&](std::size_t from, std::size_t to) {
-    double sum = 0, bins = 0;
-    for (std::size_t j = from; j < to; ++j)
-      if (s.throttled[j] >= 0) {
-        sum += s.throttled[j];
-        bins += 1;
-      }
-    return bins > 0 ? sum / bins : -1.0;
-  };
-  best.throttled_before = mean_recorded(0, k);
-  best.throttled_after = mean_recorded(k, n);
+  best.throttled_before = mean_of_recorded(s.throttled, 0, k, -1.0);
+  best.throttled_after = mean_of_recorded(s.throttled, k, n, -1.0);
   // The cost: how much the job's progress fell since, the operations its ranks completed per
   // second (a job whose steps take twice as long completes half as many). A rank held off the
   // CPU by another job's load on a shared machine hands its CPU time to its peers and the job
@@ -260,16 +263,9 @@ bool limit_held_since(const RankSeries& s, Change& c) {
   // Its own limit's, not one every rank shares: a container's limit on all ranks throttles them
   // alike, more in a phase that computes more, and that is the program's phase. The others'
   // median must have risen by under half as much.
-  auto others_mean = [&](std::size_t from, std::size_t to) {
-    double sum = 0, bins = 0;
-    for (std::size_t j = from; j < to; ++j)
-      if (s.others_throttled[j] >= 0) {
-        sum += s.others_throttled[j];
-        bins += 1;
-      }
-    return bins > 0 ? sum / bins : 0.0;
-  };
-  if (others_mean(k, n) - others_mean(0, k) >= (c.throttled_after - c.throttled_before) / 2)
+  if (mean_of_recorded(s.others_throttled, k, n, 0.0) -
+          mean_of_recorded(s.others_throttled, 0, k, 0.0) >=
+      (c.throttled_after - c.throttled_before) / 2)
     return false;
   const double mark = c.throttled_before + (c.throttled_after - c.throttled_before) / 2;
   EvidenceTest test;
