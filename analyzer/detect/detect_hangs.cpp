@@ -127,6 +127,13 @@ struct Liveness {
     return killed ? Seen{r.last_running, r.last.wall_ns, &r.ended_by}
                   : Seen{r.last, job.now_wall, nullptr};
   }
+  // It missed a heartbeat at least, as it is seen (stopped, crashed, frozen): one that still
+  // writes them runs, whatever it is doing.
+  bool missed_heartbeat(const Rank& r) const {
+    const auto missed_ns = static_cast<std::uint64_t>((1.5 * job.interval_s + 0.5) * 1e9);
+    const Seen v = seen(r);
+    return v.now > (v.ended_by ? v.beat.wall_ns : heard(r)) + missed_ns;
+  }
   // Silent long before its end (stopped, frozen): what it was doing then is long past.
   bool silent(const Seen& v) const { return v.ended_by && v.now > v.beat.wall_ns + stale_ns; }
   // The newest heartbeat any rank wrote while it ran, as the ranks are seen.
@@ -172,13 +179,10 @@ struct Liveness {
   std::vector<int> split_waiting(std::vector<int>& culprits) const {
     std::vector<int> waiting;
     if (culprits.size() <= 1) return waiting;
-    const auto missed_ns = static_cast<std::uint64_t>((1.5 * job.interval_s + 0.5) * 1e9);
     auto cause = [&](int m) {
       auto r = job.ranks.find(m);
       if (r == job.ranks.end()) return true;  // no trace at all
-      const Seen v = seen(r->second);
-      const std::uint64_t heard_ns = v.ended_by ? v.beat.wall_ns : heard(r->second);
-      return v.now > heard_ns + missed_ns || v.beat.state != "in_call";
+      return missed_heartbeat(r->second) || seen(r->second).beat.state != "in_call";
     };
     if (std::any_of(culprits.begin(), culprits.end(), cause)) {
       for (int m : culprits)
@@ -491,6 +495,52 @@ void detect_lost_ranks(const Job& job, const Liveness& live, std::vector<Finding
   }
 }
 
+// The longest each communicator's members waited in one of its collectives and still got
+// through it, from the heartbeats written in them: how long this program's own instances take.
+// A program whose rank 0 writes a 4 s checkpoint while the others wait in the next all-reduce
+// is not hung the fifth time it does so (seen: a clean loop named `hang` of rank 0, computing,
+// by the analysis that fell 3.4 s into one). Read only when an instance is stuck (one scan of
+// the heartbeats in calls for longer than half of hang_ns: shorter waits change nothing).
+class SurvivedWaits {
+ public:
+  SurvivedWaits(const Job& job, std::uint64_t hang_ns) : job_(job), hang_ns_(hang_ns) {}
+  std::uint64_t of(std::int64_t comm_id) {
+    if (!read_) read();
+    auto w = longest_.find(comm_id);
+    return w == longest_.end() ? 0 : w->second;
+  }
+
+ private:
+  void read() {
+    read_ = true;
+    std::string error;  // an unreadable file teaches nothing: the instance is judged by hang_ns
+    each_long_in_call_heartbeat(
+        job_, static_cast<std::int64_t>(hang_ns_ / 2),
+        [&](const InCallHeartbeatRow& h) {
+          auto r = job_.ranks.find(h.rank);
+          if (r == job_.ranks.end() || h.since_ns < 0 || h.wall_ns < h.since_ns ||
+              static_cast<std::uint64_t>(h.wall_ns) > job_.now_wall ||
+              static_cast<std::uint64_t>(h.since_ns) < r->second.start_ns)
+            return;
+          // Got through it: the rank went on past that instance on the communicator. Not its
+          // first, which waits for the members' start-up (ranks launched seconds apart), not for
+          // anything the program's steps do.
+          if (h.seq <= 1) return;
+          auto p = r->second.progress.find(h.comm_id);
+          if (p == r->second.progress.end() ||
+              p->second.completed < static_cast<std::uint64_t>(h.seq))
+            return;
+          std::uint64_t& longest = longest_[h.comm_id];
+          longest = std::max(longest, static_cast<std::uint64_t>(h.wall_ns - h.since_ns));
+        },
+        error);
+  }
+  const Job& job_;
+  std::uint64_t hang_ns_;
+  bool read_ = false;
+  std::map<std::int64_t, std::uint64_t> longest_;
+};
+
 // Ranks stuck in the same collective instance (communicator, sequence number) for hang_ns.
 using StuckInstances = std::map<std::pair<std::int64_t, std::uint64_t>, std::vector<int>>;
 
@@ -560,6 +610,7 @@ bool data_still_moving(const Job& job, const std::vector<int>& members, std::uin
 // hang (the ranks that never arrived at an instance others are stuck in) or communication_hang
 // (every member stuck in it) for one stuck instance. `stuck_somewhere`: every stuck rank.
 void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t hang_ns,
+                          SurvivedWaits& survived,
                           const std::pair<std::int64_t, std::uint64_t>& instance,
                           const std::vector<int>& ranks, const std::set<int>& stuck_somewhere,
                           std::vector<Finding>& out) {
@@ -609,8 +660,6 @@ void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t ha
     });
     if (culprits.empty()) return;
   }
-  // Of several that never arrived, the cause and those blocked in MPI calls waiting for it.
-  const std::vector<int> waiting = live.split_waiting(culprits);
   const Seen first = seen(job.ranks.at(ranks.front()));
   std::uint64_t since = first.beat.since_ns, until = 0;
   for (int number : ranks) {
@@ -618,6 +667,20 @@ void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t ha
     since = std::min(since, v.beat.since_ns);
     until = std::max(until, v.now);
   }
+  // Where the communicator's members have waited this long before and got through, the program
+  // does so by design (a checkpoint, a long collective): culprits that still write heartbeats,
+  // or an instance every member is in, are named only past twice that wait. A culprit that
+  // stopped writing them (stopped, crashed) is named at hang_ns as ever.
+  const bool all_running = std::none_of(culprits.begin(), culprits.end(), [&](int m) {
+    auto r = job.ranks.find(m);
+    return r == job.ranks.end() || live.lost(r->second) || live.missed_heartbeat(r->second);
+  });
+  const std::uint64_t survived_ns =
+      all_running && (!culprits.empty() || ranks.size() == members.size()) ? survived.of(comm_id)
+                                                                           : 0;
+  if (until - since < std::max(hang_ns, 2 * survived_ns)) return;
+  // Of several that never arrived, the cause and those blocked in MPI calls waiting for it.
+  const std::vector<int> waiting = live.split_waiting(culprits);
   Finding f;
   f.first_seen_ns = since;
   f.last_seen_ns = until;
@@ -626,7 +689,10 @@ void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t ha
       first.beat.function + " #" + std::to_string(seq) + " on comm " + std::to_string(comm_id);
   const std::string stuck_for =
       " for " + ms_text(static_cast<double>(until - since)) +
-      (first.ended_by ? " until " + *first.ended_by + " ended the job" : "");
+      (first.ended_by ? " until " + *first.ended_by + " ended the job" : "") +
+      (2 * survived_ns > hang_ns ? " (over twice the longest wait its members got through, " +
+                                       ms_text(static_cast<double>(survived_ns)) + ")"
+                                 : "");
   if (!culprits.empty()) {
     f.kind = finding_kind::hang;
     // All culprits on one host, and all of that host's ranks among them: name the host.
@@ -645,7 +711,8 @@ void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t ha
                                    .culprits = culprits,
                                    .waiting_in_calls = waiting,
                                    .members = members.size(),
-                                   .stuck_ns = until - since};
+                                   .stuck_ns = until - since,
+                                   .survived_wait_ns = survived_ns};
   } else if (ranks.size() == members.size()) {
     if (data_still_moving(job, ranks, until)) return;
     f.kind = finding_kind::communication_hang;
@@ -653,8 +720,11 @@ void judge_stuck_instance(const Job& job, const Liveness& live, std::uint64_t ha
     f.summary = "all " + std::to_string(ranks.size()) + " ranks of comm " +
                 std::to_string(comm_id) + " entered " + where + " and none left" + stuck_for +
                 " (a communication hang: see the link findings for the likely link)";
-    f.evidence.rule = CommunicationHangEvidence{
-        .comm_id = comm_id, .seq = seq, .stuck_ranks = ranks, .stuck_ns = until - since};
+    f.evidence.rule = CommunicationHangEvidence{.comm_id = comm_id,
+                                                .seq = seq,
+                                                .stuck_ranks = ranks,
+                                                .stuck_ns = until - since,
+                                                .survived_wait_ns = survived_ns};
   } else {
     return;  // others passed this instance: a rooted collective's slow tail, not a hang
   }
@@ -718,8 +788,9 @@ void detect_hangs(const Job& job, const HealthOptions& options, std::vector<Find
   const StuckInstances stuck = stuck_instances(job, live, hang_ns);
   std::set<int> stuck_somewhere;
   for (const auto& [instance, ranks] : stuck) stuck_somewhere.insert(ranks.begin(), ranks.end());
+  SurvivedWaits survived(job, hang_ns);
   for (const auto& [instance, ranks] : stuck)
-    judge_stuck_instance(job, live, hang_ns, instance, ranks, stuck_somewhere, out);
+    judge_stuck_instance(job, live, hang_ns, survived, instance, ranks, stuck_somewhere, out);
   detect_progress_hangs(job, options, live, out);
   if (out.size() == found_before) detect_aborts(job, out);
 }

@@ -139,7 +139,8 @@ double mean_of_recorded(const std::vector<double>& v, std::size_t from, std::siz
 struct Change {
   std::size_t split = 0;
   double before = 0, after = 0, latest = 0;  // mean excess before, after, over the latest bins
-  double own_before = 0, own_after = 0;      // its own share, not against the others'
+  double own_before = 0, own_after = 0;      // its own share, not against the others
+  double held_before = 0, held_after = 0;    // of its own share, the time held off the CPU'
   // Its share throttled by its cgroup CPU limit, over the bins that recorded it (-1: none).
   double throttled_before = -1, throttled_after = -1;
   double cost = 0;
@@ -184,6 +185,8 @@ Change change_of(const RankSeries& s, double subjects, const std::vector<double>
   best.latest = mean_of(s.excess, n - kMinSegmentBins, n);
   best.own_before = mean_of(s.own, 0, k);
   best.own_after = mean_of(s.own, k, n);
+  best.held_before = mean_of(s.held, 0, k);
+  best.held_after = mean_of(s.held, k, n);
   best.throttled_before = mean_of_recorded(s.throttled, 0, k, -1.0);
   best.throttled_after = mean_of_recorded(s.throttled, k, n, -1.0);
   // The cost: how much the job's progress fell since, the operations its ranks completed per
@@ -381,6 +384,8 @@ Finding change_finding(const Job& job, const HealthOptions& options, int rank, b
       .excess_latest = c.latest,
       .own_share_before = c.own_before,
       .own_share_after = c.own_after,
+      .held_share_before = c.held_before,
+      .held_share_after = c.held_after,
       .throttled_share_before =
           c.throttled_before >= 0 ? std::optional(c.throttled_before) : std::nullopt,
       .throttled_share_after =

@@ -31,6 +31,10 @@ struct HangEvidence {
   std::vector<int> waiting_in_calls;  // never arrived either, blocked in calls waiting for it
   std::size_t members = 0;            // ranks of the communicator
   std::uint64_t stuck_ns = 0;
+  // The longest a member waited in one of the communicator's collectives and got through (0:
+  // none over half of --hang-after); where it is, a culprit still writing heartbeats is named
+  // only past twice that.
+  std::uint64_t survived_wait_ns = 0;
 };
 
 // communication_hang, MPI: every member entered the instance and none left.
@@ -39,6 +43,7 @@ struct CommunicationHangEvidence {
   std::uint64_t seq = 0;
   std::vector<int> stuck_ranks;
   std::uint64_t stuck_ns = 0;
+  std::uint64_t survived_wait_ns = 0;  // as HangEvidence's: named only past twice it
 };
 
 // hang or communication_hang, NCCL (from its progress rows): ranks that enqueued an instance
@@ -131,6 +136,8 @@ struct RankChangeEvidence {
   double changed_at_s = 0;  // since the job's start
   double excess_before = 0, excess_after = 0, excess_latest = 0;
   double own_share_before = 0, own_share_after = 0;  // its own share, not against the others
+  // Of its own share, the time held off the CPU (the writer's ticks), before and since.
+  double held_share_before = 0, held_share_after = 0;
   // Its share of the time throttled by its cgroup CPU limit, before and since (where recorded).
   std::optional<double> throttled_share_before, throttled_share_after;
   // The share of the job's time lost: the fall of the job's progress (operations completed per
@@ -231,6 +238,7 @@ struct StalledEnd {
   int rank = -1;
   double held_off_ns = -1;  // -1: unknown (no heartbeat before or after the transit)
   double interval_ns = 0;
+  double throttled_ns = -1;  // of held_off_ns, its cgroup CPU limit's count; -1: not recorded
 };
 // A transfer that stalled: a message (its two ranks known) or a link probe (hosts only).
 struct StalledTransfer {

@@ -12,17 +12,23 @@ json rule_json(const std::monostate&) {
 }
 
 json rule_json(const HangEvidence& e) {
-  return {{"comm_id", e.comm_id},   {"seq", e.seq},
-          {"function", e.function}, {"stuck_ranks", e.stuck_ranks},
-          {"culprits", e.culprits}, {"waiting_in_calls", e.waiting_in_calls},
-          {"members", e.members},   {"stuck_ns", e.stuck_ns}};
+  return {{"comm_id", e.comm_id},
+          {"seq", e.seq},
+          {"function", e.function},
+          {"stuck_ranks", e.stuck_ranks},
+          {"culprits", e.culprits},
+          {"waiting_in_calls", e.waiting_in_calls},
+          {"members", e.members},
+          {"stuck_ns", e.stuck_ns},
+          {"survived_wait_ns", e.survived_wait_ns}};
 }
 
 json rule_json(const CommunicationHangEvidence& e) {
   return {{"comm_id", e.comm_id},
           {"seq", e.seq},
           {"stuck_ranks", e.stuck_ranks},
-          {"stuck_ns", e.stuck_ns}};
+          {"stuck_ns", e.stuck_ns},
+          {"survived_wait_ns", e.survived_wait_ns}};
 }
 
 json rule_json(const NcclHangEvidence& e) {
@@ -98,6 +104,8 @@ json rule_json(const RankChangeEvidence& e) {
               {"excess_latest", e.excess_latest},
               {"own_share_before", e.own_share_before},
               {"own_share_after", e.own_share_after},
+              {"held_share_before", e.held_share_before},
+              {"held_share_after", e.held_share_after},
               {"cost_share", e.cost_share},
               {"cost_from", e.cost_from_progress ? "progress" : "others_waiting"},
               {"test", evidence_test_json(e.test)}};
@@ -218,7 +226,8 @@ json rule_json(const StalledTransfersEvidence& e) {
       if (end->rank >= 0)
         one[name] = {{"rank", end->rank},
                      {"held_off_ns", end->held_off_ns},
-                     {"interval_ns", end->interval_ns}};
+                     {"interval_ns", end->interval_ns},
+                     {"throttled_ns", end->throttled_ns}};
     transfers.push_back(std::move(one));
   }
   out["transfers"] = std::move(transfers);

@@ -135,14 +135,18 @@ bool each_collective_instance(const JobFiles& job,
       error);
 }
 
-bool each_in_call_heartbeat(const JobFiles& job,
-                            const std::function<void(const InCallHeartbeatRow&)>& row,
-                            std::string& error) {
+namespace {
+
+const char* const kInCallColumns =
+    "SELECT rank, wall_ns, coalesce(function, ''), coalesce(comm_id, 0), coalesce(seq, 0), "
+    "coalesce(since_ns, 0), threads_in_calls FROM heartbeats WHERE state = 'in_call'";
+
+bool each_in_call_row(const JobFiles& job, const std::string& sql,
+                      const std::function<void(const InCallHeartbeatRow&)>& row,
+                      std::string& error) {
   InCallHeartbeatRow h;
   return each_row(
-      job,
-      "SELECT rank, wall_ns, coalesce(function, ''), coalesce(comm_id, 0), coalesce(seq, 0), "
-      "coalesce(since_ns, 0), threads_in_calls FROM heartbeats WHERE state = 'in_call'",
+      job, sql.c_str(),
       [&](const ResultRow& s) {
         h.rank = static_cast<int>(column_i64(s, 0));
         h.wall_ns = column_i64(s, 1);
@@ -154,6 +158,25 @@ bool each_in_call_heartbeat(const JobFiles& job,
         row(h);
       },
       error);
+}
+
+}  // namespace
+
+bool each_in_call_heartbeat(const JobFiles& job,
+                            const std::function<void(const InCallHeartbeatRow&)>& row,
+                            std::string& error) {
+  return each_in_call_row(job, kInCallColumns, row, error);
+}
+
+bool each_long_in_call_heartbeat(const JobFiles& job, std::int64_t at_least_ns,
+                                 const std::function<void(const InCallHeartbeatRow&)>& row,
+                                 std::string& error) {
+  return each_in_call_row(job,
+                          std::string(kInCallColumns) +
+                              " AND comm_id IS NOT NULL AND seq > 0 AND since_ns > 0 AND "
+                              "wall_ns - since_ns >= " +
+                              std::to_string(at_least_ns),
+                          row, error);
 }
 
 bool each_call_site(const JobFiles& job, const std::function<void(const CallSiteRow&)>& row,

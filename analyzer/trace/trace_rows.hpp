@@ -136,6 +136,11 @@ struct InCallHeartbeatRow {
 bool each_in_call_heartbeat(const JobFiles& job,
                             const std::function<void(const InCallHeartbeatRow&)>& row,
                             std::string& error);
+// Those in a collective (a communicator and sequence number) for at least `at_least_ns` by then
+// (wall_ns - since_ns).
+bool each_long_in_call_heartbeat(const JobFiles& job, std::int64_t at_least_ns,
+                                 const std::function<void(const InCallHeartbeatRow&)>& row,
+                                 std::string& error);
 
 // The innermost frame of a call site that has a symbol (call_sites, frame 0).
 struct CallSiteRow {

@@ -46,8 +46,9 @@ TEST(EvidenceJson, EachRulePrintsItsKeysWithTheirNumberFormats) {
             "\"source\":\"stalls\",\"stalls\":7,\"stalls_elsewhere\":1,\"steady\":false,"
             "\"transfers\":[{\"at_ns\":5,\"baseline_ns\":100000.0,\"by_scheduler\":true,"
             "\"from\":\"h3\",\"ns\":20000000.0,\"probe\":false,\"receiver\":{\"held_off_ns\":-1.0,"
-            "\"interval_ns\":0.0,\"rank\":2},\"sender\":{\"held_off_ns\":100000000.0,"
-            "\"interval_ns\":1000000000.0,\"rank\":6},\"to\":\"h1\"}]}");
+            "\"interval_ns\":0.0,\"rank\":2,\"throttled_ns\":-1.0},\"sender\":{"
+            "\"held_off_ns\":100000000.0,\"interval_ns\":1000000000.0,\"rank\":6,"
+            "\"throttled_ns\":-1.0},\"to\":\"h1\"}]}");
   FindingEvidence aborted;
   aborted.rule = CommAbortedEvidence{{0, 2}, 3};
   EXPECT_EQ(evidence_text(aborted), "{\"calls\":3,\"ranks\":[0,2]}");

@@ -1088,6 +1088,20 @@ TEST(Health, ProbeStallsOfAHostHeldOffTheCpuAreTheSchedulers) {
       EXPECT_EQ(health.findings[0].subject, "host h2") << describe(health);
     }
   }
+  // The same 250 ms stalls where the kernel counted h2's process throttled by its cgroup CPU
+  // limit 30% of each second, longer than each stall's excess: the limit's (docs/faults.md
+  // sweep 48), whatever the stall's length.
+  SyntheticJob job = probed_job();
+  job.probe_every_s = 1;
+  job.probe_slowest_one_way_us = [&](int from, int to, double t) {
+    return (from == 2 || to == 2) && stalled(t, from + to) ? 250'000.0 : 60.0;
+  };
+  job.stall_share = [](int host, double) { return host == 2 ? 0.2 : 0.1; };
+  job.throttle_share = [](int host, double) { return host == 2 ? 0.3 : 0.0; };
+  const JobHealth limited = analyze(job);
+  EXPECT_TRUE(std::none_of(limited.findings.begin(), limited.findings.end(), [](const Finding& f) {
+    return f.kind == "slow_host_network";
+  })) << describe(limited);
 }
 
 // The kernel's TCP counters (tcp_links) in a job of collectives only, whose messages commtap
@@ -1533,6 +1547,35 @@ TEST(Health, AHangNamesTheRankThatNeverArrived) {
   ASSERT_FALSE(waiting.findings.empty());
   EXPECT_EQ(evidence_json(waiting.findings[0].evidence)["waiting_in_calls"],
             nlohmann::json::array({2}));
+}
+
+// A communicator whose members got through a 6 s wait before (rank 0 writing a checkpoint while
+// the others wait in the next all-reduce) is not hung 10 s into the next such wait while its
+// culprit still writes heartbeats: twice the wait it got through is the bar. A 4 s one sets it at
+// 8 s. A culprit that stopped writing them is named at --hang-after as ever.
+TEST(Health, AWaitTheCommunicatorGotThroughBeforeIsAHangOnlyPastTwiceIt) {
+  SyntheticJob job;
+  job.hang_at = 20;
+  job.hang_culprit = 6;
+  job.in_call_rank = 2;
+  job.in_call_window = 12;
+  job.in_call_for_s = 6;
+  expect_exactly(analyze(job), {});
+  job.in_call_for_s = 4;
+  const JobHealth shorter = analyze(job);
+  expect_exactly(shorter, {{"hang", "rank 6 (h3)"}});
+  ASSERT_FALSE(shorter.findings.empty());
+  const nlohmann::json evidence = evidence_json(shorter.findings[0].evidence);
+  EXPECT_NEAR(evidence["survived_wait_ns"].get<double>(), 4e9, 0.1e9);
+  EXPECT_NE(shorter.findings[0].summary.find("over twice the longest wait"), std::string::npos)
+      << shorter.findings[0].summary;
+  job.in_call_for_s = 6;
+  job.crash_at = 20;
+  job.crash_rank = 6;
+  const JobHealth stopped = analyze(job);
+  EXPECT_TRUE(std::any_of(stopped.findings.begin(), stopped.findings.end(), [](const Finding& f) {
+    return f.kind == "hang";
+  })) << describe(stopped);
 }
 
 // A rank that has not arrived but completed collectives after the others began to wait (on
