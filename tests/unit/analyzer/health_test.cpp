@@ -1978,6 +1978,29 @@ TEST(Health, ARankThatRoseLittleItselfWhileTheOthersCameToWaitMuchMoreIsNotNamed
   expect_exactly(analyze(job, defaults), {{"slow_rank", "rank 5 (h2)"}});
 }
 
+// A rank that came to wait 250 ms a second less (the others 300 ms more) from second 12, while
+// the messages into its host from h1 turned slow: the link is named, and the host counts as
+// delayed by it. Held off the CPU no more, the rank's change is taken for the link's
+// consequence; held off 12 points more since (a host stopped in bursts receives late too,
+// docs/faults.md sweep 48), its own finding stays beside the link.
+TEST(Health, ARankFoundByItsChangeAndHeldOffMoreKeepsItsFindingBesideASlowLinkIntoIt) {
+  SyntheticJob job;
+  job.receive_wait_ms = [](int) { return 500.0; };
+  job.receive_wait_ms_at = [](int rank, double t) {
+    return t < 12 ? 0.0 : rank == 5 ? -250.0 : 300.0;
+  };
+  job.progress = [](double t) { return t >= 12 ? 0.7 : 1.0; };
+  job.link_us = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 12 ? 3000.0 : 0.0;
+  };
+  job.stall_share = [](int, double) { return 0.1; };
+  const HealthOptions defaults;
+  expect_exactly(analyze(job, defaults), {{"slow_link", "link h1 -> h2"}});
+  job.stall_share = [](int host, double t) { return host == 2 && t >= 12 ? 0.22 : 0.1; };
+  expect_exactly(analyze(job, defaults),
+                 {{"slow_link", "link h1 -> h2"}, {"slow_rank", "rank 5 (h2)"}});
+}
+
 // A program that computes nothing (OSU's benchmarks: every rank inside MPI all the time): a
 // rank stopped part of the time is stopped inside MPI, and only its time held off the CPU
 // changes. On a machine shared with another job's load, a host's processes held off more from
