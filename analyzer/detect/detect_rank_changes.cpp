@@ -139,8 +139,8 @@ double mean_of_recorded(const std::vector<double>& v, std::size_t from, std::siz
 struct Change {
   std::size_t split = 0;
   double before = 0, after = 0, latest = 0;  // mean excess before, after, over the latest bins
-  double own_before = 0, own_after = 0;      // its own share, not against the others
-  double held_before = 0, held_after = 0;    // of its own share, the time held off the CPU'
+  double own_before = 0, own_after = 0;      // its own share, not against the others'
+  double held_before = 0, held_after = 0;    // of its own share, the time held off the CPU
   // Its share throttled by its cgroup CPU limit, over the bins that recorded it (-1: none).
   double throttled_before = -1, throttled_after = -1;
   double cost = 0;
