@@ -37,6 +37,11 @@ constexpr std::uint64_t kMostRows = 4'000'000;
 // kMostEstimates x kPerEstimate), consecutive in time, so that drift between the clocks is
 // followed (Rank::aligned() interpolates between estimates).
 constexpr std::size_t kMinShared = 8, kPerEstimate = 16, kMostEstimates = 64;
+// Where no unaligned rank has kMinShared (a short job, a communicator used every few seconds, or
+// the few instances one in COMMTAP_SAMPLE keeps), one with this many at least is aligned from
+// them: a median of 3 that one descheduled completion cannot move beyond the others, its bound
+// wider for the fewer differences, where the wall clock would leave it milliseconds off.
+constexpr std::size_t kFewestShared = 3;
 
 // Offsets and bounds stay within what a file's times may span (untrusted_input: 0 to 4e18 ns), so
 // that no aligned time or difference of two overflows, whatever a hostile file holds.
@@ -307,17 +312,24 @@ std::vector<int> align_in_rounds(Job& job, const Completions& completions, Align
     }
     anchors.take(job, completions, number);
   }
-  while (!start.unaligned.empty()) {
+  auto align_round = [&](std::size_t least_shared) {
     std::vector<int> done;
     for (int number : start.unaligned) {
       std::vector<Pair> pairs = anchors.pairs_of(completions, number);
-      if (pairs.size() < kMinShared) continue;
+      if (pairs.size() < least_shared) continue;
       std::sort(pairs.begin(), pairs.end(),
                 [](const Pair& a, const Pair& b) { return a.exit < b.exit; });
       anchors.max_error[number] =
           estimate_offsets(pairs, job.ranks.at(number), anchors.estimate_instances[number]);
       done.push_back(number);
     }
+    return done;
+  };
+  while (!start.unaligned.empty()) {
+    // Well-supported alignments first, each round: a rank with few shared instances may get
+    // more through a rank aligned in this round.
+    std::vector<int> done = align_round(kMinShared);
+    if (done.empty()) done = align_round(kFewestShared);
     if (done.empty()) break;
     for (int number : done) {
       start.unaligned.erase(number);
