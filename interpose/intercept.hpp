@@ -92,6 +92,19 @@ int lifecycle_call(Real real, A... a) {
   }
 }
 
+// ---- One-sided synchronization ----------------------------------------------------------------
+
+// A fence, post-start-complete-wait, unlock or flush is where a rank of a one-sided program
+// waits for the others (their epochs, its transfers): its time goes into the window's aggregates
+// as any communication call's does (communicator 0: a window has none), so the analyzer's time
+// inside MPI and pace of operations see programs that synchronize this way.
+template <Fn id>
+void wait_on_window(const CallScope& scope, void* caller) {
+  monitor::ThreadState& self = scope.thread();
+  aggregate(self, id, nullptr, runtime().call_sites.site_of(caller, self.sites), 0,
+            scope.elapsed_ns());
+}
+
 // ---- The wrapper body -------------------------------------------------------------------------
 
 template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
@@ -165,6 +178,8 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     scope.count(bytes);
     void* const caller = __builtin_return_address(0);
     collective.after(rc, info, scope, bytes, caller);
+    if constexpr (family == Family::one_sided_sync)
+      if (rc == MPI_SUCCESS) wait_on_window<id>(scope, caller);
     point_to_point.after(rc, info, scope, bytes, caller);
     requests.after(rc, scope, a...);
     communicators.after(rc, info, scope, a...);

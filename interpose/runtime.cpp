@@ -56,6 +56,8 @@ const char* family_name(Family family) noexcept {
       return "start";
     case Family::request:
       return "request";
+    case Family::one_sided_sync:
+      return "one_sided_sync";
     case Family::pack:
       return "pack";
     case Family::datatype:

@@ -280,6 +280,39 @@ int main(int argc, char** argv) {
     CALL(Comm_free, &created);
     CALL(Comm_free, &grouped);
     CALL(Comm_free, &idup);
+
+    /* One-sided synchronization on a window of every rank (the puts and gets are not
+     * intercepted): fence, post-start-complete-wait with the partner, lock and lock_all epochs
+     * with their flushes. */
+    int window[4] = {0, 0, 0, 0}, got = 0;
+    MPI_Win win;
+    MPI_Win_create(window, sizeof window, sizeof(int), MPI_INFO_NULL, world, &win);
+    CALL(Win_fence, 0, win);
+    MPI_Put(&rank, 1, MPI_INT, partner, 0, 1, MPI_INT, win);
+    CALL(Win_fence, 0, win);
+    MPI_Group world_group, partner_group;
+    MPI_Comm_group(world, &world_group);
+    MPI_Group_incl(world_group, 1, &partner, &partner_group);
+    CALL(Win_post, partner_group, 0, win);
+    CALL(Win_start, partner_group, 0, win);
+    MPI_Put(&rank, 1, MPI_INT, partner, 1, 1, MPI_INT, win);
+    CALL(Win_complete, win);
+    CALL(Win_wait, win);
+    MPI_Group_free(&partner_group);
+    MPI_Group_free(&world_group);
+    CALL(Win_lock, MPI_LOCK_SHARED, partner, 0, win);
+    MPI_Get(&got, 1, MPI_INT, partner, 0, 1, MPI_INT, win);
+    CALL(Win_flush, partner, win);
+    CALL(Win_flush_local, partner, win);
+    CALL(Win_unlock, partner, win);
+    CALL(Win_lock_all, 0, win);
+    CALL(Win_sync, win);
+    MPI_Get(&got, 1, MPI_INT, partner, 1, 1, MPI_INT, win);
+    CALL(Win_flush_all, win);
+    CALL(Win_flush_local_all, win);
+    CALL(Win_unlock_all, win);
+    mix(&got, 1);
+    MPI_Win_free(&win);
   }
   CALL(Request_free, &persistent_allreduce);
   CALL(Request_free, &persistent_barrier);

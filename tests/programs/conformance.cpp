@@ -1587,6 +1587,74 @@ void communicators() {
   rc_line("Comm_free null", MPI_Comm_free(&made));
 }
 
+// ---- One-sided synchronization ---------------------------------------------------------------
+
+void log_window_error(MPI_Win*, int* error, ...) {
+  line("error handler of a window called: %s", code(*error).c_str());
+}
+
+// Every synchronization call on a window of every rank: a fence epoch, post-start-complete-wait
+// between ranks 0 and 1, a lock epoch on the right neighbour with its flushes, a lock_all epoch
+// with the rest; what each epoch's puts and gets moved, and an unlock without a lock (an error
+// the window's handler sees).
+void one_sided() {
+  std::vector<int> base(static_cast<std::size_t>(2 * size), -1);
+  MPI_Win win = MPI_WIN_NULL;
+  MPI_Win_create(base.data(), static_cast<MPI_Aint>(base.size() * sizeof(int)), sizeof(int),
+                 MPI_INFO_NULL, world, &win);
+  MPI_Errhandler window_handler = MPI_ERRHANDLER_NULL;
+  MPI_Win_create_errhandler(log_window_error, &window_handler);
+  MPI_Win_set_errhandler(win, window_handler);
+  const int right = (rank + 1) % size;
+
+  rc_line("Win_fence open", MPI_Win_fence(MPI_MODE_NOPRECEDE, win));
+  const int fenced = 100 + rank;
+  MPI_Put(&fenced, 1, MPI_INT, right, rank, 1, MPI_INT, win);
+  rc_line("Win_fence close", MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
+  buffer_line("after fence", base);
+
+  if (rank <= 1) {
+    MPI_Group world_group = MPI_GROUP_NULL, peer_group = MPI_GROUP_NULL;
+    MPI_Comm_group(world, &world_group);
+    const int peer = 1 - rank;
+    MPI_Group_incl(world_group, 1, &peer, &peer_group);
+    rc_line("Win_post", MPI_Win_post(peer_group, 0, win));
+    rc_line("Win_start", MPI_Win_start(peer_group, 0, win));
+    const int posted = 200 + rank;
+    MPI_Put(&posted, 1, MPI_INT, peer, size + rank, 1, MPI_INT, win);
+    rc_line("Win_complete", MPI_Win_complete(win));
+    rc_line("Win_wait", MPI_Win_wait(win));
+    MPI_Group_free(&peer_group);
+    MPI_Group_free(&world_group);
+  }
+
+  rc_line("Win_lock", MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win));
+  const int locked = 300 + rank;
+  MPI_Put(&locked, 1, MPI_INT, right, size + (rank + 1) % 2, 1, MPI_INT, win);
+  rc_line("Win_flush", MPI_Win_flush(right, win));
+  int fetched = -1;
+  MPI_Get(&fetched, 1, MPI_INT, right, rank, 1, MPI_INT, win);
+  rc_line("Win_flush_local", MPI_Win_flush_local(right, win));
+  line("lock epoch got %d", fetched);
+  rc_line("Win_unlock", MPI_Win_unlock(right, win));
+  pair_barrier();
+  MPI_Barrier(world);
+
+  rc_line("Win_lock_all", MPI_Win_lock_all(0, win));
+  rc_line("Win_sync", MPI_Win_sync(win));
+  buffer_line("in lock_all", base);
+  int from_right = -1;
+  MPI_Get(&from_right, 1, MPI_INT, right, rank, 1, MPI_INT, win);
+  rc_line("Win_flush_local_all", MPI_Win_flush_local_all(win));
+  rc_line("Win_flush_all", MPI_Win_flush_all(win));
+  line("lock_all epoch got %d", from_right);
+  rc_line("Win_unlock_all", MPI_Win_unlock_all(win));
+
+  rc_line("Win_unlock without a lock", MPI_Win_unlock(right, win));
+  MPI_Win_free(&win);
+  MPI_Errhandler_free(&window_handler);
+}
+
 }  // namespace
 
 // The error handlers as the program sees them before it sets any: MPI_ERRORS_ARE_FATAL on
@@ -1652,6 +1720,7 @@ int main(int argc, char** argv) {
   packing(vector_type);
   datatypes();
   communicators();
+  one_sided();
 
   MPI_Type_free(&vector_type);
   void* detached = nullptr;
