@@ -1,7 +1,9 @@
 // render/text_json: the analysis as text and as JSON (text_json.hpp).
 #include "render/text_json.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "analyzer/findings/statistics.hpp"
 #include "analyzer/store/evidence_json.hpp"
@@ -32,6 +34,24 @@ std::vector<SetAside> set_aside(const JobEvidence& evidence) {
   return out;
 }
 
+// What the link probes measured, where they ran: the range of the directed host pairs' median
+// latencies and throughputs, so that a job whose pairs all read milliseconds (leaders that answer
+// a ping only where they next call MPI: docs/faults.md sweep 49) shows that a delay smaller than
+// that could not be seen, rather than only "healthy".
+std::string probed_links_text(const std::vector<ProbedLink>& links) {
+  if (links.empty()) return "";
+  double fastest_us = INFINITY, slowest_us = 0, least_mb = INFINITY, most_mb = 0;
+  for (const ProbedLink& l : links) {
+    fastest_us = std::min(fastest_us, l.latency_us);
+    slowest_us = std::max(slowest_us, l.latency_us);
+    least_mb = std::min(least_mb, l.mb_per_s);
+    most_mb = std::max(most_mb, l.mb_per_s);
+  }
+  return "  link probes: " + count_text(links.size(), "directed host pair") + ", median latency " +
+         ms_text(fastest_us * 1e3) + " to " + ms_text(slowest_us * 1e3) + ", throughput " +
+         mb_text(least_mb) + " to " + mb_text(most_mb) + "\n";
+}
+
 }  // namespace
 
 std::string health_text(const std::vector<JobHealth>& jobs) {
@@ -51,6 +71,7 @@ std::string health_text(const std::vector<JobHealth>& jobs) {
       out += "  (not a finding: " + u.subject + " stood out, but " + u.test + ")\n";
     for (const SetAside& a : set_aside(job.evidence))
       out += "  (set aside: " + a.finding->kind + " " + a.finding->subject + ", " + a.why + ")\n";
+    out += probed_links_text(job.evidence.probes.links);
   }
   return out;
 }
@@ -71,6 +92,19 @@ json links_json(const std::vector<MessageLink>& links) {
                    {"slow", l.slow},
                    {"suspect", l.suspect},
                    {"echo_of_reverse", l.echo_of_reverse}});
+  return out;
+}
+
+// The link probes' newest rounds per directed host pair (detect_probed_links' matrix).
+json probed_links_json(const std::vector<ProbedLink>& links) {
+  json out = json::array();
+  for (const ProbedLink& l : links)
+    out.push_back({{"from", l.from},
+                   {"to", l.to},
+                   {"latency_us", l.latency_us},
+                   {"mb_per_s", l.mb_per_s},
+                   {"rounds", l.rounds},
+                   {"slow", l.slow}});
   return out;
 }
 
@@ -125,7 +159,8 @@ json health_json(const std::vector<JobHealth>& jobs,
                            {"findings", findings},
                            {"unproven", unproven},
                            {"set_aside", left_out},
-                           {"links", links_json(job.evidence.messages.links)}});
+                           {"links", links_json(job.evidence.messages.links)},
+                           {"probed_links", probed_links_json(job.evidence.probes.links)}});
   }
   return out;
 }

@@ -128,12 +128,6 @@ std::string held_text(int held_rounds, int alike_rounds) {
   return text;
 }
 
-std::string mb_text(double mb_per_s) {
-  char text[32];
-  std::snprintf(text, sizeof text, mb_per_s >= 100 ? "%.0f MB/s" : "%.1f MB/s", mb_per_s);
-  return text;
-}
-
 // The job's own messages are timed by the ranks that send and receive them, so a rank that runs
 // late (a busy CPU: seen on clean runs of 4 ranks on 2 loaded cores, 400 us on one ring link for
 // a whole job) makes them look as slow as a slow network does. Probes of the same pair in the

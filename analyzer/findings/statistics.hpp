@@ -82,6 +82,11 @@ inline std::string ms_text(double ns) {
     std::snprintf(buffer, sizeof buffer, "%.0f us", ns / 1e3);
   return buffer;
 }
+inline std::string mb_text(double mb_per_s) {
+  char text[32];
+  std::snprintf(text, sizeof text, mb_per_s >= 100 ? "%.0f MB/s" : "%.1f MB/s", mb_per_s);
+  return text;
+}
 inline std::string percent_text(double fraction) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.0f%%", 100.0 * fraction);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/findings/statistics.hpp"
 #include "analyzer/health.hpp"
 #include "analyzer/query/job_database.hpp"
 #include "analyzer/store/evidence_json.hpp"
@@ -1292,6 +1293,27 @@ TEST(Health, ProbesFindARateLimitedHostInACollectiveOnlyJob) {
   ASSERT_FALSE(health.findings.empty());
   EXPECT_EQ(health.findings[0].severity, commtap::analyzer::Severity::error);
   EXPECT_NEAR(evidence_json(health.findings[0].evidence).value("mb_per_s", 0.0), 2.5, 0.5);
+  // The probes' matrix, in the JSON per pair and in the text as the range of the pairs' medians
+  // (what a delay must exceed to be seen).
+  const auto report = commtap::render::health_json({health}, {});
+  const auto& probed = report["jobs"][0]["probed_links"];
+  ASSERT_EQ(probed.size(), health.evidence.probes.links.size());
+  ASSERT_FALSE(probed.empty());
+  double least_mb = 1e300;
+  for (const auto& pair : probed) {
+    const bool limited = pair.value("from", "") == "h2" || pair.value("to", "") == "h2";
+    const double mb = pair.value("mb_per_s", 0.0);
+    EXPECT_TRUE(limited ? mb < 5 && pair.value("slow", false) : mb > 500) << pair.dump();
+    least_mb = std::min(least_mb, mb);
+  }
+  const std::string text = commtap::render::health_text({health});
+  EXPECT_NE(text.find("  link probes: " + std::to_string(probed.size()) +
+                      " directed host pairs, median latency "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("throughput " + commtap::analyzer::mb_text(least_mb) + " to "),
+            std::string::npos)
+      << text;
 }
 
 TEST(Health, ProbesFindASlowDirectedLinkAndALatencyFault) {
