@@ -23,10 +23,7 @@ enum class Family : std::uint8_t {
   completion,        // Wait and Test families
   start,             // Start, Startall
   request,           // Request_free, Cancel
-  // One-sided synchronization (fence, post-start-complete-wait, lock, flush): where a rank waits
-  // for the others' epochs and its own transfers to complete; the puts, gets and accumulates
-  // themselves only start transfers and are not intercepted.
-  one_sided_sync,
+  one_sided_sync,    // Win_fence, _post/_start/_complete/_wait, _lock/_unlock(_all), flushes
   pack,              // Pack, Unpack, Pack_size
   datatype,          // Type_commit, Type_free
   communicator,      // communicator creation and destruction
