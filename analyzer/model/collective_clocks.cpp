@@ -43,13 +43,6 @@ constexpr std::size_t kMinShared = 8, kPerEstimate = 16, kMostEstimates = 64;
 // wider for the fewer differences, where the wall clock would leave it milliseconds off.
 constexpr std::size_t kFewestShared = 3;
 
-// Offsets and bounds stay within what a file's times may span (untrusted_input: 0 to 4e18 ns), so
-// that no aligned time or difference of two overflows, whatever a hostile file holds.
-std::int64_t bounded_ns(double ns) {
-  constexpr double kMost = 4e18;
-  return std::llround(std::clamp(ns, -kMost, kMost));
-}
-
 struct PairHash {
   std::size_t operator()(const std::pair<std::int64_t, std::uint64_t>& k) const {
     return std::hash<std::int64_t>()(k.first) * 31 + std::hash<std::uint64_t>()(k.second);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "analyzer/trace/fact_rows.hpp"
@@ -26,6 +28,47 @@ std::vector<int> parse_members(const std::string& text) {
     start = comma + 1;
   }
   return out;
+}
+
+std::int64_t bounded_ns(double ns) {
+  constexpr double kMost = 4e18;
+  return std::llround(std::clamp(ns, -kMost, kMost));
+}
+
+void reconcile_clock_estimates(std::vector<monitor::ClockEstimate>& estimates) {
+  std::vector<std::size_t> by_precision(estimates.size());
+  for (std::size_t i = 0; i < estimates.size(); ++i) by_precision[i] = i;
+  std::stable_sort(by_precision.begin(), by_precision.end(), [&](std::size_t a, std::size_t b) {
+    return estimates[a].offset.error_ns < estimates[b].offset.error_ns;
+  });
+  // The offsets settled so far, by time: held before the first and after the last, linear
+  // between (as Rank::aligned reads them).
+  std::map<std::uint64_t, std::int64_t> settled;
+  for (const std::size_t i : by_precision) {
+    monitor::ClockEstimate& e = estimates[i];
+    e.offset.offset_ns = bounded_ns(static_cast<double>(e.offset.offset_ns));
+    if (!settled.empty()) {
+      const auto next = settled.lower_bound(e.at_ns);
+      double predicted = 0;
+      if (next == settled.begin())
+        predicted = static_cast<double>(next->second);
+      else if (next == settled.end())
+        predicted = static_cast<double>(std::prev(next)->second);
+      else {
+        const auto previous = std::prev(next);
+        const double f = static_cast<double>(e.at_ns - previous->first) /
+                         static_cast<double>(next->first - previous->first);
+        predicted = static_cast<double>(previous->second) +
+                    f * static_cast<double>(next->second - previous->second);
+      }
+      const double low =
+          static_cast<double>(e.offset.offset_ns) - static_cast<double>(e.offset.error_ns);
+      const double high =
+          static_cast<double>(e.offset.offset_ns) + static_cast<double>(e.offset.error_ns);
+      e.offset.offset_ns = bounded_ns(std::clamp(predicted, low, high));
+    }
+    settled.emplace(e.at_ns, e.offset.offset_ns);  // a second estimate at one time: the first's
+  }
 }
 
 bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
@@ -139,6 +182,7 @@ bool load_facts(Job& job, const HealthOptions& options, std::string& error) {
         static_cast<std::int64_t>(rank.start_ns) -
         static_cast<std::int64_t>(rank.clocks.empty() ? 0 : rank.clocks.front().at_ns);
     job.now_wall = std::max(job.now_wall, rank.last.wall_ns);
+    reconcile_clock_estimates(rank.clocks);
   }
   // Ranks without MPI's estimates: aligned by their collectives (a job without MPI_Init).
   if (!align_clocks_by_collectives(job, error)) return false;

@@ -138,6 +138,19 @@ std::string program_of(const std::string& command_line);
 // "1,3,?" -> {1, 3, -1}: a communicators.members value.
 std::vector<int> parse_members(const std::string& text);
 
+// Offsets and bounds stay within what a file's times may span (untrusted_input: 0 to 4e18 ns), so
+// that no aligned time or difference of two overflows, whatever a hostile file holds.
+std::int64_t bounded_ns(double ns);
+
+// One rank's offset estimates (sorted by at_ns) made to agree with each other, most precise
+// first: each moves to the offset the more precise ones interpolate at its time (hold beyond
+// them), as far as its own bound allows: the least drift that every bound allows. An exchange on a
+// loaded machine (MPI_Finalize's, beside busy processes) can be bounded by milliseconds where
+// MPI_Init's was by microseconds; interpolated as it stands, its midpoint would drag the offset
+// milliseconds off over the whole job. Every estimate keeps its stated error, which still contains
+// its new offset (and every offset is bounded_ns's). Called by load_facts on MPI's.
+void reconcile_clock_estimates(std::vector<monitor::ClockEstimate>& estimates);
+
 // Reads the job's facts from `job.files` (set by the caller), as they stood at options.at_s.
 bool load_facts(Job& job, const HealthOptions& options, std::string& error);
 
