@@ -24,6 +24,7 @@ enum class Family : std::uint8_t {
   start,             // Start, Startall
   request,           // Request_free, Cancel
   one_sided_sync,    // Win_fence, _post/_start/_complete/_wait, _lock/_unlock(_all), flushes
+  window,            // Win_create, _allocate(_shared), _create_dynamic, Win_free
   pack,              // Pack, Unpack, Pack_size
   datatype,          // Type_commit, Type_free
   communicator,      // communicator creation and destruction

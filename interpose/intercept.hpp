@@ -21,6 +21,7 @@
 #include "interpose/hooks_point_to_point.hpp"
 #include "interpose/hooks_recording.hpp"
 #include "interpose/hooks_requests.hpp"
+#include "interpose/hooks_windows.hpp"
 #include "interpose/yield.hpp"
 
 namespace commtap::interpose {
@@ -141,11 +142,13 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     PointToPointHooks<id> point_to_point;
     CommunicatorHooks<id> communicators;
     DatatypeHooks<id> datatypes;
+    WindowHooks<id> windows;
     requests.before(a...);
     collective.before(info, scope);
     point_to_point.before(a...);
     communicators.before(a...);
     datatypes.before(a...);
+    windows.before(a...);
 
     scope.enter(static_cast<std::int64_t>(info.comm), collective.seq, info.peer);
     requests.stamp_arrivals(a...);
@@ -183,6 +186,7 @@ template <Fn id, Yield yield, typename Real, typename Twin, typename... A>
     point_to_point.after(rc, info, scope, bytes, caller);
     requests.after(rc, scope, a...);
     communicators.after(rc, info, scope, a...);
+    windows.after(rc, info, scope, a...);
     return rc;
   }
 }

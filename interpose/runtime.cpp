@@ -58,6 +58,8 @@ const char* family_name(Family family) noexcept {
       return "request";
     case Family::one_sided_sync:
       return "one_sided_sync";
+    case Family::window:
+      return "window";
     case Family::pack:
       return "pack";
     case Family::datatype:
@@ -691,16 +693,64 @@ void after_world_collective(std::uint64_t seq) {
   if (sync_clock && clocks != nullptr) estimate_clock(world::kClockExchangesMidJob, true);
 }
 
+namespace {
+
+// A decision point of `comm` (a communicator's or a window's state) whose members are `members`;
+// under lifecycle_mutex, with the prober set.
+void probe_point(world::CommState& comm, const probes::LinkProber::Members& members,
+                 std::uint64_t seq) {
+  using probes::LinkProber;
+  LinkProber* prober = session.prober.get();
+  if (comm.probe_at.load(std::memory_order_relaxed) == 1) {
+    // The first blocking collective on it: whether it is probed at all, from what every member
+    // knows alike. Where any rank runs under MPI_THREAD_MULTIPLE the world's collectives only
+    // (as before, the prober agreed on it at MPI_Init): a thread held in one communicator's
+    // decision under the lock, while another thread of a fellow member waits for the lock to
+    // reach a second communicator's, could hold both forever.
+    const bool probed = prober->can_probe(members);
+    comm.probe_at.store(probed ? LinkProber::kFirstDecision : LinkProber::kNever,
+                        std::memory_order_relaxed);
+    if (!probed || seq < LinkProber::kFirstDecision) return;
+  }
+  std::vector<monitor::ProbeRow> rows;
+  comm.probe_at.store(prober->after_collective(members, seq, rows), std::memory_order_relaxed);
+  if (!rows.empty()) {
+    std::lock_guard measured(session.measured_mutex);
+    session.probes.insert(session.probes.end(), rows.begin(), rows.end());
+  }
+}
+
+// Whether probing can go on now (else `comm` is never probed again); takes lifecycle_mutex.
+std::unique_lock<std::mutex> probing_lock(world::CommState& comm) {
+  if (session.prober == nullptr) {  // probes off (or MPI finalized): never on any communicator
+    comm.probe_at.store(probes::LinkProber::kNever, std::memory_order_relaxed);
+    return {};
+  }
+  std::unique_lock lock(lifecycle_mutex);
+  // The prober is set at MPI_Init, reset at MPI_Finalize under the lock.
+  if (!session.started || session.stopped || session.forked_child || session.without_mpi ||
+      session.prober == nullptr)
+    return {};
+  return lock;
+}
+
+}  // namespace
+
+void at_window_probe_point(world::Window& window, std::uint64_t seq) {
+  const std::unique_lock lock = probing_lock(window.sync);
+  if (!lock.owns_lock()) return;
+  probes::LinkProber::Members members;
+  members.id = window.sync.id;
+  members.rank = window.rank;
+  members.size = window.size;
+  members.world_ranks = &window.sync.world_ranks;
+  probe_point(window.sync, members, seq);
+}
+
 void at_probe_point(world::CommState& comm, MPI_Comm handle, std::uint64_t seq) {
   using probes::LinkProber;
-  if (session.prober == nullptr) {  // probes off (or MPI finalized): never on any communicator
-    comm.probe_at.store(LinkProber::kNever, std::memory_order_relaxed);
-    return;
-  }
-  std::lock_guard lock(lifecycle_mutex);
-  if (!session.started || session.stopped || session.forked_child || session.without_mpi) return;
-  // Set at MPI_Init, reset at MPI_Finalize under the lock.
-  LinkProber* prober = session.prober.get();
+  const std::unique_lock lock = probing_lock(comm);
+  if (!lock.owns_lock()) return;
   LinkProber::Members members;
   members.id = comm.id;
   int inter = 0;
@@ -734,24 +784,7 @@ void at_probe_point(world::CommState& comm, MPI_Comm handle, std::uint64_t seq) 
                        ? static_cast<int>(me - comm.probe_members.begin())
                        : -1;  // not a world rank of ours: can_probe says no
   }
-  if (comm.probe_at.load(std::memory_order_relaxed) == 1) {
-    // The first blocking collective on it: whether it is probed at all, from what every member
-    // knows alike. Where any rank runs under MPI_THREAD_MULTIPLE the world's collectives only
-    // (as before, the prober agreed on it at MPI_Init): a thread held in one communicator's
-    // decision under the lock, while another thread of a fellow member waits for the lock to
-    // reach a second communicator's, could hold both forever.
-    const bool probed = prober != nullptr && prober->can_probe(members);
-    comm.probe_at.store(probed ? LinkProber::kFirstDecision : LinkProber::kNever,
-                        std::memory_order_relaxed);
-    if (!probed || seq < LinkProber::kFirstDecision) return;
-  }
-  if (prober == nullptr) return;
-  std::vector<monitor::ProbeRow> rows;
-  comm.probe_at.store(prober->after_collective(members, seq, rows), std::memory_order_relaxed);
-  if (!rows.empty()) {
-    std::lock_guard measured(session.measured_mutex);
-    session.probes.insert(session.probes.end(), rows.begin(), rows.end());
-  }
+  probe_point(comm, members, seq);
 }
 
 }  // namespace commtap::interpose

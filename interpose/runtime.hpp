@@ -92,8 +92,10 @@ void start_without_mpi(const FirstNcclCommunicator& first);
 void after_world_collective(std::uint64_t seq);
 // After the blocking collective `seq` on `comm` (handle `handle`), once `seq` reaches the
 // communicator's probe_at: a link-probe decision point of the communicator (probes.hpp), where
-// its members agree whether to probe now and when to ask again. Intercommunicators are never
-// probed, nor, under MPI_THREAD_MULTIPLE, communicators other than MPI_COMM_WORLD.
+// its members agree whether to probe now and when to ask again (an intercommunicator's: both
+// its groups). Under MPI_THREAD_MULTIPLE only MPI_COMM_WORLD is probed.
 void at_probe_point(world::CommState& comm, MPI_Comm handle, std::uint64_t seq);
+// The same after the fence `seq` of a window (its group's members agree as a communicator's do).
+void at_window_probe_point(world::Window& window, std::uint64_t seq);
 
 }  // namespace commtap::interpose

@@ -29,6 +29,7 @@ namespace {
 // from equal numbers (world rank 0's first proposal, the world's first derived child) differ.
 constexpr std::uint64_t kProposed = 0x70726f706f736564ull;
 constexpr std::uint64_t kDerived = 0x6465726976656421ull;
+constexpr std::uint64_t kWindow = 0x77696e646f777321ull;
 constexpr std::uint64_t kUnseen = 0x756e7365656e2121ull;
 constexpr std::uint64_t kSelf = 0x73656c6621212121ull;
 }  // namespace
@@ -161,6 +162,39 @@ void CommunicatorRegistry::freed(MPI_Comm comm) {
   std::lock_guard lock(mutex_);
   live_.erase(comm);
   generation_.fetch_add(1, std::memory_order_release);
+}
+
+void CommunicatorRegistry::window_created(MPI_Comm comm, MPI_Win win) {
+  auto window = std::make_unique<Window>();
+  PMPI_Comm_rank(comm, &window->rank);
+  PMPI_Comm_size(comm, &window->size);
+  // The window's group is its communicator's (an intracommunicator: MPI allows no other), listed
+  // by world rank even for MPI_COMM_WORLD's, whose communicator state leaves the list empty.
+  MPI_Group group = MPI_GROUP_NULL;
+  PMPI_Comm_group(comm, &group);
+  window->sync.world_ranks = world_ranks_of(group);
+  PMPI_Group_free(&group);
+  std::lock_guard lock(mutex_);
+  auto found = live_.find(comm);
+  if (found == live_.end()) {
+    identify_unseen(comm);
+    found = live_.find(comm);
+  }
+  window->sync.id = mix_id(static_cast<std::uint64_t>(mix_id(
+                               kWindow, static_cast<std::uint64_t>(found->second.state->id))),
+                           ++found->second.windows);
+  windows_[win] = std::move(window);
+}
+
+Window* CommunicatorRegistry::window(MPI_Win win) {
+  std::lock_guard lock(mutex_);
+  auto found = windows_.find(win);
+  return found == windows_.end() ? nullptr : found->second.get();
+}
+
+void CommunicatorRegistry::window_freed(MPI_Win win) {
+  std::lock_guard lock(mutex_);
+  windows_.erase(win);
 }
 
 std::int64_t CommunicatorRegistry::id_of(MPI_Comm comm) const {

@@ -76,6 +76,14 @@ struct CommState {
   }
 };
 
+// A one-sided window as the link probes see it: its fences are collective over its group, in
+// one order on every member, as a communicator's blocking collectives are (`sync` numbers them).
+struct Window {
+  CommState sync;  // id, fence sequence numbers, probe decision point, members' world ranks
+  int rank = 0;    // this rank's in the window's group
+  int size = 0;
+};
+
 class CommunicatorRegistry {
  public:
   // The state of `comm` for the hot path: this thread's cache of recent communicators (`cache`,
@@ -111,6 +119,14 @@ class CommunicatorRegistry {
   CommState* add_other_library(const monitor::CommunicatorRow& row);
   // After MPI_Comm_free of `comm` (the handle as it was before the call).
   void freed(MPI_Comm comm);
+  // After a window was made on `comm` (collective: every member of `comm` calls it, in the same
+  // order): its id, agreed as an MPI_Comm_idup's is, from the communicator's id and a count of
+  // the windows made on it. Windows are not communicators: they have no row and no progress.
+  void window_created(MPI_Comm comm, MPI_Win win);
+  // The window `win` if commtap saw it being made, else nullptr. Valid until it is freed.
+  Window* window(MPI_Win win);
+  // After MPI_Win_free of `win` (the handle as it was before the call).
+  void window_freed(MPI_Win win);
   // The id of a live communicator, or 0 if commtap has not seen it being made.
   std::int64_t id_of(MPI_Comm comm) const;
   // The communicators this rank joined since `cursor` (a count the caller keeps; rows never
@@ -142,6 +158,7 @@ class CommunicatorRegistry {
   struct Live {
     CommState* state;
     std::uint64_t collective_children;  // creation calls collective over all of its ranks
+    std::uint64_t windows = 0;          // windows made on it
   };
   CommState* new_state(std::int64_t id);
   // `describe` is the communicator whose size, rank and group are read: `comm` itself, or the
@@ -161,6 +178,7 @@ class CommunicatorRegistry {
   // discarded.
   std::atomic<std::uint64_t> generation_{1};
   std::vector<monitor::CommunicatorRow> rows_;
+  std::unordered_map<MPI_Win, std::unique_ptr<Window>> windows_;
   int world_rank_ = 0;
   std::uint64_t proposals_ = 0;
 };

@@ -16,8 +16,9 @@ bad=$(db_query trace "SELECT comm_id, size, count(*), sum(members IS NOT NULL) F
             OR length(max(members)) - length(replace(max(members), ',', '')) + 1 != size")
 expect_equal "" "$bad" "intracommunicators whose rows disagree with their size"
 # world, then per repetition: dup, split x2, split with one rank left out, split_type, create,
-# create_group, idup, and the two halves used to build the intercommunicator.
-expected=$((1 + reps * 10))
+# create_group, idup, the two halves used to build the intercommunicator, and the node's
+# communicator that shared-memory windows are made on.
+expected=$((1 + reps * 11))
 got=$(db_query trace "SELECT count(DISTINCT comm_id) FROM communicators
         WHERE inter = 0 AND created_by != 'MPI_COMM_SELF'")
 expect_equal $expected "$got" "distinct intracommunicator ids (a smaller number is a collision)"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Link probes in programs whose collectives are not on MPI_COMM_WORLD (issue 48): a 2-D stencil
 # whose every collective is on a Cartesian communicator (its halos by point-to-point, then by
-# neighbourhood collectives), a parameter server on a duplicate of
-# MPI_COMM_WORLD, a pipeline whose only collectives are on a communicator split off without
-# rank 0, and two coupled models joined by an intercommunicator. On 4 pretend hosts (COMMTAP_TEST_NODES, one rank each) the probes run on the
-# communicators' own collectives: every directed pair of the hosts each communicator spans, and
-# the pairs no such communicator spans asynchronously; the programs print what they print
-# natively. Before probes followed any
-# communicator, these jobs had no probe rows at all.
+# neighbourhood collectives), a parameter server on a duplicate of MPI_COMM_WORLD, a pipeline
+# whose only collectives are on a communicator split off without rank 0, two coupled models
+# joined by an intercommunicator, and a one-sided halo exchange that synchronizes only by the
+# fences of a window. On 4 pretend hosts (COMMTAP_TEST_NODES, one rank each) the probes run on
+# the communicators' own collectives (the window's fences): every directed pair of the hosts each
+# spans, and the pairs none spans asynchronously; the programs print what they print natively.
+# Before probes followed any communicator, these jobs had no probe rows at all.
 source "$(dirname "$0")/common.sh"
 
 # 300 steps of 3 ms of compute (a sleep) at least: one round comes at the communicator's 16th
@@ -79,3 +79,12 @@ across=$(db_query trace-coupled_models "SELECT count(DISTINCT from_node || '>' |
            probes WHERE from_node / 2 <> to_node / 2")
 expect_equal 8 "$across" "coupled_models: directed pairs across the models probed"
 pass "coupled_models: the 8 directed pairs across the intercommunicator are probed"
+# A program that synchronizes only by the fences of a window (one_sided_halo: no collective until
+# its checksum, no point-to-point message): the rounds run at the fences, collective over the
+# window's group, and measure every directed pair there. (The asynchronous probes alone are
+# answered only at a fence's entry, once a step, and never while a leader is blocked in one.)
+check one_sided_halo 24 -1 "the fences of a window only" 300 64 3000
+expect_equal 12 "$(db_query trace-one_sided_halo "SELECT count(DISTINCT from_node || '>' ||
+                     to_node) FROM probes WHERE method = 'round'")" \
+  "one_sided_halo: directed pairs measured in rounds at the fences"
+pass "one_sided_halo: every directed pair measured in rounds at the fences"

@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
      * with their flushes. */
     int window[4] = {0, 0, 0, 0}, got = 0;
     MPI_Win win;
-    MPI_Win_create(window, sizeof window, sizeof(int), MPI_INFO_NULL, world, &win);
+    CALL(Win_create, window, sizeof window, sizeof(int), MPI_INFO_NULL, world, &win);
     CALL(Win_fence, 0, win);
     MPI_Put(&rank, 1, MPI_INT, partner, 0, 1, MPI_INT, win);
     CALL(Win_fence, 0, win);
@@ -312,7 +312,29 @@ int main(int argc, char** argv) {
     CALL(Win_flush_local_all, win);
     CALL(Win_unlock_all, win);
     mix(&got, 1);
-    MPI_Win_free(&win);
+    CALL(Win_free, &win);
+
+    /* Every other way of making a window (each freed at once): allocated, allocated in memory
+     * the node shares (on a communicator of one node's ranks), dynamic, and the large-count
+     * forms. */
+    MPI_Comm node;
+    CALL(Comm_split_type, world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    void* base = NULL;
+    CALL(Win_allocate, 64, 8, MPI_INFO_NULL, world, &base, &win);
+    CALL(Win_free, &win);
+    CALL(Win_allocate_c, 64, 8, MPI_INFO_NULL, world, &base, &win);
+    CALL(Win_free, &win);
+    CALL(Win_allocate_shared, 64, 8, MPI_INFO_NULL, node, &base, &win);
+    CALL(Win_free, &win);
+    CALL(Win_allocate_shared_c, 64, 8, MPI_INFO_NULL, node, &base, &win);
+    CALL(Win_free, &win);
+    CALL(Win_create_dynamic, MPI_INFO_NULL, world, &win);
+    CALL(Win_free, &win);
+    CALL(Win_create_c, window, sizeof window, sizeof(int), MPI_INFO_NULL, world, &win);
+    CALL(Win_fence, 0, win);
+    CALL(Win_fence, 0, win);
+    CALL(Win_free, &win);
+    CALL(Comm_free, &node);
   }
   CALL(Request_free, &persistent_allreduce);
   CALL(Request_free, &persistent_barrier);

@@ -1596,7 +1596,7 @@ void log_window_error(MPI_Win*, int* error, ...) {
 // Every synchronization call on a window of every rank: a fence epoch, post-start-complete-wait
 // between ranks 0 and 1, a lock epoch on the right neighbour with its flushes, a lock_all epoch
 // with the rest; what each epoch's puts and gets moved, and an unlock without a lock (an error
-// the window's handler sees).
+// the window's handler sees). Then every other call that makes a window.
 void one_sided() {
   std::vector<int> base(static_cast<std::size_t>(2 * size), -1);
   MPI_Win win = MPI_WIN_NULL;
@@ -1651,8 +1651,44 @@ void one_sided() {
   rc_line("Win_unlock_all", MPI_Win_unlock_all(win));
 
   rc_line("Win_unlock without a lock", MPI_Win_unlock(right, win));
-  MPI_Win_free(&win);
+  rc_line("Win_free", MPI_Win_free(&win));
   MPI_Errhandler_free(&window_handler);
+
+  // Every other way to make a window, each with a fenced put to the right neighbour of its
+  // communicator and what arrived: allocated, in memory the node's ranks share (on their
+  // communicator), with the large-count forms; a dynamic one, fenced with nothing attached.
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  const auto ring = [](const char* name, int rc, MPI_Win made, int* memory, MPI_Comm comm) {
+    rc_line(name, rc);
+    int member = 0, members = 1;
+    MPI_Comm_rank(comm, &member);
+    MPI_Comm_size(comm, &members);
+    memory[0] = -1;
+    rc_line("  fence", MPI_Win_fence(MPI_MODE_NOPRECEDE, made));
+    const int value = 1000 + member;
+    MPI_Put(&value, 1, MPI_INT, (member + 1) % members, 0, 1, MPI_INT, made);
+    rc_line("  fence", MPI_Win_fence(MPI_MODE_NOSUCCEED, made));
+    line("  got %d", memory[0]);
+    rc_line("  Win_free", MPI_Win_free(&made));
+  };
+  int* memory = nullptr;
+  std::vector<int> own(4, 0);
+  int rc = MPI_Win_allocate(16, sizeof(int), MPI_INFO_NULL, world, &memory, &win);
+  ring("Win_allocate", rc, win, memory, world);
+  rc = MPI_Win_allocate_c(16, sizeof(int), MPI_INFO_NULL, world, &memory, &win);
+  ring("Win_allocate_c", rc, win, memory, world);
+  rc = MPI_Win_allocate_shared(16, sizeof(int), MPI_INFO_NULL, node, &memory, &win);
+  ring("Win_allocate_shared", rc, win, memory, node);
+  rc = MPI_Win_allocate_shared_c(16, sizeof(int), MPI_INFO_NULL, node, &memory, &win);
+  ring("Win_allocate_shared_c", rc, win, memory, node);
+  rc = MPI_Win_create_c(own.data(), 16, sizeof(int), MPI_INFO_NULL, world, &win);
+  ring("Win_create_c", rc, win, own.data(), world);
+  rc_line("Win_create_dynamic", MPI_Win_create_dynamic(MPI_INFO_NULL, world, &win));
+  rc_line("  fence", MPI_Win_fence(0, win));
+  rc_line("  fence", MPI_Win_fence(0, win));
+  rc_line("  Win_free", MPI_Win_free(&win));
+  MPI_Comm_free(&node);
 }
 
 }  // namespace

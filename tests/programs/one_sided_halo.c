@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   double* mine = malloc(sizeof(double) * (size_t)count);
   for (int i = 0; i < count; ++i)
     mine[i] = rank + 0.001 * (i % 89), halos[i] = halos[count + i] = 0;
-  halos[2 * count] = rank + 0.5;
+  halos[2 * buffer] = rank + 0.5;
   double checksum = 0;
   MPI_Win_fence(MPI_MODE_NOPRECEDE, win);
   for (int step = 0; step < steps; ++step) {
