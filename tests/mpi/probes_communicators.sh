@@ -21,7 +21,15 @@ check() {  # program expected_pairs forbidden_node(-1: none) what [args...]
   run_preloaded 4 -genv COMMTAP_DIR "trace-$program" -genv COMMTAP_TEST_NODES 4 \
     -genv COMMTAP_PROBE_INTERVAL 1 -genv COMMTAP_YIELD 1 "$PROGRAMS/$path" "$@" \
     >"$program.probed" || fail "$program: probed run"
-  expect_same_files "$program.native" "$program.probed" "$program: native and probed outputs"
+  if [ -n "${STEPS_ONLY:-}" ]; then
+    # The program's checksum varies between native runs (one_sided_halo under MPICH 4.0.2): the
+    # steps it reports are compared.
+    cut -d' ' -f1-2 "$program.native" >"$program.native.steps"
+    cut -d' ' -f1-2 "$program.probed" >"$program.probed.steps"
+    expect_same_files "$program.native.steps" "$program.probed.steps" "$program: steps reported"
+  else
+    expect_same_files "$program.native" "$program.probed" "$program: native and probed outputs"
+  fi
   local rows pairs outside
   rows=$(db_query "trace-$program" "SELECT count(*) FROM probes")
   [ "$rows" -gt 0 ] || fail "$program: no probe rows ($what)"
@@ -83,7 +91,7 @@ pass "coupled_models: the 8 directed pairs across the intercommunicator are prob
 # its checksum, no point-to-point message): the rounds run at the fences, collective over the
 # window's group, and measure every directed pair there. (The asynchronous probes alone are
 # answered only at a fence's entry, once a step, and never while a leader is blocked in one.)
-check one_sided_halo 24 -1 "the fences of a window only" 300 64 3000
+STEPS_ONLY=1 check one_sided_halo 24 -1 "the fences of a window only" 300 64 3000
 expect_equal 12 "$(db_query trace-one_sided_halo "SELECT count(DISTINCT from_node || '>' ||
                      to_node) FROM probes WHERE method = 'round'")" \
   "one_sided_halo: directed pairs measured in rounds at the fences"
