@@ -121,6 +121,10 @@ struct Session {
   std::mutex measured_mutex;
   std::vector<monitor::ClockEstimate> clock_estimates;
   std::vector<monitor::ProbeRow> probes;
+  // Time commtap's own measurements took outside the program's MPI calls so far: link-probe
+  // decisions and rounds and mid-job clock estimates, which run after a collective's recorded
+  // end (heartbeats.measuring_ns, with the asynchronous probes' services at a call's entry).
+  std::atomic<std::uint64_t> measuring_ns{0};
   // Why COMMTAP_YIELD=auto chose what it did, for COMMTAP_VERBOSE's line ("" where it was set).
   std::string yield_reason;
 };
@@ -216,6 +220,10 @@ monitor::Snapshot collect_snapshot() {
   }
   if (session.tcp_links != nullptr)
     snapshot.tcp_links = session.tcp_links->due(monitor::now_ns(), session.final_window.load());
+  snapshot.measuring_ns = session.measuring_ns.load(std::memory_order_relaxed);
+  // The prober lives until the writer has stopped (finish_recording comes first).
+  if (session.prober != nullptr && session.prober->async() != nullptr)
+    snapshot.measuring_ns += session.prober->async()->entry_service_ns();
   snapshot.busy = runtime().counters->busy();
   for (monitor::ActivitySnapshot& busy : snapshot.busy)
     busy.comm_id = runtime().communicators.id_of(static_cast<MPI_Comm>(busy.comm_handle));
@@ -681,12 +689,34 @@ bool stop_at_fatal_error(const monitor::RankFacts::Error& error) {
   return true;
 }
 
+namespace {
+
+// Adds the time from its construction to its destruction to session.measuring_ns: a measurement
+// of commtap's own outside the program's MPI calls, which the analyzer does not count as the
+// rank's work (a probe leader whose rounds grew longer behind a slow link is not a slow rank).
+class MeasuringTime {
+ public:
+  MeasuringTime() : start_ns_(monitor::now_ns()) {}
+  ~MeasuringTime() {
+    session.measuring_ns.fetch_add(monitor::elapsed_ns(start_ns_, monitor::now_ns()),
+                                   std::memory_order_relaxed);
+  }
+  MeasuringTime(const MeasuringTime&) = delete;
+  MeasuringTime& operator=(const MeasuringTime&) = delete;
+
+ private:
+  std::uint64_t start_ns_;
+};
+
+}  // namespace
+
 void after_world_collective(std::uint64_t seq) {
   const std::uint64_t every = static_cast<std::uint64_t>(runtime().settings.clock_sync);
   const bool sync_clock = every != 0 && seq % every == 0;
   world::ClockTree* clocks = session.clocks.get();
   const bool clock_pending = clocks != nullptr && clocks->pending();
   if (!sync_clock && !clock_pending) return;
+  const MeasuringTime measuring;
   std::lock_guard lock(lifecycle_mutex);
   if (!session.started || session.stopped || session.forked_child || session.without_mpi) return;
   if (clock_pending && !sync_clock) keep_clock_estimates(clocks->progress());
@@ -700,6 +730,7 @@ namespace {
 void probe_point(world::CommState& comm, const probes::LinkProber::Members& members,
                  std::uint64_t seq) {
   using probes::LinkProber;
+  const MeasuringTime measuring;
   LinkProber* prober = session.prober.get();
   if (comm.probe_at.load(std::memory_order_relaxed) == 1) {
     // The first blocking collective on it: whether it is probed at all, from what every member

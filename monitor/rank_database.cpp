@@ -372,8 +372,8 @@ void RankDatabase::write_heartbeat(const Snapshot& snapshot, std::uint64_t wall,
   db_.insert_rows(
       "INSERT OR REPLACE INTO heartbeats(rank, wall_ns, state, function, comm_id, seq, "
       "since_ns, threads_in_calls, instances_dropped, aggregates_dropped, writer_cpu_ns, "
-      "stalled_ns, sample_level, instances_thinned, throttled_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-      "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+      "stalled_ns, sample_level, instances_thinned, throttled_ns, measuring_ns) VALUES (?1, ?2, "
+      "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
       [&](sqlite3_stmt* stmt) {
         if (done) return false;
         sqlite3_bind_int(stmt, 1, facts_.rank);
@@ -401,6 +401,7 @@ void RankDatabase::write_heartbeat(const Snapshot& snapshot, std::uint64_t wall,
           bind_u64(stmt, 14, thinning_.thinned());
         }
         if (snapshot.throttled_ns) bind_u64(stmt, 15, *snapshot.throttled_ns);
+        bind_u64(stmt, 16, snapshot.measuring_ns);
         done = true;
         return true;
       });

@@ -116,6 +116,11 @@ CREATE TABLE IF NOT EXISTS heartbeats (
                                        -- throttled (cpu.stat throttled_usec or throttled_time,
                                        -- the differences added up). NULL: no cgroup with a CPU
                                        -- controller found, or schema 14 or older
+  measuring_ns INTEGER,                -- since start: time commtap's own measurements took
+                                       -- outside the program's MPI calls (link-probe decisions
+                                       -- and rounds and clock estimates after a collective's
+                                       -- recorded end, asynchronous probes answered at a call's
+                                       -- entry). NULL: schema 15 or older
   PRIMARY KEY (rank, wall_ns)
 );
 

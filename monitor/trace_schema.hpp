@@ -10,13 +10,13 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 15;
+constexpr int kSchemaVersion = 16;
 // The oldest version the readers still accept. Each version since has only added tables and
 // nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
 // probes.slowest_ns; 9: probes.slowest_oneway_ns; 10: tcp_links; 11: heartbeats.sample_level and
 // instances_thinned; 12: transfers.seen_pending_ns; 13: probes.from_held_ns and to_held_ns; 14:
-// ranks.error_*, probes.method; 15: heartbeats.throttled_ns), so an older file is read with those
-// empty: its findings are what that version's data supports.
+// ranks.error_*, probes.method; 15: heartbeats.throttled_ns; 16: heartbeats.measuring_ns), so an
+// older file is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 // transfers.tag of commtap's own all-reduce messages (every message of a recorded instance):
 // negative, so that it never collides with an application's (MPI tags are >= 0).

@@ -93,6 +93,10 @@ struct Snapshot {
   // Of that, time the process's cgroup CPU limit held it throttled so far (CgroupCpuLimit); none
   // where no group counts it.
   std::optional<std::uint64_t> throttled_ns;
+  // Time commtap's own measurements took outside the program's MPI calls so far (link-probe
+  // rounds and decisions, clock estimates, asynchronous probes served at a call's entry): not
+  // the program's work, though the rank spends it between its calls.
+  std::uint64_t measuring_ns = 0;
   std::vector<std::string> gpus;  // GPUs in use so far (empty: none, or unchanged)
   // For synthetic databases: the window's CLOCK_REALTIME stamp and how this rank's now_ns()
   // maps to it. 0: now, and the writer's own mapping.

@@ -423,6 +423,7 @@ void AsyncProber::service(std::uint64_t now, bool at_entry) {
   }
   const std::uint64_t end = monitor::now_ns();
   if (at_entry || worked) cost_.spent_ns += minus(end, now);
+  if (at_entry) entry_service_ns_.fetch_add(minus(end, now), std::memory_order_relaxed);
   // Over the bound, the entry services are spaced out (answers come later, and the held times
   // say so); back under it, they come closer again.
   entry_period_ns_ = over ? std::min(kSlowestEntryNs, 2 * entry_period_ns_)

@@ -32,6 +32,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -139,6 +140,11 @@ class AsyncProber {
     std::uint64_t measurements = 0, answers = 0, spent_ns = 0, since_ns = 0;
   };
   Cost cost() const { return cost_; }
+  // Of that, the services at a call's entry so far: outside the program's MPI calls, which the
+  // analyzer does not count as the rank's own work (heartbeats.measuring_ns). Any thread.
+  std::uint64_t entry_service_ns() const {
+    return entry_service_ns_.load(std::memory_order_relaxed);
+  }
 
   static constexpr std::uint64_t kEntryNs = 50'000, kBlockedNs = 20'000;
   static constexpr std::uint64_t kSlowestEntryNs = 5'000'000;
@@ -244,6 +250,7 @@ class AsyncProber {
   Measurement m_;
   Gaps gaps_;
   Cost cost_;
+  std::atomic<std::uint64_t> entry_service_ns_{0};
   ChangeDetector changes_;
   std::vector<ChangeDetector::Reading> latest_;  // each direction's newest measurement
   int confirm_peer_ = -1;                        // a direction whose change waits (-1: none)

@@ -35,7 +35,7 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
                     std::string& error) {
   std::map<int, std::map<std::int64_t, double>> writes;     // rank -> write -> MPI ns
   std::map<int, std::map<std::int64_t, double>> completed;  // rank -> write -> operations
-  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls, throttles;
+  std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls, throttles, measuring;
   if (!each_aggregate_total(
           job,
           [&](const WindowWriteRow& s) {
@@ -56,6 +56,7 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
           [&](const StallRow& s) {
             if (s.wall_ns > job.until_wall) return;
             stalls[s.rank].emplace_back(s.wall_ns, s.stalled_ns);
+            measuring[s.rank].emplace_back(s.wall_ns, s.measuring_ns);
             if (s.throttled_ns >= 0) throttles[s.rank].emplace_back(s.wall_ns, s.throttled_ns);
           },
           error))
@@ -101,6 +102,8 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
                [&](std::size_t b, double part, double) { add(b, part); });
     };
     each_difference(stalls[rank], [&](std::size_t b, double part) { bins[b].held_off += part; });
+    each_difference(measuring[rank],
+                    [&](std::size_t b, double part) { bins[b].measuring += part; });
     if (auto t = throttles.find(rank); t != throttles.end() && t->second.size() >= 2) {
       for (BinTime& bin : bins) bin.throttled = 0;
       each_difference(t->second, [&](std::size_t b, double part) { bins[b].throttled += part; });

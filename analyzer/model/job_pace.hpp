@@ -1,7 +1,8 @@
 // analyzer/model/job_pace: each rank's time per second of the job's wall clock, from the
 // writer's windows (aggregates: time inside MPI and operations completed; heartbeats: time held
-// off the CPU), and the job's pace from them: how many operations its ranks complete per second.
-// The rules that ask what a change cost the job read it here (detect_rank_changes, network_cost).
+// off the CPU, and commtap's own measuring between the program's calls), and the job's pace from
+// them: how many operations its ranks complete per second. The rules that ask what a change cost
+// the job read it here (detect_rank_changes, network_cost).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,10 @@ namespace commtap::analyzer {
 // One rank's time in one bin of the job's wall clock.
 struct BinTime {
   double covered = 0, mpi = 0, held_off = 0;  // ns
+  // commtap's own measuring outside MPI calls (heartbeats.measuring_ns): the rank is not
+  // computing then, and its probe rounds and decisions wait for the other leaders, so it counts
+  // as time inside MPI.
+  double measuring = 0;
   // Of the time held off, its cgroup CPU limit's (heartbeats.throttled_ns); -1: not recorded.
   double throttled = -1;
   // Operations completed (the aggregates' calls): the rank's progress, over `counted` ns of the
@@ -26,7 +31,7 @@ struct BinTime {
   bool paced(double bin_ns) const { return counted >= 0.5 * bin_ns; }
   bool known(double bin_ns) const { return covered >= 0.5 * bin_ns; }
   // Inside MPI (waiting, in a coupled program).
-  double waiting() const { return covered > 0 ? std::min(mpi, covered) / covered : 0; }
+  double waiting() const { return covered > 0 ? std::min(mpi + measuring, covered) / covered : 0; }
   // Not waiting for the others: computing, or held off the CPU wherever it was (a rank stopped
   // inside an MPI call counts its stop as time inside MPI).
   double own() const { return std::min(1.0, 1 - waiting() + held_off / std::max(1.0, covered)); }

@@ -228,14 +228,15 @@ bool each_stall_row(const JobFiles& job, const std::function<void(const StallRow
   // in the key's order): the same rows per rank either way.
   return each_recent_row(
       job, "heartbeats",
-      "SELECT rank, wall_ns, stalled_ns, coalesce(throttled_ns, -1) FROM heartbeats "
-      "WHERE stalled_ns IS NOT NULL ORDER BY wall_ns",
-      "SELECT rank, wall_ns, stalled_ns, coalesce(throttled_ns, -1) FROM heartbeats "
-      "WHERE rank = ?1 AND wall_ns >= ?2 AND stalled_ns IS NOT NULL ORDER BY wall_ns",
+      "SELECT rank, wall_ns, stalled_ns, coalesce(throttled_ns, -1), coalesce(measuring_ns, 0) "
+      "FROM heartbeats WHERE stalled_ns IS NOT NULL ORDER BY wall_ns",
+      "SELECT rank, wall_ns, stalled_ns, coalesce(throttled_ns, -1), coalesce(measuring_ns, 0) "
+      "FROM heartbeats WHERE rank = ?1 AND wall_ns >= ?2 AND stalled_ns IS NOT NULL "
+      "ORDER BY wall_ns",
       {1, 2},
       [&](const ResultRow& s) {
         row({static_cast<int>(column_i64(s, 0)), column_i64(s, 1), column_i64(s, 2),
-             column_i64(s, 3)});
+             column_i64(s, 3), column_i64(s, 4)});
       },
       error);
 }

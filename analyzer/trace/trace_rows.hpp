@@ -153,11 +153,12 @@ bool each_call_site(const JobFiles& job, const std::function<void(const CallSite
                     std::string& error);
 
 // A heartbeat's stall counter (heartbeats.stalled_ns where recorded) and, of that, its cgroup CPU
-// limit's (throttled_ns; -1 where not recorded): each rank's rows in time order (in cron mode
-// from the horizon on).
+// limit's (throttled_ns; -1 where not recorded), and commtap's own measuring time outside MPI
+// calls (measuring_ns; 0 where not recorded): each rank's rows in time order (in cron mode from
+// the horizon on).
 struct StallRow {
   int rank = 0;
-  std::int64_t wall_ns = 0, stalled_ns = 0, throttled_ns = -1;
+  std::int64_t wall_ns = 0, stalled_ns = 0, throttled_ns = -1, measuring_ns = 0;
 };
 bool each_stall_row(const JobFiles& job, const std::function<void(const StallRow&)>& row,
                     std::string& error);
