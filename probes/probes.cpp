@@ -346,9 +346,16 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   const bool confirm_strong = decision[6] == 0 && any(strong_begin, decision.end());
   const bool probing = routine || confirm || confirm_strong;
   // After a round (which may find a change) and while a change waits, the next decision comes
-  // at the confirmations' spacing, so that a confirming round is not held up by the routine one.
-  const std::uint64_t next =
-      std::max(UINT64_MAX - decision[1], probing || decision[2] != 0 ? decision[5] : decision[4]);
+  // at the confirmations' spacing, so that a confirming round is not held up by the routine one;
+  // a strong change waiting for its confirmation's second asks within kMaxDecisionStepS whatever
+  // the decisions cost (kStrongConfirmations per direction bound them): on 8 ranks of 2 loaded
+  // cores a decision took 10-25 ms, which the spacing turned into 2-5 s, and a 5 ms link found in
+  // a round waited 5.2 s for its confirmation (docs/faults.md, sweep 50).
+  const bool strong_waits = decision[6] != 0 && any(strong_begin, decision.end());
+  std::uint64_t next = strong_waits
+                           ? UINT64_MAX - decision[1]
+                           : std::max(UINT64_MAX - decision[1],
+                                      probing || decision[2] != 0 ? decision[5] : decision[4]);
   if (!probing) return next;
   // A routine round measures every pair; a confirming one the tournament rounds of the changed
   // pairs only (a pair's both directions, and the pairs disjoint from it measured at the same
@@ -384,8 +391,17 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
   // collective ahead of their leaders, and the leaders would look late. Leaving, they agree on
   // the round's excess: the most any leader's slow measurements took beyond what the share leaves
   // out (SlowTransferExcuses).
-  std::uint64_t excess = round_excess_ns_;
-  all_max(*s, comm.rank, &excess, 1, s->tag + kLeaveTag, true);
+  // And whether a leader's round found a strong change: then the next decision comes when its
+  // confirmation is due (the earliest of the members' seqs for kConfirmAfterS after this round),
+  // not at the spacing agreed before the round.
+  const ChangedRounds found = changed_rounds(*s, words);
+  const bool strong_now = any(found.strong.begin(), found.strong.end());
+  const double round_s = static_cast<double>(monitor::elapsed_ns(entered, monitor::now_ns())) / 1e9;
+  std::uint64_t leaving[3] = {round_excess_ns_, strong_now ? 1u : 0u,
+                              UINT64_MAX - seqs_in(round_s + kConfirmAfterS)};
+  all_max(*s, comm.rank, leaving, 3, s->tag + kLeaveTag, true);
+  const std::uint64_t excess = leaving[0];
+  if (leaving[1] != 0) next = std::min(next, UINT64_MAX - leaving[2]);
   last_round_end_ns_ = monitor::now_ns();
   s->pace.restart(seq, last_round_end_ns_);
   for (int h : measured)
