@@ -128,16 +128,49 @@ std::string held_text(int held_rounds, int alike_rounds) {
   return text;
 }
 
+// A message-based slow link the probes contradicted made its two hosts delayed (delayed_hosts_of:
+// its receiver waits for what comes over it, its sender for the answer), which keeps a slow rank
+// on them from being named: a clean toy training loop at load 6 whose rank 2 computed 20 ms more
+// per step, last at all 150 of its all-reduces, got no finding, its host's incoming link read
+// slow by the messages it received late and set aside by the probes (mpi.report). Each host is
+// released unless a finding still standing involves it, or another direction of the messages
+// read slow into it (or suspect), or out of it.
+void release_hosts_of_dropped_links(
+    const std::vector<std::pair<std::string, std::string>>& dropped_links,
+    const MessageEvidence& messages, const std::vector<Finding>& findings,
+    std::vector<std::string>& delayed) {
+  auto dropped = [&](const std::string& from, const std::string& to) {
+    return std::find(dropped_links.begin(), dropped_links.end(), std::pair{from, to}) !=
+           dropped_links.end();
+  };
+  auto still_delayed = [&](const std::string& host) {
+    for (const Finding& f : findings)
+      if ((f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network) &&
+          (f.host == host || f.from == host || f.to == host))
+        return true;
+    for (const MessageLink& link : messages.links)
+      if (!dropped(link.from, link.to) &&
+          ((link.to == host && (link.slow || link.suspect)) || (link.from == host && link.slow)))
+        return true;
+    return false;
+  };
+  for (const auto& [from, to] : dropped_links)
+    for (const std::string& host : {from, to})
+      if (!still_delayed(host)) std::erase(delayed, host);
+}
+
 // The job's own messages are timed by the ranks that send and receive them, so a rank that runs
 // late (a busy CPU: seen on clean runs of 4 ranks on 2 loaded cores, 400 us on one ring link for
 // a whole job) makes them look as slow as a slow network does. Probes of the same pair in the
 // same recent window tell the two apart: a network fault slows their round trips both ways, or
 // their throughput, round after round; a busy CPU does not. A message-based slow_link or
 // slow_host_network whose pairs the probes measured in at least two rounds of the last window
-// and found fine in most of them is dropped (and its host no longer explains late arrivals).
+// and found fine in most of them is dropped, and its hosts no longer explain late arrivals
+// unless something else still delays them (release_hosts_of_dropped_links).
 void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& options,
                                        const std::map<std::pair<int, int>, PairProbes>& pairs,
                                        double latency_limit, double throughput_limit,
+                                       const MessageEvidence& messages,
                                        std::vector<Finding>& findings, ProbeEvidence& evidence,
                                        std::vector<std::string>& delayed) {
   // The last window before the newest data (as the message-based rule counts it): the end is
@@ -205,6 +238,7 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
         count(there->second.mb_per_s, [&](double mb) { return mb < throughput_limit; });
         return fine > 0 && slow == 0;
       };
+  std::vector<std::pair<std::string, std::string>> dropped_links;  // from, to
   std::erase_if(findings, [&](const Finding& f) {
     if (f.source == "probes") return false;
     bool contradicted = false;
@@ -212,10 +246,10 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
       auto from = node_of.find(f.from), to = node_of.find(f.to);
       if (from == node_of.end() || to == node_of.end()) return false;
       const auto verdict = probed_fine(from->second, to->second);
-      const auto* messages = std::get_if<MessageLinkEvidence>(&f.evidence.rule);
+      const auto* link_evidence = std::get_if<MessageLinkEvidence>(&f.evidence.rule);
       contradicted = verdict ? *verdict
-                             : messages && fine_inside_slowness(from->second, to->second,
-                                                                messages->slow_stretches);
+                             : link_evidence && fine_inside_slowness(from->second, to->second,
+                                                                     link_evidence->slow_stretches);
     } else if (f.kind == finding_kind::slow_host_network) {
       const std::string& host = f.host;
       auto node = node_of.find(host);
@@ -234,8 +268,10 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
         delayed.erase(std::remove(delayed.begin(), delayed.end(), host), delayed.end());
     }
     if (contradicted) evidence.not_confirmed.push_back({f.kind, f.subject});
+    if (contradicted && f.kind == finding_kind::slow_link) dropped_links.emplace_back(f.from, f.to);
     return contradicted;
   });
+  release_hosts_of_dropped_links(dropped_links, messages, findings, delayed);
 }
 
 // Every directed host pair's probes in the --since range, by (from node, to node). Nodes that
@@ -1124,7 +1160,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
     }
   }
   drop_unconfirmed_message_findings(job, options, pairs, base.latency_limit, base.throughput_limit,
-                                    findings, evidence, delayed);
+                                    messages, findings, evidence, delayed);
   return true;
 }
 

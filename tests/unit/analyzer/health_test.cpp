@@ -506,6 +506,25 @@ TEST(Health, SlowMessagesOnALinkTheProbesFindFineAreNoFinding) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h2"}});
 }
 
+// A rank late at every collective (the others wait for it) on a host whose incoming messages
+// read slow: the link probes find that link fine, so the messages were the late rank's own (it
+// received them late), and the dropped link no longer excuses the rank as one waiting for the
+// network (a toy training loop at load 6, its rank 2 20 ms late at all 150 all-reduces, got no
+// finding: mpi.report). A link the probes confirm still does.
+TEST(Health, ALinkTheProbesFindFineExcusesNoSlowRankOnItsHosts) {
+  SyntheticJob job;
+  job.late_us = [](int rank, double) { return rank == 5 ? 6000.0 : 0.0; };
+  job.receive_wait_ms = [](int rank) { return rank == 5 ? 0.0 : 120.0; };
+  job.link_us = [](int from, int to, double) { return from == 1 && to == 2 ? 2000.0 : 0.0; };
+  job.probe_every_s = 5;
+  const JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_rank", "rank 5 (h2)"}});
+  job.probe_latency_us = [](int from, int to, double) {
+    return (from == 1 && to == 2) || (from == 2 && to == 1) ? 1030.0 : 30.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h2"}});
+}
+
 // A host that became slow late in a long job: its clean windows before do not outvote the slow
 // ones since; and the all-reduce that everyone now waits longer in is its consequence, not a
 // second finding.
