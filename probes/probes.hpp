@@ -225,6 +225,10 @@ class LinkProber {
   static constexpr std::size_t kRoundsKept = 3;
   std::array<double, kRoundsKept> recent_cycles_s_{};
   std::uint64_t decisions_ = 0, deciding_since_round_ns_ = 0;
+  // The last decisions' costs (a ring; decisions_ of them at most), whose median spaces the
+  // decisions (after_collective).
+  static constexpr std::size_t kDecisionsKept = 9;
+  std::array<std::uint64_t, kDecisionsKept> recent_decisions_ns_{};
   // What this rank's first kRoundsKept rounds and their decisions cost (the confirmations' share
   // is what probing cost beyond them).
   std::uint64_t first_rounds_spent_ns_ = 0;
