@@ -302,10 +302,10 @@ std::uint64_t LinkProber::after_collective(const Members& comm, std::uint64_t se
     return seq + static_cast<std::uint64_t>(std::clamp(seconds * per_s, 1.0, 1e12));
   };
   // A decision's usual cost: the median of the last ones, not the mean since the start. The
-  // first decisions on a communicator open the library's connections between its hosts (on 8
-  // ranks of 2 loaded cores one took 250 ms against 2-10 ms after), and a mean that kept it spaced
-  // the decisions 30 s apart for the rest of a 45 s job: no round from 3 s to 37 s, a 3 ms link
-  // named 34 s after it began (docs/faults.md, sweep 51).
+  // first decisions and rounds are far dearer (on 8 ranks of 2 loaded cores rank 0 spent 266 ms
+  // probing in the job's first second, 0-1 ms a second later), and a mean that kept them spaced
+  // the decisions out for most of a 45 s job: no round from 3.0 s to 37.7 s, a 3 ms link named
+  // 34 s after it began (docs/faults.md, sweep 51).
   std::array<std::uint64_t, kDecisionsKept> kept = recent_decisions_ns_;
   const auto known =
       static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(decisions_, kDecisionsKept));
