@@ -236,25 +236,30 @@ Change change_of(const RankSeries& s, double subjects, const std::vector<double>
   return best;
 }
 
-// Whether what changed in the rank itself is mostly time held off the CPU, and too little of it
-// for a starved host: its own share rose (by half a change at least), at least half of that rise
-// is time held off, and that part is under kSchedulersHeldRise. On a machine whose load moves
-// (other jobs, or `commtap analyze` run beside the job) the scheduler holds one rank off more
-// for a while, and in a tightly coupled program the others wait for it: a clean pipeline of two
-// replicas at 2 busy loops had its rank 1 held off 9 points more from 9 s (the other ranks 0-2
-// points), its own share up 12 points and the job's pace down 6%, and was named slow_host; a
-// LULESH at load 8.5 had one rank held off 16 points more for 12 s (10% -> 27%, the others
-// 8-16%), named slow_rank (docs/faults.md sweep 32). A throttled or stopped host, or another job
-// taking a host's cores, is held off 30-60 points more (the compute fault of docs/faults.md). A
-// rank that computes more (its own share up, not held off), and a bottleneck whose share stays
-// while the others come to wait for it, are judged as before. What it cannot tell apart: a host
-// that lost under a fifth of its CPU to another job, at a cost to the job.
+// Whether what changed in the rank itself is mostly time held off the CPU, too little of it or
+// at too little cost for a starved host: its own share rose (by half a change at least), at
+// least half of that rise is time held off, and that part is under kSchedulersHeldRise or the
+// job's pace fell by under options.error_cost_share. On a machine whose load moves (other jobs,
+// or `commtap analyze` run beside the job) the scheduler holds one rank off more for a while,
+// and in a tightly coupled program the others wait for it: a clean pipeline of two replicas at 2
+// busy loops had its rank 1 held off 9 points more from 9 s (the other ranks 0-2 points), its
+// own share up 12 points and the job's pace down 6%, and was named slow_host; a LULESH at load
+// 8.5 had one rank held off 16 points more for 12 s (10% -> 27%, the others 8-16%), named
+// slow_rank (docs/faults.md sweep 32); a clean LULESH on 4x2 beside 2 busy loops had its rank 7
+// held off 21 points more for its last 8 s (9% -> 30%, all of its own rise), the job 7% slower
+// (sweep 52). A stopped or throttled host, or another job taking a host's cores, is held off
+// more and costs more: every stopped rank of sweeps 48-52 was held off 33-68 points more and had
+// cost the job 13-58% when first named. A rank that computes more (its own share up, not held
+// off), and a bottleneck whose share stays while the others come to wait for it, are judged as
+// before. What it cannot tell apart: a host that lost under a fifth of its CPU to another job,
+// or more at a cost to the job under error_cost_share, from the scheduler's sharing.
 constexpr double kSchedulersHeldRise = 0.20;
-bool held_off_a_little_more(const RankSeries& s, const Change& c) {
+bool held_off_by_the_machine(const RankSeries& s, const Change& c, const HealthOptions& options) {
   const std::size_t n = s.held.size();
   const double own = c.own_after - c.own_before;
   const double held = mean_of(s.held, c.split, n) - mean_of(s.held, 0, c.split);
-  return own >= kMinShift / 2 && held >= own / 2 && held < kSchedulersHeldRise;
+  return own >= kMinShift / 2 && held >= own / 2 &&
+         (held < kSchedulersHeldRise || c.cost < options.error_cost_share);
 }
 
 // Whether its limit held it since the change as a slowed rank is held: throttled at least
@@ -429,7 +434,7 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
         (c.own_after < c.own_before + std::max(kOwnRise, kOwnPart * (c.after - c.before)) &&
          c.own_after < kBottleneck) ||
         c.after < kMinShift || c.test.hits < kPersistent * c.test.observations ||
-        c.test.false_alarm() > options.false_alarm_rate || held_off_a_little_more(s, c))
+        c.test.false_alarm() > options.false_alarm_rate || held_off_by_the_machine(s, c, options))
       continue;
     changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, c));
   }
