@@ -236,30 +236,47 @@ Change change_of(const RankSeries& s, double subjects, const std::vector<double>
   return best;
 }
 
-// Whether what changed in the rank itself is mostly time held off the CPU, too little of it or
-// at too little cost for a starved host: its own share rose (by half a change at least), at
-// least half of that rise is time held off, and that part is under kSchedulersHeldRise or the
-// job's pace fell by under options.error_cost_share. On a machine whose load moves (other jobs,
-// or `commtap analyze` run beside the job) the scheduler holds one rank off more for a while,
-// and in a tightly coupled program the others wait for it: a clean pipeline of two replicas at 2
-// busy loops had its rank 1 held off 9 points more from 9 s (the other ranks 0-2 points), its
-// own share up 12 points and the job's pace down 6%, and was named slow_host; a LULESH at load
-// 8.5 had one rank held off 16 points more for 12 s (10% -> 27%, the others 8-16%), named
-// slow_rank (docs/faults.md sweep 32); a clean LULESH on 4x2 beside 2 busy loops had its rank 7
-// held off 21 points more for its last 8 s (9% -> 30%, all of its own rise), the job 7% slower
-// (sweep 52). A stopped or throttled host, or another job taking a host's cores, is held off
-// more and costs more: every stopped rank of sweeps 48-52 was held off 33-68 points more and had
-// cost the job 13-58% when first named. A rank that computes more (its own share up, not held
-// off), and a bottleneck whose share stays while the others come to wait for it, are judged as
-// before. What it cannot tell apart: a host that lost under a fifth of its CPU to another job,
-// or more at a cost to the job under error_cost_share, from the scheduler's sharing.
+// The rise of a rank's time held off the CPU at its own change point of it (0: none of kMinShift):
+// what the machine's sharing did to one rank of this job.
+double held_rise(const RankSeries& s, double subjects) {
+  const Change c = change_of(s, subjects, s.held);
+  if (!c.found()) return 0;
+  return mean_of(s.held, c.split, s.held.size()) - mean_of(s.held, 0, c.split);
+}
+
+// Whether what changed in the rank itself is mostly time held off the CPU, too little of it, at
+// too little cost, or no more than a rank elsewhere was held off by the machine: its own share
+// rose (by half a change at least), at least half of that rise is time held off, and that part
+// is under kSchedulersHeldRise, or the job's pace fell by under options.error_cost_share, or it
+// is under kMinShift / 2 above the largest rise of time held off of any rank on another host
+// (`elsewhere`, held_rise). On a machine whose load moves (other jobs, or `commtap analyze` run
+// beside the job) the scheduler holds one rank off more for a while, and in a tightly coupled
+// program the others wait for it: a clean pipeline of two replicas at 2 busy loops had its rank
+// 1 held off 9 points more from 9 s (the other ranks 0-2 points), its own share up 12 points and
+// the job's pace down 6%, and was named slow_host; a LULESH at load 8.5 had one rank held off 16
+// points more for 12 s (10% -> 27%, the others 8-16%), named slow_rank (docs/faults.md sweep
+// 32). On 2 cores shared by 8 ranks, 2 busy loops and the analyzer, one rank or another is held
+// off 15-25 points more for seconds at a time: two clean LULESH runs on 4x2 had a rank named
+// slow_rank, held off 21 and 23 points more, the job 7% and 10% slower, while a rank of another
+// host rose 17 and 24 points at its own time (per second of heartbeats over the whole job,
+// docs/faults.md sweep 52). A stopped or throttled host, or another job taking a host's cores,
+// is held off more than the machine holds anyone: the 10 stopped ranks of sweeps 49-52 at 2 busy
+// loops rose 27-50 points at their change points, 9-49 more than any rank of another host (the
+// same measure), and those this rule named had cost the job 13-58% when first named. A rank
+// that computes more (its own share up, not held off), and a bottleneck whose share stays while
+// the others come to wait for it, are judged as before. What it cannot tell apart from the
+// scheduler's sharing: a host that lost under a fifth of its CPU to another job, or more at a cost
+// to the job under error_cost_share, or no more than the machine's load took from another host's
+// rank meanwhile.
 constexpr double kSchedulersHeldRise = 0.20;
-bool held_off_by_the_machine(const RankSeries& s, const Change& c, const HealthOptions& options) {
+bool held_off_by_the_machine(const RankSeries& s, const Change& c, const HealthOptions& options,
+                             double elsewhere) {
   const std::size_t n = s.held.size();
   const double own = c.own_after - c.own_before;
   const double held = mean_of(s.held, c.split, n) - mean_of(s.held, 0, c.split);
   return own >= kMinShift / 2 && held >= own / 2 &&
-         (held < kSchedulersHeldRise || c.cost < options.error_cost_share);
+         (held < kSchedulersHeldRise || c.cost < options.error_cost_share ||
+          held < elsewhere + kMinShift / 2);
 }
 
 // Whether its limit held it since the change as a slowed rank is held: throttled at least
@@ -416,6 +433,17 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
   const double subjects = static_cast<double>(job.ranks.size() + job.hosts.size());
   std::map<int, std::pair<int, Change>> changed;  // rank -> (host, change)
   const double spacing_s = static_cast<double>(grid.bin_ns) / 1e9;
+  // The largest rise of time held off of a rank on another host than `rank`'s; the ranks' rises
+  // found once, when a candidate first asks.
+  std::map<int, double> held_rises;
+  auto held_rise_elsewhere = [&](int rank) {
+    if (held_rises.empty())
+      for (const auto& [number, s] : series) held_rises[number] = held_rise(s, subjects);
+    double largest = 0;
+    for (const auto& [other, rise] : held_rises)
+      if (job.ranks.at(other).host != job.ranks.at(rank).host) largest = std::max(largest, rise);
+    return largest;
+  };
   for (const auto& [rank, s] : series) {
     if (std::optional<Change> limited = limit_change(s, subjects, spacing_s, options)) {
       changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, *limited));
@@ -434,7 +462,8 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
         (c.own_after < c.own_before + std::max(kOwnRise, kOwnPart * (c.after - c.before)) &&
          c.own_after < kBottleneck) ||
         c.after < kMinShift || c.test.hits < kPersistent * c.test.observations ||
-        c.test.false_alarm() > options.false_alarm_rate || held_off_by_the_machine(s, c, options))
+        c.test.false_alarm() > options.false_alarm_rate ||
+        held_off_by_the_machine(s, c, options, held_rise_elsewhere(rank)))
       continue;
     changed.emplace(rank, std::make_pair(job.ranks.at(rank).host, c));
   }
