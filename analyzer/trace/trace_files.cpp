@@ -498,6 +498,13 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
     return nullptr;
   }
   sqlite3_busy_timeout(reader->db_, 2000);
+  // A private copy is removed once closed: no checkpoint of its recovered WAL into it at close,
+  // and no syncs. A live analysis of 8 ranks' LULESH on 2 loaded cores spent 2.4 s of its
+  // threads' time in 129 fdatasyncs and wrote 2,868 pages for them (strace -f -c -w).
+  if (reader->file_->copied()) {
+    sqlite3_db_config(reader->db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    sqlite3_exec(reader->db_, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr);
+  }
   // The file's views are off here (no query can reach one); content_problem names them.
   harden_connection(reader->db_, /*allow_views=*/false);
   int version = -1;
