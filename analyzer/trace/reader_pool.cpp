@@ -32,8 +32,8 @@ std::size_t pooled_files_budget() {
 struct ReaderPool::Entry {
   bool tried = false;  // opened once (reader or error holds the outcome)
   bool lent = false;   // a lease holds it, or it is being opened
-  // Read from a private copy: not kept, so that the copies of a live job's files do not pile up
-  // in $TMPDIR (each pass copies, reads and removes, as without a pool).
+  // Read from a private copy that the pool could not keep (copies_fit): each pass copies, reads
+  // and removes it, as without a pool.
   bool unpooled = false;
   std::unique_ptr<TraceReader> reader;
   std::string error;
@@ -85,7 +85,7 @@ ReaderLease ReaderPool::lease(std::size_t index, const std::string& path, std::s
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_[index];
   entry.tried = true;
-  if (reader && reader->reads_copy()) {
+  if (reader && reader->reads_copy() && !copies_fit(*reader->copy())) {
     entry.unpooled = true;
     entry.lent = false;
     lease.pool_ = nullptr;
@@ -102,6 +102,15 @@ ReaderLease ReaderPool::lease(std::size_t index, const std::string& path, std::s
   }
   lease.reader_ = entry.reader.get();
   return lease;
+}
+
+bool ReaderPool::copies_fit(const ReaderFile& copy) {
+  // Called under mutex_. Kept copies never take more than half of what is left free where they
+  // are made, so that the analysis of a big live job leaves room for everyone else's files
+  // (and for the copies of the files it cannot keep, made and removed pass by pass).
+  if (kept_copy_bytes_ + copy.copy_bytes() > copy.free_after_copy() / 2) return false;
+  kept_copy_bytes_ += copy.copy_bytes();
+  return true;
 }
 
 void ReaderPool::hand_back(std::size_t index) {

@@ -466,6 +466,19 @@ ReaderFile::ReaderFile(const std::string& path) {
   if (!copied) return;
   problem_.clear();
   uri_ = file_uri(into);
+  // The copy is what SQLite reads from now on: the user's file and directory need no descriptor
+  // (a pooled copy then holds SQLite's three: the copy, its -wal and its -shm).
+  for (const std::string& copy : {into, into + side.substr(name.size())}) {
+    struct stat copy_info {};
+    if (::stat(copy.c_str(), &copy_info) == 0)
+      copy_bytes_ += static_cast<std::uint64_t>(copy_info.st_size);
+  }
+  const fs::space_info left = fs::space(copy_dir, ec);
+  free_after_copy_ = ec ? 0 : left.available;
+  for (int* fd : {&file_fd_, &dir_fd_}) {
+    ::close(*fd);
+    *fd = -1;
+  }
 }
 
 ReaderFile::~ReaderFile() {

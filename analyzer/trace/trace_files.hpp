@@ -75,10 +75,15 @@ class ReaderFile {
   const std::string& problem() const { return problem_; }
   // Whether SQLite reads a private copy (a hot journal, or a -wal with frames).
   bool copied() const { return !directory_.empty(); }
+  // A private copy's bytes (the file and its side file), and the free bytes left where it was
+  // made, measured after copying; both 0 without a copy.
+  std::uint64_t copy_bytes() const { return copy_bytes_; }
+  std::uint64_t free_after_copy() const { return free_after_copy_; }
 
  private:
   std::string directory_, uri_, problem_;
   int dir_fd_ = -1, file_fd_ = -1;
+  std::uint64_t copy_bytes_ = 0, free_after_copy_ = 0;
 };
 
 // One database file, opened read-only (a live job's writers are never blocked) on a hardened
@@ -102,6 +107,8 @@ class TraceReader {
   const std::string& path() const { return path_; }
   // Whether it reads a private copy of the file (ReaderFile::copied).
   bool reads_copy() const { return file_ && file_->copied(); }
+  // The private copy this reader reads (ReaderFile), or null.
+  const ReaderFile* copy() const { return reads_copy() ? file_.get() : nullptr; }
   // Runs `sql` with integer parameters, calling `row` for each result row.
   bool each(const std::string& sql, std::initializer_list<std::int64_t> binds,
             const std::function<void(sqlite3_stmt*)>& row, std::string& error);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -223,6 +224,68 @@ TEST(ReaderPool, ServesEveryPassOnSeveralThreads) {
   ReaderPool pool(files, /*budget=*/files.size());
   for (int round = 0; round < 6; ++round) EXPECT_EQ(pass(&pool, 1 + round % 3), expected);
   EXPECT_EQ(pool.openings(), files.size());
+}
+
+// A live rank's file (a WAL with frames, its writer still open) is read through a private copy.
+// The pool keeps that copy for the analysis: made once, not once per pass; every pass reads the
+// rows it held, whatever the writer adds meanwhile; removed with the pool.
+TEST(ReaderPool, CopiesALiveFileOncePerAnalysis) {
+  TempDir dir, copies;
+  const char* tmpdir_before = std::getenv("TMPDIR");
+  const std::string restore = tmpdir_before ? tmpdir_before : "";
+  ::setenv("TMPDIR", copies.path().c_str(), 1);
+  const std::string path = make_rank_file(dir.path()).string();
+  sqlite3* writer = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &writer), SQLITE_OK);
+  exec_or_fail(writer, "PRAGMA journal_mode=WAL");
+  auto add_rank = [&](int rank) {
+    exec_or_fail(writer,
+                 "INSERT INTO ranks (rank, world_size, host, pid, mpi_library, command_line, "
+                 "start_ns, end_ns, ended_by, node, local_rank) VALUES (" +
+                     std::to_string(rank) +
+                     ", 3, 'h0', 1, 'MPICH', './app', 1790000000000000000, "
+                     "1790000001000000000, 'finalize', 0, 0)");
+  };
+  add_rank(1);
+  ASSERT_GT(fs::file_size(path + "-wal"), 32u) << "the writer's rows are in its WAL";
+  auto copies_on_disk = [&] {
+    return std::distance(fs::directory_iterator(copies.path()), fs::directory_iterator());
+  };
+  auto ranks_read = [](ReaderLease& lease) {
+    std::int64_t count = 0;
+    std::string error;
+    EXPECT_TRUE(lease->each(
+        "SELECT count(*) FROM ranks", {}, [&](sqlite3_stmt* s) { count = column_i64(s, 0); },
+        error))
+        << error;
+    return count;
+  };
+  {
+    ReaderPool pool({path}, /*budget=*/1);
+    std::string error;
+    for (int pass = 0; pass < 4; ++pass) {
+      ReaderLease lease = pool.lease(0, path, error);
+      ASSERT_TRUE(lease) << error;
+      EXPECT_TRUE(lease->reads_copy());
+      EXPECT_EQ(ranks_read(lease), 2) << "pass " << pass << " reads the rows of the first";
+      EXPECT_EQ(copies_on_disk(), 1);
+      if (pass == 1) add_rank(2);  // written while the analysis runs
+    }
+    EXPECT_EQ(pool.openings(), 1u);
+  }
+  EXPECT_EQ(copies_on_disk(), 0) << "the copy goes with the pool";
+  {
+    ReaderPool next({path}, /*budget=*/1);
+    std::string error;
+    ReaderLease lease = next.lease(0, path, error);
+    ASSERT_TRUE(lease) << error;
+    EXPECT_EQ(ranks_read(lease), 3) << "the next analysis copies the file as it is then";
+  }
+  sqlite3_close(writer);
+  if (tmpdir_before)
+    ::setenv("TMPDIR", restore.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
 }
 
 TEST(Deadline, StopsAnEndlessStatement) {
