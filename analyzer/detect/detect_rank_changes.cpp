@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "analyzer/findings/statistics.hpp"
 #include "analyzer/model/job_pace.hpp"
@@ -68,6 +69,77 @@ constexpr double kBottleneck = 0.95;
 // draws at the baseline's rate would call those bursts a change.
 constexpr double kPersistent = 0.75;
 
+// The job's progress per rank and bin, read by every rank's change: the operations each rank
+// completed, where it was paced. Shared by the ranks' series, not copied into each (a copy per
+// rank made the rule O(ranks^2 x bins) in memory); what depends only on a rank's bins (its
+// series' set-up, and the cost at a split) is found once for all ranks with the same bins.
+class JobProgress {
+ public:
+  JobProgress(const RankBins& times, const BinGrid& grid)
+      : times_(times), bin_ns_(static_cast<double>(grid.bin_ns)) {}
+
+  // The first index of `bins` (a series' bins) from which every rank is paced at least once
+  // before: the baseline counts from the first bin every rank is paced in (its writes after the
+  // first), the job's set-up is no baseline (a clean LULESH read a change at 6 s from its first
+  // bins).
+  std::size_t set_up(const std::vector<int>& bins) const {
+    const std::optional<Key> key = key_of(bins, 0);
+    if (key)
+      if (auto found = set_ups_.find(*key); found != set_ups_.end()) return found->second;
+    std::size_t set_up = 0;
+    for (const auto& [rank, rank_bins] : times_) {
+      std::size_t first = 0;
+      while (first < bins.size() && !paced(rank_bins, bins[first])) ++first;
+      set_up = std::max(set_up, first);
+    }
+    if (key) set_ups_.emplace(*key, set_up);
+    return set_up;
+  }
+
+  // The job's pace after the split `split` of `bins` against before: each rank's own pace after
+  // against before (the medians of its paced bins: a job's first seconds, LULESH's 2 s MPI_Init
+  // among them, complete fewer), and the median over the ranks, robust to a rank whose writes
+  // came late in some bins and to ranks that complete different numbers of operations by design
+  // (a pipeline's stages, a server's root). Unknown where fewer than 3 ranks have both.
+  std::optional<double> pace_ratio(const std::vector<int>& bins, std::size_t split) const {
+    const std::optional<Key> key = key_of(bins, split);
+    if (key)
+      if (auto found = ratios_.find(*key); found != ratios_.end()) return found->second;
+    std::vector<double> paces;
+    for (const auto& [rank, rank_bins] : times_) {
+      std::vector<double> before, after;
+      for (std::size_t j = 0; j < bins.size(); ++j)
+        if (paced(rank_bins, bins[j]))
+          (j < split ? before : after)
+              .push_back(rank_bins[static_cast<std::size_t>(bins[j])].completed);
+      if (before.empty() || after.empty()) continue;
+      if (const double pace_before = median_of(before); pace_before > 0)
+        paces.push_back(median_of(after) / pace_before);
+    }
+    const std::optional<double> ratio =
+        paces.size() >= 3 ? std::optional(median_of(paces)) : std::nullopt;
+    if (key) ratios_.emplace(*key, ratio);
+    return ratio;
+  }
+
+ private:
+  // A series of consecutive bins is its first and last bin: most ranks are known in the same
+  // bins, and share what is found for them. Others are not cached.
+  using Key = std::tuple<int, int, std::size_t>;
+  static std::optional<Key> key_of(const std::vector<int>& bins, std::size_t split) {
+    if (bins.empty() || static_cast<std::size_t>(bins.back() - bins.front()) + 1 != bins.size())
+      return std::nullopt;
+    return Key{bins.front(), bins.back(), split};
+  }
+  bool paced(const std::vector<BinTime>& rank_bins, int bin) const {
+    return rank_bins[static_cast<std::size_t>(bin)].paced(bin_ns_);
+  }
+  const RankBins& times_;
+  const double bin_ns_;
+  mutable std::map<Key, std::size_t> set_ups_;
+  mutable std::map<Key, std::optional<double>> ratios_;
+};
+
 // A rank's bins where it and at least two others are known: its own share against the others'
 // median, and the others' median share of waiting.
 struct RankSeries {
@@ -77,40 +149,63 @@ struct RankSeries {
   // Of that, its cgroup CPU limit's (heartbeats.throttled_ns); -1 where not recorded. And the
   // other ranks' median of theirs (-1: none of theirs recorded).
   std::vector<double> throttled, others_throttled;
-  // Per rank (every one, this one too), its operations completed per known bin: before the
-  // bin's split, and since.
-  std::map<int, std::vector<double>> completed;
+  const JobProgress* progress = nullptr;  // every rank's operations completed, per bin
 };
 
-std::map<int, RankSeries> series_of(const RankBins& times, const BinGrid& grid) {
+// The median (median_of) of the values of the sorted `sorted` less its entry at `skip` (none
+// where `skip` is past its end): each rank's others' median from one sort of the bin's values,
+// in O(1) per rank. -1 where that leaves nothing.
+double median_without(const std::vector<double>& sorted, std::size_t skip) {
+  const std::size_t n = skip < sorted.size() ? sorted.size() - 1 : sorted.size();
+  if (n == 0) return -1.0;
+  auto at = [&](std::size_t k) { return sorted[k < skip ? k : k + 1]; };
+  return n % 2 ? at(n / 2) : (at(n / 2 - 1) + at(n / 2)) / 2;
+}
+
+// The median of `sorted` less one entry equal to `value` where it `holds` one (a rank's own), or
+// of all of it; -1 where that leaves nothing.
+double median_of_others(const std::vector<double>& sorted, bool holds, double value) {
+  const auto at = holds ? std::lower_bound(sorted.begin(), sorted.end(), value) : sorted.end();
+  return median_without(sorted, static_cast<std::size_t>(at - sorted.begin()));
+}
+
+std::map<int, RankSeries> series_of(const RankBins& times, const BinGrid& grid,
+                                    const JobProgress& progress) {
   std::map<int, RankSeries> out;
   const auto bin_ns = static_cast<double>(grid.bin_ns);
+  std::vector<double> owns, throttled_shares;
   for (int b = 0; b < grid.bins; ++b) {
     const auto i = static_cast<std::size_t>(b);
+    // The bin's known ranks' shares, sorted once: each rank's others are these less its own.
+    owns.clear();
+    throttled_shares.clear();
     for (const auto& [rank, bins] : times) {
       if (!bins[i].known(bin_ns)) continue;
-      std::vector<double> own;
-      for (const auto& [other, other_bins] : times)
-        if (other != rank && other_bins[i].known(bin_ns)) own.push_back(other_bins[i].own());
-      if (own.size() < 2) continue;
-      std::vector<double> others_throttled;
-      for (const auto& [other, other_bins] : times)
-        if (other != rank && other_bins[i].known(bin_ns) && other_bins[i].throttled >= 0)
-          others_throttled.push_back(other_bins[i].throttled /
-                                     std::max(1.0, other_bins[i].covered));
+      owns.push_back(bins[i].own());
+      if (bins[i].throttled >= 0)
+        throttled_shares.push_back(bins[i].throttled / std::max(1.0, bins[i].covered));
+    }
+    if (owns.size() < 3) continue;  // a rank and at least two others
+    std::sort(owns.begin(), owns.end());
+    std::sort(throttled_shares.begin(), throttled_shares.end());
+    for (const auto& [rank, bins] : times) {
+      if (!bins[i].known(bin_ns)) continue;
+      const double own = bins[i].own();
+      const double others_own = median_of_others(owns, true, own);
       RankSeries& s = out[rank];
-      s.others_throttled.push_back(others_throttled.empty() ? -1.0 : median_of(others_throttled));
-      for (const auto& [other, other_bins] : times)
-        s.completed[other].push_back(other_bins[i].paced(bin_ns) ? other_bins[i].completed : -1);
+      s.progress = &progress;
+      s.others_throttled.push_back(
+          median_of_others(throttled_shares, bins[i].throttled >= 0,
+                           bins[i].throttled / std::max(1.0, bins[i].covered)));
       s.bin.push_back(b);
-      s.excess.push_back(bins[i].own() - median_of(own));
-      s.own.push_back(bins[i].own());
-      s.held.push_back(std::min(s.own.back(), bins[i].held_off / std::max(1.0, bins[i].covered)));
+      s.excess.push_back(own - others_own);
+      s.own.push_back(own);
+      s.held.push_back(std::min(own, bins[i].held_off / std::max(1.0, bins[i].covered)));
       s.throttled.push_back(
           bins[i].throttled < 0
               ? -1.0
               : std::min(1.0, bins[i].throttled / std::max(1.0, bins[i].covered)));
-      s.others_own.push_back(median_of(own));
+      s.others_own.push_back(others_own);
     }
   }
   return out;
@@ -155,14 +250,7 @@ Change change_of(const RankSeries& s, double subjects, const std::vector<double>
   Change best;
   const std::size_t n = s.excess.size();
   if (n < kMinBaselineBins + kMinSegmentBins) return best;
-  // The baseline counts from the first bin every rank is paced in (its writes after the first):
-  // the job's set-up is no baseline (a clean LULESH read a change at 6 s from its first bins).
-  std::size_t set_up = 0;
-  for (const auto& [rank, ops] : s.completed) {
-    std::size_t first = 0;
-    while (first < ops.size() && ops[first] < 0) ++first;
-    set_up = std::max(set_up, first);
-  }
+  const std::size_t set_up = s.progress->set_up(s.bin);
   double best_score = 0;
   // Prefix sums: every split's two means in O(1), so a day of 1 s bins costs O(n), not O(n^2).
   std::vector<double> prefix(n + 1, 0.0);
@@ -196,22 +284,11 @@ Change change_of(const RankSeries& s, double subjects, const std::vector<double>
   // held off, at the job's pace); a stopped or throttled one slows every rank that waits for it.
   // Without the counts (no aggregates), the share of the others' time not waiting that they
   // lost: a proxy that fails where waiting ranks trade time held off the CPU for time waiting.
-  // Each rank's own pace after against before (the medians of its known bins: a job's first
-  // seconds, LULESH's 2 s MPI_Init among them, complete fewer), and the median over the ranks:
-  // robust to a rank whose writes came late in some bins, and to ranks that complete different
-  // numbers of operations by design (a pipeline's stages, a server's root).
-  std::vector<double> paces;
-  for (const auto& [rank, ops] : s.completed) {
-    std::vector<double> before, after;
-    for (std::size_t j = 0; j < n; ++j)
-      if (ops[j] >= 0) (j < k ? before : after).push_back(ops[j]);
-    if (before.empty() || after.empty()) continue;
-    if (const double pace_before = median_of(before); pace_before > 0)
-      paces.push_back(median_of(after) / pace_before);
-  }
-  best.cost_from_progress = paces.size() >= 3;
-  if (best.cost_from_progress) {
-    best.cost = std::max(0.0, 1 - median_of(paces));
+  // Each rank's own pace after against before, and the median over the ranks (pace_ratio).
+  const std::optional<double> pace = s.progress->pace_ratio(s.bin, k);
+  best.cost_from_progress = pace.has_value();
+  if (pace) {
+    best.cost = std::max(0.0, 1 - *pace);
   } else {
     const double others_before = mean_of(s.others_own, 0, k);
     const double others_after = mean_of(s.others_own, k, n);
@@ -429,7 +506,8 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
   BinGrid grid;
   RankBins times;
   if (!read_bin_times(job, since_wall_ns(job, options), grid, times, error)) return false;
-  const std::map<int, RankSeries> series = series_of(times, grid);
+  const JobProgress progress(times, grid);
+  const std::map<int, RankSeries> series = series_of(times, grid, progress);
   const double subjects = static_cast<double>(job.ranks.size() + job.hosts.size());
   std::map<int, std::pair<int, Change>> changed;  // rank -> (host, change)
   const double spacing_s = static_cast<double>(grid.bin_ns) / 1e9;
