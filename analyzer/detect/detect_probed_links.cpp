@@ -11,6 +11,7 @@
 
 #include "analyzer/detect/detectors.hpp"
 #include "analyzer/findings/statistics.hpp"
+#include "analyzer/model/job_pace.hpp"
 #include "analyzer/trace/trace_rows.hpp"
 
 namespace commtap::analyzer {
@@ -41,6 +42,7 @@ struct Sample {
   double value = 0, network = 0;
   bool asynchronous = false;  // measured by the asynchronous probes, not in a round
   bool contended = false;     // both leaders were held off the CPU at its end (kContendedNs)
+  bool limited = false;       // a leader's host was held by its own CPU limit then (HostLimits)
 };
 
 struct PairProbes {
@@ -66,11 +68,15 @@ struct PairProbes {
 // loops: a clean pipeline's ctap3 -> ctap0 at 150-270 MB/s against 2,600 for 10 s, in rounds
 // where ctap1 -> ctap2 read 30-180 (docs/faults.md, sweep 34). What it cannot tell apart: two
 // links (or hosts' networks) that share no host, slow at once; it needs four hosts.
+//
+// A measurement slow while a cgroup CPU limit held one of its hosts (HostLimits) is the limit's
+// (`held`) too: a leader throttled mid-transfer stalls the transfer wherever its held times do
+// not see it (its rendezvous handshake), so the network's part is not known.
 enum class Reading { fine, slow, held, alike };
 template <class Slow>
 Reading read_sample(const Sample& sample, Slow slow) {
   if (!slow(sample.value)) return Reading::fine;
-  return slow(sample.network) ? Reading::slow : Reading::held;
+  return slow(sample.network) && !sample.limited ? Reading::slow : Reading::held;
 }
 
 struct PairVerdict {
@@ -274,6 +280,56 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
   release_hosts_of_dropped_links(dropped_links, messages, findings, delayed);
 }
 
+// The seconds of the job in which a host's ranks were held by their own cgroup CPU limit
+// (heartbeats.throttled_ns): one of its ranks throttled kOwnLimitShare of the second or more,
+// above the median of the job's ranks that recorded it then. A limit every rank shares (a
+// container's) is the job's condition, and its hosts' probes are judged against each other as
+// ever; one host's limit slows that host's probe transfers as a slow network would (NPB SP with
+// one host at 10 ms of CPU per 100 ms was named slow_host_network beside slow_host in 5 of 21
+// live analyses, its probe transfers 89 MB/s against 803, docs/faults.md sweep 53). What it
+// cannot tell apart: a host whose network slowed while its own CPU limit held it; its messages
+// may still name it.
+constexpr double kOwnLimitShare = 0.10;
+class HostLimits {
+ public:
+  bool read(const Job& job, const HealthOptions& options, std::string& error) {
+    RankBins times;
+    if (!read_bin_times(job, since_wall_ns(job, options), grid_, times, error)) return false;
+    const auto bin_ns = static_cast<double>(grid_.bin_ns);
+    std::vector<double> shares;
+    for (int b = 0; b < grid_.bins; ++b) {
+      const auto i = static_cast<std::size_t>(b);
+      shares.clear();
+      for (const auto& [rank, bins] : times)
+        if (bins[i].known(bin_ns) && bins[i].throttled >= 0)
+          shares.push_back(bins[i].throttled / std::max(1.0, bins[i].covered));
+      if (shares.empty()) continue;
+      const double median = median_of(shares);
+      for (const auto& [rank, bins] : times) {
+        if (!bins[i].known(bin_ns) || bins[i].throttled < 0) continue;
+        auto at = job.ranks.find(rank);
+        if (at == job.ranks.end()) continue;
+        const double share = bins[i].throttled / std::max(1.0, bins[i].covered);
+        if (share >= kOwnLimitShare && share - median >= kOwnLimitShare)
+          held_[job.hosts[static_cast<std::size_t>(at->second.host)]].insert(b);
+      }
+    }
+    return true;
+  }
+  // Whether `host` was held by its own limit in the second holding `wall_ns` (a probe round's
+  // start) or the next (where a round begun late in a second measures).
+  bool held(const std::string& host, std::int64_t wall_ns) const {
+    auto at = held_.find(host);
+    if (at == held_.end() || wall_ns < grid_.first) return false;
+    const auto bin = static_cast<int>((wall_ns - grid_.first) / grid_.bin_ns);
+    return at->second.count(bin) > 0 || at->second.count(bin + 1) > 0;
+  }
+
+ private:
+  BinGrid grid_;
+  std::map<std::string, std::set<int>> held_;  // host -> bins of the grid
+};
+
 // Every directed host pair's probes in the --since range, by (from node, to node). Nodes that
 // share a host name (COMMTAP_TEST_NODES pretends several nodes on one host) are told apart by
 // their node number.
@@ -282,6 +338,8 @@ using ProbePairs = std::map<std::pair<int, int>, PairProbes>;
 bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& pairs,
                       std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
+  HostLimits limits;
+  if (!limits.read(job, options, error)) return false;
   return each_probe(
       job,
       [&](const ProbeRow& row) {
@@ -302,13 +360,15 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
         const double to_held = std::max(0.0, as_read(row.to_held_ns));
         const double held = from_held + to_held;
         const bool contended = std::min(from_held, to_held) >= kContendedNs;
+        const std::int64_t wall = at + job.wall_minus_aligned;
+        const bool limited = limits.held(row.from_host, wall) || limits.held(row.to_host, wall);
         // A latency is half a round trip; the held times are of the whole round trip.
         if (bytes <= 1)
           p.latency_ns.push_back(
-              {at, ns, std::max(1.0, ns - held / 2), row.asynchronous, contended});
+              {at, ns, std::max(1.0, ns - held / 2), row.asynchronous, contended, limited});
         else
           p.mb_per_s.push_back({at, bytes / ns * 1e3, bytes / std::max(1.0, ns - held) * 1e3,
-                                row.asynchronous, contended});
+                                row.asynchronous, contended, limited});
       },
       error);
 }

@@ -1335,6 +1335,26 @@ TEST(Health, ProbesFindARateLimitedHostInACollectiveOnlyJob) {
       << text;
 }
 
+// A host whose own cgroup CPU limit throttles its ranks (heartbeats.throttled_ns) stalls its
+// leader's probe transfers as a slow network would: those rounds are the limit's, and the host
+// is not named slow_host_network by them (NPB SP with one host at 10 ms of CPU per 100 ms,
+// docs/faults.md sweep 53). A limit every host shares (a container's) is the job's
+// condition: the rate-limited host is named as without it.
+TEST(Health, ProbesOfAHostHeldByItsOwnCpuLimitAreTheLimits) {
+  SyntheticJob job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double) { return from == 2 || to == 2 ? 2.5 : 1000.0; };
+  // The leaders record their held times (version 13), which saw none of the stall: the probes'
+  // findings are then not left to the stalled-host rule (health.cpp).
+  job.probe_held_us = [](int, int, double) { return std::pair{1.0, 1.0}; };
+  job.throttle_share = [](int host, double t) { return host == 2 && t >= 10 ? 0.7 : 0.0; };
+  const JobHealth limited = analyze(job, HealthOptions{});
+  for (const auto& f : limited.findings)
+    EXPECT_NE(f.kind, "slow_host_network") << describe(limited);
+  ASSERT_TRUE(limited.evidence.probes.held_recorded);
+  job.throttle_share = [](int, double t) { return t >= 10 ? 0.7 : 0.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
+}
+
 TEST(Health, ProbesFindASlowDirectedLinkAndALatencyFault) {
   SyntheticJob job = probed_job();
   job.probe_mb_per_s = [](int from, int to, double) { return from == 0 && to == 1 ? 3.0 : 1000.0; };
