@@ -54,9 +54,8 @@ class ReaderLease {
 // refused with the same error by every later pass, without opening it again. A file read from a
 // private copy (ReaderFile: a live or killed rank's side files) is kept with its copy while the
 // kept copies take no more than half the free space left where they are made; beyond that each
-// lease opens (copies) it again. Copying a live job's files once per analysis, not once per pass,
-// also makes every pass read the same rows: an analysis of 8 live LULESH ranks made 136 copies
-// (17 passes) before.
+// lease opens (copies) it again. A live job's files are so copied once per analysis, not once
+// per pass (an analysis reads each file in 17 passes), and every pass reads the same rows.
 class ReaderPool {
  public:
   explicit ReaderPool(std::vector<std::string> files, std::size_t budget = pooled_files_budget());
