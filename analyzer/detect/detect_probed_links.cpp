@@ -338,8 +338,6 @@ using ProbePairs = std::map<std::pair<int, int>, PairProbes>;
 bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& pairs,
                       std::string& error) {
   const std::int64_t since = since_aligned_ns(job, options), until = job.until_aligned();
-  HostLimits limits;
-  if (!limits.read(job, options, error)) return false;
   return each_probe(
       job,
       [&](const ProbeRow& row) {
@@ -360,17 +358,30 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
         const double to_held = std::max(0.0, as_read(row.to_held_ns));
         const double held = from_held + to_held;
         const bool contended = std::min(from_held, to_held) >= kContendedNs;
-        const std::int64_t wall = at + job.wall_minus_aligned;
-        const bool limited = limits.held(row.from_host, wall) || limits.held(row.to_host, wall);
         // A latency is half a round trip; the held times are of the whole round trip.
         if (bytes <= 1)
           p.latency_ns.push_back(
-              {at, ns, std::max(1.0, ns - held / 2), row.asynchronous, contended, limited});
+              {at, ns, std::max(1.0, ns - held / 2), row.asynchronous, contended});
         else
           p.mb_per_s.push_back({at, bytes / ns * 1e3, bytes / std::max(1.0, ns - held) * 1e3,
-                                row.asynchronous, contended, limited});
+                                row.asynchronous, contended});
       },
       error);
+}
+
+// Marks the measurements taken while a host at either end was held by its own CPU limit
+// (HostLimits), before the pairs' hosts are named by node (name_nodes).
+bool mark_limited(const Job& job, const HealthOptions& options, ProbePairs& pairs,
+                  std::string& error) {
+  HostLimits limits;
+  if (!limits.read(job, options, error)) return false;
+  for (auto& [key, p] : pairs)
+    for (std::vector<Sample>* series : {&p.latency_ns, &p.mb_per_s})
+      for (Sample& sample : *series) {
+        const std::int64_t wall = sample.at + job.wall_minus_aligned;
+        sample.limited = limits.held(p.from, wall) || limits.held(p.to, wall);
+      }
+  return true;
 }
 
 // Each node's name (a host, or host/node where nodes share a host name).
@@ -1168,6 +1179,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options,
   ProbePairs pairs;
   if (!read_probe_pairs(job, options, pairs, error)) return false;
   if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
+  if (!mark_limited(job, options, pairs, error)) return false;
   for (const auto& [key, p] : pairs)
     for (const auto* series : {&p.latency_ns, &p.mb_per_s})
       evidence.held_recorded = evidence.held_recorded ||
