@@ -302,14 +302,14 @@ class HostLimits {
       shares.clear();
       for (const auto& [rank, bins] : times)
         if (bins[i].known(bin_ns) && bins[i].throttled >= 0)
-          shares.push_back(bins[i].throttled / std::max(1.0, bins[i].covered));
+          shares.push_back(bins[i].throttled_share());
       if (shares.empty()) continue;
       const double median = median_of(shares);
       for (const auto& [rank, bins] : times) {
         if (!bins[i].known(bin_ns) || bins[i].throttled < 0) continue;
         auto at = job.ranks.find(rank);
         if (at == job.ranks.end()) continue;
-        const double share = bins[i].throttled / std::max(1.0, bins[i].covered);
+        const double share = bins[i].throttled_share();
         if (share >= kOwnLimitShare && share - median >= kOwnLimitShare)
           held_[job.hosts[static_cast<std::size_t>(at->second.host)]].insert(b);
       }

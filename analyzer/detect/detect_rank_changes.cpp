@@ -182,8 +182,7 @@ std::map<int, RankSeries> series_of(const RankBins& times, const BinGrid& grid,
     for (const auto& [rank, bins] : times) {
       if (!bins[i].known(bin_ns)) continue;
       owns.push_back(bins[i].own());
-      if (bins[i].throttled >= 0)
-        throttled_shares.push_back(bins[i].throttled / std::max(1.0, bins[i].covered));
+      if (bins[i].throttled >= 0) throttled_shares.push_back(bins[i].throttled_share());
     }
     if (owns.size() < 3) continue;  // a rank and at least two others
     std::sort(owns.begin(), owns.end());
@@ -195,16 +194,13 @@ std::map<int, RankSeries> series_of(const RankBins& times, const BinGrid& grid,
       RankSeries& s = out[rank];
       s.progress = &progress;
       s.others_throttled.push_back(
-          median_of_others(throttled_shares, bins[i].throttled >= 0,
-                           bins[i].throttled / std::max(1.0, bins[i].covered)));
+          median_of_others(throttled_shares, bins[i].throttled >= 0, bins[i].throttled_share()));
       s.bin.push_back(b);
       s.excess.push_back(own - others_own);
       s.own.push_back(own);
       s.held.push_back(std::min(own, bins[i].held_off / std::max(1.0, bins[i].covered)));
-      s.throttled.push_back(
-          bins[i].throttled < 0
-              ? -1.0
-              : std::min(1.0, bins[i].throttled / std::max(1.0, bins[i].covered)));
+      s.throttled.push_back(bins[i].throttled < 0 ? -1.0
+                                                  : std::min(1.0, bins[i].throttled_share()));
       s.others_own.push_back(others_own);
     }
   }

@@ -5,6 +5,7 @@
 // the job read it here (detect_rank_changes, network_cost).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,6 +25,8 @@ struct BinTime {
   double measuring = 0;
   // Of the time held off, its cgroup CPU limit's (heartbeats.throttled_ns); -1: not recorded.
   double throttled = -1;
+  // Of the bin's covered time, the share its limit throttled (where recorded: throttled >= 0).
+  double throttled_share() const { return throttled / std::max(1.0, covered); }
   // Operations completed (the aggregates' calls): the rank's progress, over `counted` ns of the
   // bin. The first write's are not counted: it spans MPI_Init and the program's set-up (3 s of
   // 40 in sweep 18's OSU runs), which complete few.
