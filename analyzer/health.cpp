@@ -135,8 +135,11 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     evidence.clocks.collective_error_us = job.clock_method.error_ns / 1e3;
   std::vector<Finding>& findings = health.findings;
   detect_hangs(job, options, findings);
-  if (!find_stalled_hosts(job, options, evidence.stalls, error) ||
-      !detect_slow_nodes(job, options, findings, health.instances, evidence.lateness,
+  // Each rank's time second by second, for the three rules that read it.
+  JobTimes times;
+  if (!read_bin_times(job, since_wall_ns(job, options), times, error) ||
+      !find_stalled_hosts(job, options, evidence.stalls, error) ||
+      !detect_slow_nodes(job, options, times, findings, health.instances, evidence.lateness,
                          evidence.unproven, error))
     return false;
   // The network side: the messages' one-way times need the hosts' clocks corrected first; the
@@ -153,7 +156,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     evidence.unproven.insert(evidence.unproven.end(), evidence.messages.unproven.begin(),
                              evidence.messages.unproven.end());
   }
-  if (!detect_probed_links(job, options, evidence.messages, evidence.clocks, findings,
+  if (!detect_probed_links(job, options, times, evidence.messages, evidence.clocks, findings,
                            evidence.probes, evidence.delayed_hosts, error) ||
       !detect_lost_packets(job, options, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
                            evidence.delayed_hosts, error) ||
@@ -220,7 +223,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     if (held_off_more(f)) return false;
     return std::find(delayed.begin(), delayed.end(), f.host) != delayed.end();
   });
-  if (!cost_network_findings(job, options, findings, error)) return false;
+  cost_network_findings(job, options, times, findings);
   // A call that became slower because everyone now waits for a slow, stuck or lost rank, host or
   // link is that finding's consequence, not a second problem: the cause is reported alone.
   const bool explained = std::any_of(findings.begin(), findings.end(), [](const Finding& f) {

@@ -292,9 +292,8 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
 constexpr double kOwnLimitShare = 0.10;
 class HostLimits {
  public:
-  bool read(const Job& job, const HealthOptions& options, std::string& error) {
-    RankBins times;
-    if (!read_bin_times(job, since_wall_ns(job, options), grid_, times, error)) return false;
+  HostLimits(const Job& job, const JobTimes& job_times) : grid_(job_times.grid) {
+    const RankBins& times = job_times.ranks;
     const auto bin_ns = static_cast<double>(grid_.bin_ns);
     std::vector<double> shares;
     for (int b = 0; b < grid_.bins; ++b) {
@@ -314,7 +313,6 @@ class HostLimits {
           held_[job.hosts[static_cast<std::size_t>(at->second.host)]].insert(b);
       }
     }
-    return true;
   }
   // Whether `host` was held by its own limit in the second holding `wall_ns` (a probe round's
   // start) or the next (where a round begun late in a second measures).
@@ -371,17 +369,14 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
 
 // Marks the measurements taken while a host at either end was held by its own CPU limit
 // (HostLimits), before the pairs' hosts are named by node (name_nodes).
-bool mark_limited(const Job& job, const HealthOptions& options, ProbePairs& pairs,
-                  std::string& error) {
-  HostLimits limits;
-  if (!limits.read(job, options, error)) return false;
+void mark_limited(const Job& job, const JobTimes& times, ProbePairs& pairs) {
+  const HostLimits limits(job, times);
   for (auto& [key, p] : pairs)
     for (std::vector<Sample>* series : {&p.latency_ns, &p.mb_per_s})
       for (Sample& sample : *series) {
         const std::int64_t wall = sample.at + job.wall_minus_aligned;
         sample.limited = limits.held(p.from, wall) || limits.held(p.to, wall);
       }
-  return true;
 }
 
 // Each node's name (a host, or host/node where nodes share a host name).
@@ -1172,14 +1167,14 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
 
 }  // namespace
 
-bool detect_probed_links(const Job& job, const HealthOptions& options,
+bool detect_probed_links(const Job& job, const HealthOptions& options, const JobTimes& times,
                          const MessageEvidence& messages, const ClockAlignment& clocks,
                          std::vector<Finding>& findings, ProbeEvidence& evidence,
                          std::vector<std::string>& delayed, std::string& error) {
   ProbePairs pairs;
   if (!read_probe_pairs(job, options, pairs, error)) return false;
   if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
-  if (!mark_limited(job, options, pairs, error)) return false;
+  mark_limited(job, times, pairs);
   for (const auto& [key, p] : pairs)
     for (const auto* series : {&p.latency_ns, &p.mb_per_s})
       evidence.held_recorded = evidence.held_recorded ||

@@ -495,15 +495,12 @@ Finding change_finding(const Job& job, const HealthOptions& options, int rank, b
 
 }  // namespace
 
-bool detect_rank_changes(const Job& job, const HealthOptions& options,
-                         const std::set<std::string>& named_hosts, std::vector<Finding>& out,
-                         std::string& error) {
-  if (job.ranks.size() < 3) return true;
-  BinGrid grid;
-  RankBins times;
-  if (!read_bin_times(job, since_wall_ns(job, options), grid, times, error)) return false;
-  const JobProgress progress(times, grid);
-  const std::map<int, RankSeries> series = series_of(times, grid, progress);
+void detect_rank_changes(const Job& job, const HealthOptions& options, const JobTimes& times,
+                         const std::set<std::string>& named_hosts, std::vector<Finding>& out) {
+  if (job.ranks.size() < 3) return;
+  const BinGrid& grid = times.grid;
+  const JobProgress progress(times.ranks, grid);
+  const std::map<int, RankSeries> series = series_of(times.ranks, grid, progress);
   const double subjects = static_cast<double>(job.ranks.size() + job.hosts.size());
   std::map<int, std::pair<int, Change>> changed;  // rank -> (host, change)
   const double spacing_s = static_cast<double>(grid.bin_ns) / 1e9;
@@ -572,7 +569,6 @@ bool detect_rank_changes(const Job& job, const HealthOptions& options,
       out.push_back(change_finding(job, options, rank, false, changed.at(rank).second, grid,
                                    series.at(rank)));
   }
-  return true;
 }
 
 }  // namespace commtap::analyzer

@@ -14,6 +14,7 @@
 #include "analyzer/findings/finding.hpp"
 #include "analyzer/findings/job_evidence.hpp"
 #include "analyzer/model/job_model.hpp"
+#include "analyzer/model/job_pace.hpp"
 #include "analyzer/model/messages.hpp"
 #include "analyzer/options.hpp"
 
@@ -43,15 +44,15 @@ bool find_stalled_hosts(const Job& job, const HealthOptions& options, HostStalls
 // often the subject arrived last against chance (evidence.hpp). `instances`: the aligned
 // instances compared; `lateness`: per rank and window, for the report; `unproven`: late
 // subjects whose evidence fell short of options.false_alarm_rate.
-bool detect_slow_nodes(const Job& job, const HealthOptions& options, std::vector<Finding>& out,
-                       std::uint64_t& instances, std::optional<LatenessTable>& lateness,
+bool detect_slow_nodes(const Job& job, const HealthOptions& options, const JobTimes& times,
+                       std::vector<Finding>& out, std::uint64_t& instances,
+                       std::optional<LatenessTable>& lateness,
                        std::vector<UnprovenSubject>& unproven, std::string& error);
 // slow_rank, slow_host by change (part of detect_slow_nodes): a rank whose share of time not
-// waiting for the others rose against theirs at some moment and stayed up while they came to wait
-// for it; hosts in `named_hosts` (named by lateness already) are left out.
-bool detect_rank_changes(const Job& job, const HealthOptions& options,
-                         const std::set<std::string>& named_hosts, std::vector<Finding>& out,
-                         std::string& error);
+// waiting for the others rose against theirs at some moment (its bins in `times`) and stayed up
+// while they came to wait for it; hosts in `named_hosts` (named by lateness already) are left out.
+void detect_rank_changes(const Job& job, const HealthOptions& options, const JobTimes& times,
+                         const std::set<std::string>& named_hosts, std::vector<Finding>& out);
 
 // slow_link, slow_host_network: one-way times of joined messages per directed host pair, on the
 // corrected clocks. Writes the per-pair matrix and the stalled messages to `evidence`, and the
@@ -64,8 +65,9 @@ void detect_slow_links(const Job& job, const HealthOptions& options,
 // host pair (the probes table), against the other pairs'. Reads the messages' matrix (which
 // direction is slow) and the probes' one-way times; drops message findings the probes
 // contradict, absorbs message links into a host finding of its own, and adds to
-// `delayed_hosts`.
-bool detect_probed_links(const Job& job, const HealthOptions& options,
+// `delayed_hosts`. A measurement taken while a host's own CPU limit held it (`times`) counts for
+// nothing.
+bool detect_probed_links(const Job& job, const HealthOptions& options, const JobTimes& times,
                          const MessageEvidence& messages, const ClockAlignment& clocks,
                          std::vector<Finding>& findings, ProbeEvidence& evidence,
                          std::vector<std::string>& delayed_hosts, std::string& error);
@@ -94,8 +96,8 @@ bool detect_stalled_links(const Job& job, const HealthOptions& options,
 // complete per second, model/job_pace) goes into each one's evidence, and one that cost the job
 // options.error_cost_share or more is an ERROR. Only where no finding of another kind (a slow
 // rank or host, a hang, a lost rank) could explain the fall instead.
-bool cost_network_findings(const Job& job, const HealthOptions& options,
-                           std::vector<Finding>& findings, std::string& error);
+void cost_network_findings(const Job& job, const HealthOptions& options, const JobTimes& times,
+                           std::vector<Finding>& findings);
 // What counts as a stalled transfer, and over what span stalls are counted.
 inline constexpr double kStallNs = 20e6, kStallFactor = 20;
 std::int64_t stall_span_ns(const HealthOptions& options);  // six persistence windows

@@ -32,18 +32,16 @@ bool is_network(const Finding& f) {
 
 }  // namespace
 
-bool cost_network_findings(const Job& job, const HealthOptions& options,
-                           std::vector<Finding>& findings, std::string& error) {
-  if (std::none_of(findings.begin(), findings.end(), is_network)) return true;
+void cost_network_findings(const Job& job, const HealthOptions& options, const JobTimes& times,
+                           std::vector<Finding>& findings) {
+  if (std::none_of(findings.begin(), findings.end(), is_network)) return;
   const bool other_cause = std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
     return !is_network(f) && f.kind != finding_kind::degradation;
   });
-  if (other_cause) return true;
-  BinGrid grid;
-  RankBins times;
-  if (!read_bin_times(job, since_wall_ns(job, options), grid, times, error)) return false;
-  const std::optional<PaceFall> fall = largest_pace_fall(times, grid, kMinBefore, kMinAfter);
-  if (!fall) return true;
+  if (other_cause) return;
+  const std::optional<PaceFall> fall =
+      largest_pace_fall(times.ranks, times.grid, kMinBefore, kMinAfter);
+  if (!fall) return;
   const double since_start_s = static_cast<double>(fall->onset_wall - job.start_wall()) / 1e9;
   char at[32];
   std::snprintf(at, sizeof at, "%.0f s", since_start_s);
@@ -61,7 +59,6 @@ bool cost_network_findings(const Job& job, const HealthOptions& options,
                             at + " into the job");
     if (cost >= options.error_cost_share) f.severity = Severity::error;
   }
-  return true;
 }
 
 }  // namespace commtap::analyzer

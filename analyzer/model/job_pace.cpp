@@ -31,8 +31,8 @@ void spread(const BinGrid& grid, std::int64_t from, std::int64_t to, double amou
 }  // namespace
 
 // Per rank and bin, from the writer's rows since `since_wall`.
-bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, RankBins& out,
-                    std::string& error) {
+bool read_bin_times(const Job& job, std::int64_t since_wall, JobTimes& out, std::string& error) {
+  BinGrid& grid = out.grid;
   std::map<int, std::map<std::int64_t, double>> writes;     // rank -> write -> MPI ns
   std::map<int, std::map<std::int64_t, double>> completed;  // rank -> write -> operations
   std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> stalls, throttles, measuring;
@@ -72,7 +72,7 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, Rank
   for (const auto& [rank, w] : writes) {
     auto r = job.ranks.find(rank);
     if (r == job.ranks.end()) continue;
-    std::vector<BinTime>& bins = out[rank];
+    std::vector<BinTime>& bins = out.ranks[rank];
     bins.assign(static_cast<std::size_t>(grid.bins), {});
     // The first write covers the time since the rank's MPI_Init (mpi_time_shares).
     auto previous = static_cast<std::int64_t>(r->second.start_ns);

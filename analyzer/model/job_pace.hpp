@@ -1,8 +1,10 @@
 // analyzer/model/job_pace: each rank's time per second of the job's wall clock, from the
 // writer's windows (aggregates: time inside MPI and operations completed; heartbeats: time held
 // off the CPU, and commtap's own measuring between the program's calls), and the job's pace from
-// them: how many operations its ranks complete per second. The rules that ask what a change cost
-// the job read it here (detect_rank_changes, network_cost).
+// them: how many operations its ranks complete per second. Read once per analysis (health.cpp) for
+// the rules that ask what a rank did second by second: its change (detect_rank_changes), what a
+// network finding cost the job (network_cost), and which hosts their own CPU limit held while the
+// link probes measured (detect_probed_links).
 #pragma once
 
 #include <algorithm>
@@ -48,9 +50,14 @@ struct BinGrid {
 
 using RankBins = std::map<int, std::vector<BinTime>>;  // rank -> one per bin of the grid
 
+// Every rank's bins over the analysis's span.
+struct JobTimes {
+  BinGrid grid;
+  RankBins ranks;
+};
+
 // Per rank and bin, from the writer's rows since `since_wall`.
-bool read_bin_times(const Job& job, std::int64_t since_wall, BinGrid& grid, RankBins& out,
-                    std::string& error);
+bool read_bin_times(const Job& job, std::int64_t since_wall, JobTimes& out, std::string& error);
 
 // How much the job's pace fell from `onset_wall` on: one minus the median over ranks of each
 // rank's median operations per bin since (counted from `since_wall`, at or after the onset)
