@@ -1209,6 +1209,32 @@ TEST(Health, ALossyPairWaitsForItsHostsOtherPairs) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h2 <-> h3"}});
 }
 
+// A host whose pairs lose in turn (NPB FT's all-to-all with a host delayed 2 ms overflowed the
+// queue towards one peer after another, docs/faults.md sweep 54): h2 <-> h3 lost a fifth of a
+// second's segments at 8 s and nothing since, h1 <-> h3 loses 2% from 12 s, h0 <-> h3 from 14 s.
+// At 15 s h1 <-> h3 is lossy and waits: h3's pairs with h2, fine since 12 s, lost a burst before
+// (one moment: no lossy pair, but no sign of a sound host either), and its pairs with h0 lose.
+// The host is named once they have lost at two moments.
+TEST(Health, APairThatLostABurstSaysNothingOfItsHost) {
+  SyntheticJob job;
+  job.messages = false;
+  job.tcp = true;
+  job.tcp_lost_share = [](int from, int to, double t) {
+    const int peer = from == 3 ? to : (to == 3 ? from : -1);
+    if (peer == 2) return t >= 8 && t < 9 ? 0.2 : 0.0;
+    if (peer == 1) return t >= 12 ? 0.02 : 0.0;
+    if (peer == 0) return t >= 14 ? 0.02 : 0.0;
+    return 0.0;
+  };
+  HealthOptions at_15_s = HealthOptions{};
+  at_15_s.at_s = 15;
+  const JobHealth early = analyze(job, at_15_s);
+  expect_exactly(early, {});
+  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
+  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h1 <-> h3");
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h3"}});
+}
+
 // What is not a lossy link: resends the receiver reported as duplicates (on every link, and a
 // lot of them on one), a loss rate every link shares, one burst, and a link that lost early in a
 // long job and has not since.
