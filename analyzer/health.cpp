@@ -176,29 +176,53 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
   // stall accounted for (an NPB CG link +4 ms at load 6, named by the probes at 3 ms against
   // 16 us while the job ran, was dropped after it: its rank 0 was held off 25-30% of its last
   // 2 s; docs/faults.md, sweep 35).
+  //
+  // A host its own cgroup CPU limit held through the latest window (HostLimits) sends, receives
+  // and answers late the same way, whether or not the writer's ticks show it held off (NPB LU's
+  // host at 15 ms of CPU per 100 ms was throttled 57% of each second and held off 23%, and its
+  // messages out named `slow_link ctap1 -> ctap3` beside its slow_host, docs/faults.md sweep
+  // 54). The probes and the stalled transfers account for the limit measurement by measurement,
+  // and the kernel's losses are no process's: those stand.
   const std::map<std::string, double>& stalled = evidence.stalls.stalled;
-  if (!stalled.empty()) {
-    auto accounted = [&](const std::string& source) {
-      return source == "tcp" || (source == "probes" && evidence.probes.held_recorded);
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
+  const std::set<std::string> limited =
+      HostLimits(job, times)
+          .held_through(now - static_cast<std::int64_t>(options.window_s * 1e9), now);
+  if (!stalled.empty() || !limited.empty()) {
+    auto accounted = [&](const std::string& source, bool by_limit) {
+      return source == "tcp" ||
+             (source == "probes" && (by_limit || evidence.probes.held_recorded)) ||
+             (source == "stalls" && by_limit);
     };
     std::erase_if(findings, [&](const Finding& f) {
       const bool network =
-          (f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network) &&
-          !accounted(f.source) && !accounted(f.also_source);
+          f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network;
+      if (!network) return false;
       // A link into or out of a stalled host that stands apart from the host's other pairs
       // that way is not the stall's (MessageLinkEvidence::apart_at).
       const auto* link = std::get_if<MessageLinkEvidence>(&f.evidence.rule);
-      auto stalled_end = [&](const std::string& host) {
-        return stalled.count(host) > 0 &&
-               (link == nullptr || std::find(link->apart_at.begin(), link->apart_at.end(), host) ==
-                                       link->apart_at.end());
+      auto apart_at = [&](const std::string& host) {
+        return link != nullptr && std::find(link->apart_at.begin(), link->apart_at.end(), host) !=
+                                      link->apart_at.end();
       };
-      const bool touches = stalled_end(f.host) || stalled_end(f.from) || stalled_end(f.to);
-      if (network && touches) evidence.explained_by_stalls.push_back({f.kind, f.subject});
-      return network && touches;
+      // A limit is not judged by how the host's pairs stand apart: it holds a sender in the
+      // middle of its transfers, and slows its large messages to one peer more than its small
+      // ones to the others (the LU host's pair out to ctap3 read slow, apart from its others).
+      auto explains = [&](const std::string& host) {
+        if (host.empty()) return false;
+        const bool held = stalled.count(host) > 0 && !apart_at(host) &&
+                          !accounted(f.source, false) && !accounted(f.also_source, false);
+        const bool limit = limited.count(host) > 0 && !accounted(f.source, true) &&
+                           !accounted(f.also_source, true);
+        return held || limit;
+      };
+      const bool explained = explains(f.host) || explains(f.from) || explains(f.to);
+      if (explained) evidence.explained_by_stalls.push_back({f.kind, f.subject});
+      return explained;
     });
-    std::erase_if(evidence.delayed_hosts,
-                  [&](const std::string& host) { return stalled.count(host) > 0; });
+    std::erase_if(evidence.delayed_hosts, [&](const std::string& host) {
+      return stalled.count(host) > 0 || limited.count(host) > 0;
+    });
   }
   // A host that receives slow messages arrives late at the next collective because it waits for
   // them: the network finding explains it, so no compute-side finding is made for it. Except one

@@ -280,54 +280,6 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
   release_hosts_of_dropped_links(dropped_links, messages, findings, delayed);
 }
 
-// The seconds of the job in which a host's ranks were held by their own cgroup CPU limit
-// (heartbeats.throttled_ns): one of its ranks throttled kOwnLimitShare of the second or more,
-// above the median of the job's ranks that recorded it then. A limit every rank shares (a
-// container's) is the job's condition, and its hosts' probes are judged against each other as
-// ever; one host's limit slows that host's probe transfers as a slow network would (NPB SP with
-// one host at 10 ms of CPU per 100 ms was named slow_host_network beside slow_host in 5 of 21
-// live analyses, its probe transfers 89 MB/s against 803, docs/faults.md sweep 53). What it
-// cannot tell apart: a host whose network slowed while its own CPU limit held it; its messages
-// may still name it.
-constexpr double kOwnLimitShare = 0.10;
-class HostLimits {
- public:
-  HostLimits(const Job& job, const JobTimes& job_times) : grid_(job_times.grid) {
-    const RankBins& times = job_times.ranks;
-    const auto bin_ns = static_cast<double>(grid_.bin_ns);
-    std::vector<double> shares;
-    for (int b = 0; b < grid_.bins; ++b) {
-      const auto i = static_cast<std::size_t>(b);
-      shares.clear();
-      for (const auto& [rank, bins] : times)
-        if (bins[i].known(bin_ns) && bins[i].throttled >= 0)
-          shares.push_back(bins[i].throttled_share());
-      if (shares.empty()) continue;
-      const double median = median_of(shares);
-      for (const auto& [rank, bins] : times) {
-        if (!bins[i].known(bin_ns) || bins[i].throttled < 0) continue;
-        auto at = job.ranks.find(rank);
-        if (at == job.ranks.end()) continue;
-        const double share = bins[i].throttled_share();
-        if (share >= kOwnLimitShare && share - median >= kOwnLimitShare)
-          held_[job.hosts[static_cast<std::size_t>(at->second.host)]].insert(b);
-      }
-    }
-  }
-  // Whether `host` was held by its own limit in the second holding `wall_ns` (a probe round's
-  // start) or the next (where a round begun late in a second measures).
-  bool held(const std::string& host, std::int64_t wall_ns) const {
-    auto at = held_.find(host);
-    if (at == held_.end() || wall_ns < grid_.first) return false;
-    const auto bin = static_cast<int>((wall_ns - grid_.first) / grid_.bin_ns);
-    return at->second.count(bin) > 0 || at->second.count(bin + 1) > 0;
-  }
-
- private:
-  BinGrid grid_;
-  std::map<std::string, std::set<int>> held_;  // host -> bins of the grid
-};
-
 // Every directed host pair's probes in the --since range, by (from node, to node). Nodes that
 // share a host name (COMMTAP_TEST_NODES pretends several nodes on one host) are told apart by
 // their node number.

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <functional>
+#include <iterator>
 
 #include "analyzer/findings/statistics.hpp"
 #include "analyzer/trace/trace_rows.hpp"
@@ -110,6 +111,50 @@ bool read_bin_times(const Job& job, std::int64_t since_wall, JobTimes& out, std:
     }
   }
   return true;
+}
+
+HostLimits::HostLimits(const Job& job, const JobTimes& times) : grid_(times.grid) {
+  const auto bin_ns = static_cast<double>(grid_.bin_ns);
+  std::vector<double> shares;
+  for (int b = 0; b < grid_.bins; ++b) {
+    const auto i = static_cast<std::size_t>(b);
+    shares.clear();
+    for (const auto& [rank, bins] : times.ranks)
+      if (bins[i].known(bin_ns) && bins[i].throttled >= 0)
+        shares.push_back(bins[i].throttled_share());
+    if (shares.empty()) continue;
+    const double median = median_of(shares);
+    for (const auto& [rank, bins] : times.ranks) {
+      if (!bins[i].known(bin_ns) || bins[i].throttled < 0) continue;
+      auto at = job.ranks.find(rank);
+      if (at == job.ranks.end()) continue;
+      const double share = bins[i].throttled_share();
+      if (share >= kOwnLimitShare && share - median >= kOwnLimitShare)
+        held_[job.hosts[static_cast<std::size_t>(at->second.host)]].insert(b);
+    }
+  }
+}
+
+bool HostLimits::held(const std::string& host, std::int64_t wall_ns) const {
+  auto at = held_.find(host);
+  if (at == held_.end() || wall_ns < grid_.first) return false;
+  const auto bin = static_cast<int>((wall_ns - grid_.first) / grid_.bin_ns);
+  return at->second.count(bin) > 0 || at->second.count(bin + 1) > 0;
+}
+
+std::set<std::string> HostLimits::held_through(std::int64_t from_wall, std::int64_t to_wall) const {
+  std::set<std::string> hosts;
+  auto bin_of = [&](std::int64_t wall) {
+    const std::int64_t bin = wall < grid_.first ? 0 : (wall - grid_.first) / grid_.bin_ns;
+    return static_cast<int>(std::min<std::int64_t>(bin, grid_.bins));
+  };
+  const int first = bin_of(from_wall), end = bin_of(to_wall);
+  if (end <= first) return hosts;
+  for (const auto& [host, bins] : held_) {
+    const auto in_range = std::distance(bins.lower_bound(first), bins.lower_bound(end));
+    if (2 * in_range >= end - first) hosts.insert(host);
+  }
+  return hosts;
 }
 
 namespace {

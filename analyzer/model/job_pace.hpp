@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,30 @@ struct JobTimes {
 
 // Per rank and bin, from the writer's rows since `since_wall`.
 bool read_bin_times(const Job& job, std::int64_t since_wall, JobTimes& out, std::string& error);
+
+// The bins in which a host's ranks were held by their own cgroup CPU limit
+// (heartbeats.throttled_ns): one of its ranks throttled kOwnLimitShare of the bin or more, and as
+// much above the median of the job's ranks that recorded it then. A limit every rank shares (a
+// container's) is the job's condition, not one host's. One host's limit makes it send, receive
+// and answer late as a slow network would: its probe transfers (NPB SP with one host at 10 ms of
+// CPU per 100 ms read 89 MB/s against 803 and was named slow_host_network beside slow_host in 5
+// of 21 live analyses, docs/faults.md sweep 53) and its messages (NPB LU's host at 15 ms per
+// 100 ms: `slow_link ctap1 -> ctap3` at WARNING beside slow_host, sweep 54). What it cannot tell
+// apart: a host whose network slowed while its own limit held it.
+class HostLimits {
+ public:
+  static constexpr double kOwnLimitShare = 0.10;
+  HostLimits(const Job& job, const JobTimes& times);
+  // Whether `host` was held in the bin holding `wall_ns` or the next (a probe round begun late
+  // in a bin measures in the next).
+  bool held(const std::string& host, std::int64_t wall_ns) const;
+  // The hosts held in half or more of the whole bins from `from_wall` to `to_wall` (one at least).
+  std::set<std::string> held_through(std::int64_t from_wall, std::int64_t to_wall) const;
+
+ private:
+  BinGrid grid_;
+  std::map<std::string, std::set<int>> held_;  // host -> bins of the grid
+};
 
 // How much the job's pace fell from `onset_wall` on: one minus the median over ranks of each
 // rank's median operations per bin since (counted from `since_wall`, at or after the onset)

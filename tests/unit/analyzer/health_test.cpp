@@ -1381,6 +1381,25 @@ TEST(Health, ProbesOfAHostHeldByItsOwnCpuLimitAreTheLimits) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
 }
 
+// A host its own cgroup CPU limit holds sends late: h2's messages to h3 take 2 ms more from 10 s,
+// which names the link by the messages alone. With h2 throttled 60% of every second from then on
+// (held in the middle of its transfers, as NPB LU's host was, docs/faults.md sweep 54), the limit
+// explains them, as a stall does; a limit every host shares explains nothing.
+TEST(Health, MessagesOfAHostHeldByItsOwnCpuLimitAreTheLimits) {
+  SyntheticJob job;
+  job.link_us = [](int from, int to, double t) {
+    return from == 2 && to == 3 && t >= 10 ? 2000.0 : 0.0;
+  };
+  expect_exactly(analyze(job), {{"slow_link", "link h2 -> h3"}});
+  job.throttle_share = [](int host, double t) { return host == 2 && t >= 10 ? 0.6 : 0.0; };
+  const JobHealth limited = analyze(job);
+  for (const auto& f : limited.findings) EXPECT_NE(f.kind, "slow_link") << describe(limited);
+  ASSERT_EQ(limited.evidence.explained_by_stalls.size(), 1u) << describe(limited);
+  EXPECT_EQ(limited.evidence.explained_by_stalls[0].subject, "link h2 -> h3");
+  job.throttle_share = [](int, double t) { return t >= 10 ? 0.6 : 0.0; };
+  expect_exactly(analyze(job), {{"slow_link", "link h2 -> h3"}});
+}
+
 TEST(Health, ProbesFindASlowDirectedLinkAndALatencyFault) {
   SyntheticJob job = probed_job();
   job.probe_mb_per_s = [](int from, int to, double) { return from == 0 && to == 1 ? 3.0 : 1000.0; };
