@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "analyzer/detect/detectors.hpp"
 #include "analyzer/trace/reader_pool.hpp"
@@ -116,6 +118,67 @@ std::vector<std::string> find_jobs(const std::vector<std::string>& paths,
 
 namespace {
 
+// A host whose process was held off the CPU in the latest window receives late (its receives
+// complete when it runs again), answers probes late and sends late: its links and its network
+// read slow, and the stall is the cause. Those findings are left out (listed in the evidence),
+// and it no longer counts as a delayed host. Lost packets are the exception: the kernel counts
+// them whether or not the process runs. So are the link probes where they record the leaders'
+// held times (version 13): each measurement is judged on what is left once the time its
+// messages may have waited off the CPU is taken out, so a link they find slow is slow with the
+// stall accounted for (an NPB CG link +4 ms at load 6, named by the probes at 3 ms against
+// 16 us while the job ran, was dropped after it: its rank 0 was held off 25-30% of its last
+// 2 s; docs/faults.md, sweep 35).
+//
+// A host its own cgroup CPU limit held through the latest window (HostLimits) sends, receives
+// and answers late the same way, whether or not the writer's ticks show it held off (NPB LU's
+// host at 15 ms of CPU per 100 ms was throttled 57% of each second and held off 23%, and its
+// messages out named `slow_link ctap1 -> ctap3` beside its slow_host, docs/faults.md sweep
+// 54). The probes and the stalled transfers account for the limit measurement by measurement,
+// and the kernel's losses are no process's: those stand.
+void leave_out_what_held_hosts_explain(const Job& job, const HealthOptions& options,
+                                       const JobTimes& times, std::vector<Finding>& findings,
+                                       JobEvidence& evidence) {
+  const std::map<std::string, double>& stalled = evidence.stalls.stalled;
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
+  const std::set<std::string> limited =
+      HostLimits(job, times)
+          .held_through(now - static_cast<std::int64_t>(options.window_s * 1e9), now);
+  if (stalled.empty() && limited.empty()) return;
+  auto accounted = [&](const std::string& source, bool by_limit) {
+    return source == "tcp" || (source == "probes" && (by_limit || evidence.probes.held_recorded)) ||
+           (source == "stalls" && by_limit);
+  };
+  std::erase_if(findings, [&](const Finding& f) {
+    const bool network =
+        f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network;
+    if (!network) return false;
+    // A link into or out of a stalled host that stands apart from the host's other pairs
+    // that way is not the stall's (MessageLinkEvidence::apart_at).
+    const auto* link = std::get_if<MessageLinkEvidence>(&f.evidence.rule);
+    auto apart_at = [&](const std::string& host) {
+      return link != nullptr &&
+             std::find(link->apart_at.begin(), link->apart_at.end(), host) != link->apart_at.end();
+    };
+    // A limit is not judged by how the host's pairs stand apart: it holds a sender in the
+    // middle of its transfers, and slows its large messages to one peer more than its small
+    // ones to the others (the LU host's pair out to ctap3 read slow, apart from its others).
+    auto explains = [&](const std::string& host) {
+      if (host.empty()) return false;
+      const bool held = stalled.count(host) > 0 && !apart_at(host) && !accounted(f.source, false) &&
+                        !accounted(f.also_source, false);
+      const bool limit =
+          limited.count(host) > 0 && !accounted(f.source, true) && !accounted(f.also_source, true);
+      return held || limit;
+    };
+    const bool explained = explains(f.host) || explains(f.from) || explains(f.to);
+    if (explained) evidence.explained_by_stalls.push_back({f.kind, f.subject});
+    return explained;
+  });
+  std::erase_if(evidence.delayed_hosts, [&](const std::string& host) {
+    return stalled.count(host) > 0 || limited.count(host) > 0;
+  });
+}
+
 // How much more of its time a rank found slow by its change must be held off the CPU or
 // throttled since the change for that, not the messages it waits for, to be its cause.
 constexpr double kHeldOffMoreShare = 0.10;
@@ -166,64 +229,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     return false;
   merge_same_subject(findings);
   absorb_links_into_hosts(findings);
-  // A host whose process was held off the CPU in the latest window receives late (its receives
-  // complete when it runs again), answers probes late and sends late: its links and its network
-  // read slow, and the stall is the cause. Those findings are left out (listed in the evidence),
-  // and it counts as no delayed host below. Lost packets are the exception: the kernel counts
-  // them whether or not the process runs. So are the link probes where they record the leaders'
-  // held times (version 13): each measurement is judged on what is left once the time its
-  // messages may have waited off the CPU is taken out, so a link they find slow is slow with the
-  // stall accounted for (an NPB CG link +4 ms at load 6, named by the probes at 3 ms against
-  // 16 us while the job ran, was dropped after it: its rank 0 was held off 25-30% of its last
-  // 2 s; docs/faults.md, sweep 35).
-  //
-  // A host its own cgroup CPU limit held through the latest window (HostLimits) sends, receives
-  // and answers late the same way, whether or not the writer's ticks show it held off (NPB LU's
-  // host at 15 ms of CPU per 100 ms was throttled 57% of each second and held off 23%, and its
-  // messages out named `slow_link ctap1 -> ctap3` beside its slow_host, docs/faults.md sweep
-  // 54). The probes and the stalled transfers account for the limit measurement by measurement,
-  // and the kernel's losses are no process's: those stand.
-  const std::map<std::string, double>& stalled = evidence.stalls.stalled;
-  const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
-  const std::set<std::string> limited =
-      HostLimits(job, times)
-          .held_through(now - static_cast<std::int64_t>(options.window_s * 1e9), now);
-  if (!stalled.empty() || !limited.empty()) {
-    auto accounted = [&](const std::string& source, bool by_limit) {
-      return source == "tcp" ||
-             (source == "probes" && (by_limit || evidence.probes.held_recorded)) ||
-             (source == "stalls" && by_limit);
-    };
-    std::erase_if(findings, [&](const Finding& f) {
-      const bool network =
-          f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network;
-      if (!network) return false;
-      // A link into or out of a stalled host that stands apart from the host's other pairs
-      // that way is not the stall's (MessageLinkEvidence::apart_at).
-      const auto* link = std::get_if<MessageLinkEvidence>(&f.evidence.rule);
-      auto apart_at = [&](const std::string& host) {
-        return link != nullptr && std::find(link->apart_at.begin(), link->apart_at.end(), host) !=
-                                      link->apart_at.end();
-      };
-      // A limit is not judged by how the host's pairs stand apart: it holds a sender in the
-      // middle of its transfers, and slows its large messages to one peer more than its small
-      // ones to the others (the LU host's pair out to ctap3 read slow, apart from its others).
-      auto explains = [&](const std::string& host) {
-        if (host.empty()) return false;
-        const bool held = stalled.count(host) > 0 && !apart_at(host) &&
-                          !accounted(f.source, false) && !accounted(f.also_source, false);
-        const bool limit = limited.count(host) > 0 && !accounted(f.source, true) &&
-                           !accounted(f.also_source, true);
-        return held || limit;
-      };
-      const bool explained = explains(f.host) || explains(f.from) || explains(f.to);
-      if (explained) evidence.explained_by_stalls.push_back({f.kind, f.subject});
-      return explained;
-    });
-    std::erase_if(evidence.delayed_hosts, [&](const std::string& host) {
-      return stalled.count(host) > 0 || limited.count(host) > 0;
-    });
-  }
+  leave_out_what_held_hosts_explain(job, options, times, findings, evidence);
   // A host that receives slow messages arrives late at the next collective because it waits for
   // them: the network finding explains it, so no compute-side finding is made for it. Except one
   // found by its change whose CPU shows it: held off the CPU (the writer's ticks) or throttled by
