@@ -136,13 +136,12 @@ namespace {
 // 54). The probes and the stalled transfers account for the limit measurement by measurement,
 // and the kernel's losses are no process's: those stand.
 void leave_out_what_held_hosts_explain(const Job& job, const HealthOptions& options,
-                                       const JobTimes& times, std::vector<Finding>& findings,
+                                       const HostLimits& limits, std::vector<Finding>& findings,
                                        JobEvidence& evidence) {
   const std::map<std::string, double>& stalled = evidence.stalls.stalled;
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
   const std::set<std::string> limited =
-      HostLimits(job, times)
-          .held_through(now - static_cast<std::int64_t>(options.window_s * 1e9), now);
+      limits.held_through(now - static_cast<std::int64_t>(options.window_s * 1e9), now);
   if (stalled.empty() && limited.empty()) return;
   auto accounted = [&](const std::string& source, bool by_limit) {
     return source == "tcp" || (source == "probes" && (by_limit || evidence.probes.held_recorded)) ||
@@ -198,13 +197,15 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     evidence.clocks.collective_error_us = job.clock_method.error_ns / 1e3;
   std::vector<Finding>& findings = health.findings;
   detect_hangs(job, options, findings);
-  // Each rank's time second by second, for the three rules that read it.
+  // Each rank's time second by second, for the three rules that read it, and the seconds in which
+  // a host's own CPU limit held it, for the probes and the held hosts below.
   JobTimes times;
   if (!read_bin_times(job, since_wall_ns(job, options), times, error) ||
       !find_stalled_hosts(job, options, evidence.stalls, error) ||
       !detect_slow_nodes(job, options, times, findings, health.instances, evidence.lateness,
                          evidence.unproven, error))
     return false;
+  const HostLimits limits(job, times);
   // The network side: the messages' one-way times need the hosts' clocks corrected first; the
   // probes read which direction the messages found slow; the TCP counters and the stalls then
   // name only what the others have not.
@@ -219,7 +220,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     evidence.unproven.insert(evidence.unproven.end(), evidence.messages.unproven.begin(),
                              evidence.messages.unproven.end());
   }
-  if (!detect_probed_links(job, options, times, evidence.messages, evidence.clocks, findings,
+  if (!detect_probed_links(job, options, limits, evidence.messages, evidence.clocks, findings,
                            evidence.probes, evidence.delayed_hosts, error) ||
       !detect_lost_packets(job, options, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
                            evidence.delayed_hosts, error) ||
@@ -229,7 +230,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
     return false;
   merge_same_subject(findings);
   absorb_links_into_hosts(findings);
-  leave_out_what_held_hosts_explain(job, options, times, findings, evidence);
+  leave_out_what_held_hosts_explain(job, options, limits, findings, evidence);
   // A host that receives slow messages arrives late at the next collective because it waits for
   // them: the network finding explains it, so no compute-side finding is made for it. Except one
   // found by its change whose CPU shows it: held off the CPU (the writer's ticks) or throttled by

@@ -321,8 +321,7 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
 
 // Marks the measurements taken while a host at either end was held by its own CPU limit
 // (HostLimits), before the pairs' hosts are named by node (name_nodes).
-void mark_limited(const Job& job, const JobTimes& times, ProbePairs& pairs) {
-  const HostLimits limits(job, times);
+void mark_limited(const Job& job, const HostLimits& limits, ProbePairs& pairs) {
   for (auto& [key, p] : pairs)
     for (std::vector<Sample>* series : {&p.latency_ns, &p.mb_per_s})
       for (Sample& sample : *series) {
@@ -1119,14 +1118,14 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
 
 }  // namespace
 
-bool detect_probed_links(const Job& job, const HealthOptions& options, const JobTimes& times,
+bool detect_probed_links(const Job& job, const HealthOptions& options, const HostLimits& limits,
                          const MessageEvidence& messages, const ClockAlignment& clocks,
                          std::vector<Finding>& findings, ProbeEvidence& evidence,
                          std::vector<std::string>& delayed, std::string& error) {
   ProbePairs pairs;
   if (!read_probe_pairs(job, options, pairs, error)) return false;
   if (pairs.size() < 2) return true;  // one host pair in one direction: nothing to compare with
-  mark_limited(job, times, pairs);
+  mark_limited(job, limits, pairs);
   for (const auto& [key, p] : pairs)
     for (const auto* series : {&p.latency_ns, &p.mb_per_s})
       evidence.held_recorded = evidence.held_recorded ||

@@ -65,9 +65,9 @@ void detect_slow_links(const Job& job, const HealthOptions& options,
 // host pair (the probes table), against the other pairs'. Reads the messages' matrix (which
 // direction is slow) and the probes' one-way times; drops message findings the probes
 // contradict, absorbs message links into a host finding of its own, and adds to
-// `delayed_hosts`. A measurement taken while a host's own CPU limit held it (`times`) counts for
-// nothing.
-bool detect_probed_links(const Job& job, const HealthOptions& options, const JobTimes& times,
+// `delayed_hosts`. A measurement taken while a host's own CPU limit held it (`limits`) counts
+// for nothing.
+bool detect_probed_links(const Job& job, const HealthOptions& options, const HostLimits& limits,
                          const MessageEvidence& messages, const ClockAlignment& clocks,
                          std::vector<Finding>& findings, ProbeEvidence& evidence,
                          std::vector<std::string>& delayed_hosts, std::string& error);

@@ -3,8 +3,8 @@
 // off the CPU, and commtap's own measuring between the program's calls), and the job's pace from
 // them: how many operations its ranks complete per second. Read once per analysis (health.cpp) for
 // the rules that ask what a rank did second by second: its change (detect_rank_changes), what a
-// network finding cost the job (network_cost), and which hosts their own CPU limit held while the
-// link probes measured (detect_probed_links).
+// network finding cost the job (network_cost), and which hosts their own CPU limit held
+// (HostLimits: for the link probes' measurements and the held hosts of health.cpp).
 #pragma once
 
 #include <algorithm>
