@@ -29,6 +29,8 @@ std::vector<SetAside> set_aside(const JobEvidence& evidence) {
     out.push_back({&f, "the link probes found its pairs fine"});
   for (const ExplainedFinding& f : evidence.probes.awaiting_hosts)
     out.push_back({&f, "until its hosts' other pairs are measured fine since it slowed"});
+  for (const ExplainedFinding& f : evidence.probes.awaiting_probed_hosts)
+    out.push_back({&f, "while the link probes find another pair of its hosts slow"});
   for (const ExplainedFinding& f : evidence.tcp_awaiting_hosts)
     out.push_back({&f, "until its hosts' other pairs have sent enough since its first loss"});
   return out;

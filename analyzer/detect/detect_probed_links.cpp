@@ -835,6 +835,23 @@ bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, in
   return false;
 }
 
+// Each pair slow for a host (in most of its newest rounds, kHostRounds at least) and slow still
+// (its newest vote slow), with when it began and how slow, for hold_links_at_probed_hosts.
+void record_slow_pairs(const ProbePairs& pairs, const PairVerdicts& verdicts,
+                       ProbeEvidence& evidence) {
+  for (const auto& [key, v] : verdicts) {
+    const std::int64_t since = slow_since(v.votes);
+    if (!v.slow_for_host || since == INT64_MIN) continue;
+    std::vector<double> slowness[2];
+    for (const PairVerdict::Vote& vote : v.votes)
+      if (vote.slow && vote.at >= since) slowness[vote.throughput].push_back(vote.slowness);
+    const ProbePairs::mapped_type& p = pairs.at(key);
+    evidence.slow_pairs.push_back({p.from, p.to, since,
+                                   slowness[0].empty() ? 0 : median_of(slowness[0]),
+                                   slowness[1].empty() ? 0 : median_of(slowness[1])});
+  }
+}
+
 // What the job's own messages say about each directed pair (detect_slow_links' matrix): a
 // message's one-way time has a direction, which a probe's half round trip has not, and there are
 // hundreds of them in a window against a few probe rounds.
@@ -1139,6 +1156,7 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, const Hos
   for (const auto& [key, v] : verdicts)  // for the report's matrices
     evidence.links.push_back({pairs[key].from, pairs[key].to, v.latency_ns / 1e3, v.mb_per_s,
                               v.rounds, v.slow || v.slow_for_host});
+  record_slow_pairs(pairs, verdicts, evidence);
   std::set<int> nodes;
   for (const auto& [key, v] : verdicts) nodes.insert({key.first, key.second});
   std::set<int> slow_hosts = slow_probe_hosts(options, nodes, verdicts);
@@ -1180,6 +1198,51 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, const Hos
   drop_unconfirmed_message_findings(job, options, pairs, base.latency_limit, base.throughput_limit,
                                     messages, findings, evidence, delayed);
   return true;
+}
+
+// A link the job's messages, its stalled transfers or its lost packets name may be the first
+// sight of its host's network fault, as a probed link may be (link_awaits_its_hosts): behind a
+// slow host the receivers post late and find most messages there, so the host's pairs read slow
+// by the messages one at a time. The probes measure every pair from the leaders' side: where they
+// find another pair of the link's hosts slow (not the link, nor its reverse) by a measure at
+// kEchoShare of the link's own slowness or more (a host's fault slows its pairs alike, a link's
+// echo slows them a little), the link waits for the host rule, for at most
+// kLinkAwaitsSlowPairNs after that pair began to read slow, and not once the job has ended.
+// Seen: NPB LU with ctap3's network +5 ms, named `slow_link ctap3 -> ctap2` by its messages at
+// 13 s while the probes read ctap0 -> ctap3 and ctap1 -> ctap3 slow, the host named at 13.5 s;
+// NPB FT with ctap2's network +4 ms, `slow_link ctap0 -> ctap2` by its lost packets at 16-17 s
+// while the probes read ctap1 -> ctap2 slow, the host named at 18 s (docs/faults.md, sweep 55).
+// What it cannot tell apart: a link fault and, at the same time, a slowness on another pair of
+// its hosts that the probes see and no rule names.
+void hold_links_at_probed_hosts(const Job& job, ProbeEvidence& probes,
+                                std::vector<Finding>& findings) {
+  const bool running = std::any_of(job.ranks.begin(), job.ranks.end(),
+                                   [](const auto& r) { return r.second.ended_by == "running"; });
+  if (!running || probes.slow_pairs.empty()) return;
+  const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
+  std::erase_if(findings, [&](const Finding& f) {
+    if (f.kind != finding_kind::slow_link || f.source == "probes" || f.from.empty() || f.to.empty())
+      return false;
+    auto own = [&](const ProbeEvidence::SlowPair& p) {
+      return (p.from == f.from && p.to == f.to) || (p.from == f.to && p.to == f.from);
+    };
+    double lateness = 0, narrowness = 0;  // the link's own, where the probes find it slow
+    for (const ProbeEvidence::SlowPair& p : probes.slow_pairs)
+      if (own(p)) {
+        lateness = std::max(lateness, p.lateness);
+        narrowness = std::max(narrowness, p.narrowness);
+      }
+    const bool held =
+        std::any_of(probes.slow_pairs.begin(), probes.slow_pairs.end(), [&](const auto& p) {
+          const bool at_its_hosts =
+              p.from == f.from || p.to == f.from || p.from == f.to || p.to == f.to;
+          return at_its_hosts && !own(p) && now - p.since <= kLinkAwaitsSlowPairNs &&
+                 ((p.lateness > 0 && p.lateness >= kEchoShare * lateness) ||
+                  (p.narrowness > 0 && p.narrowness >= kEchoShare * narrowness));
+        });
+    if (held) probes.awaiting_probed_hosts.push_back({f.kind, f.subject});
+    return held;
+  });
 }
 
 }  // namespace commtap::analyzer

@@ -71,6 +71,11 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, const Hos
                          const MessageEvidence& messages, const ClockAlignment& clocks,
                          std::vector<Finding>& findings, ProbeEvidence& evidence,
                          std::vector<std::string>& delayed_hosts, std::string& error);
+// Holds back the slow_link findings of the other rules (messages, stalls, lost packets) while
+// the link probes find another pair of their hosts slow and the job runs: the host rule may name
+// the host next (`probes.awaiting_probed_hosts`). Reads `probes.slow_pairs`.
+void hold_links_at_probed_hosts(const Job& job, ProbeEvidence& probes,
+                                std::vector<Finding>& findings);
 // slow_host_network, slow_link from the kernel's TCP counters (the tcp_links table): directed host
 // pairs whose connections lost (resent, less the resends the receiver already had) a share of their
 // segments well above most links', at two moments at least, over the stall span; a host where its

@@ -114,6 +114,19 @@ struct ProbeEvidence {
   std::vector<ExplainedFinding> awaiting_hosts;
   // The same links' two hosts, for the stalled-transfer rule, which holds them back too.
   std::vector<std::pair<std::string, std::string>> held_links;
+  // Directed pairs slow in most of their newest rounds (two at least), for the other rules' links
+  // (hold_links_at_probed_hosts): since when (aligned ns), and how slow by latency and by
+  // throughput (the median of its slow votes since, against the measure's limit; 0: not slow
+  // by it).
+  struct SlowPair {
+    std::string from, to;
+    std::int64_t since = 0;
+    double lateness = 0, narrowness = 0;
+  };
+  std::vector<SlowPair> slow_pairs;
+  // Links the job's messages, stalls or lost packets name, not named yet: the probes find another
+  // pair of their hosts slow (hold_links_at_probed_hosts).
+  std::vector<ExplainedFinding> awaiting_probed_hosts;
   // Whether the probes record the leaders' held times (version 13), so that their findings are
   // judged with the time off the CPU taken out.
   bool held_recorded = false;

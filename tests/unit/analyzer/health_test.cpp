@@ -506,6 +506,48 @@ TEST(Health, SlowMessagesOnALinkTheProbesFindFineAreNoFinding) {
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h2"}});
 }
 
+// A host's network fault read first on one of its pairs by the messages (behind a slow host the
+// receivers post late and find most messages there) while the probes find another of its pairs
+// slow, not yet enough for the host rule: the link waits, as long as the job runs and that pair
+// has read slow for no longer than the host rule needs (NPB LU, docs/faults.md sweep 55).
+TEST(Health, AMessageLinkWaitsWhileTheProbesFindAnotherPairOfItsHostsSlow) {
+  auto job_with = [](double pair_slow_from) {
+    SyntheticJob job;
+    job.killed_by = "running";
+    job.link_us = [](int from, int to, double t) {
+      return from == 0 && to == 2 && t >= 22 ? 2000.0 : 0.0;
+    };
+    job.probe_every_s = 2;
+    // The link's own pair is not probed (the probes would otherwise judge it themselves).
+    job.probed = [](int from, int to) {
+      return !((from == 0 && to == 2) || (from == 2 && to == 0));
+    };
+    job.probe_mb_per_s = [pair_slow_from](int from, int to, double t) {
+      return from == 1 && to == 2 && t >= pair_slow_from ? 5.0 : 1000.0;
+    };
+    return job;
+  };
+  SyntheticJob job = job_with(25);
+  const JobHealth held = analyze(job, HealthOptions{});
+  expect_exactly(held, {});
+  ASSERT_EQ(held.evidence.probes.awaiting_probed_hosts.size(), 1u) << describe(held);
+  EXPECT_EQ(held.evidence.probes.awaiting_probed_hosts[0].subject, "link h0 -> h2");
+  // The host's other pairs fine: the link.
+  job = job_with(1e9);
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h2"}});
+  // A job that has ended measures nothing more: the link, as the evidence stands.
+  job = job_with(25);
+  job.killed_by = "";
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h0 -> h2"}});
+  // The other pair slow for longer than the host rule needs, and no host named: it is not
+  // waited for.
+  job = job_with(18);
+  const JobHealth named = analyze(job, HealthOptions{});
+  EXPECT_TRUE(std::any_of(named.findings.begin(), named.findings.end(), [](const Finding& f) {
+    return f.subject == "link h0 -> h2";
+  })) << describe(named);
+}
+
 // A rank late at every collective (the others wait for it) on a host whose incoming messages
 // read slow: the link probes find that link fine, so the messages were the late rank's own (it
 // received them late), and the dropped link no longer excuses the rank as one waiting for the
