@@ -566,11 +566,17 @@ StuckInstances stuck_instances(const Job& job, const Liveness& live, std::uint64
 // all-to-alls over a host delayed 2-4 ms took 10 s each, its connections moving 3-7 MB a second
 // per rank (docs/faults.md sweep 46), and were named communication hangs. Moving: the members'
 // TCP connections to other hosts (tcp_links, the kernel's counts of bytes sent and acknowledged)
-// sent kMovingBytesPerS a member at least over the kMovingSpanNs before `until`. commtap's own
-// probes send nothing meanwhile (a communicator whose collectives the rounds use keeps the
+// sent kMovingBytesPerS at least, all together, over the kMovingSpanNs before `until`. commtap's
+// own probes send nothing meanwhile (a communicator whose collectives the rounds use keeps the
 // asynchronous ones off, and rounds come at collectives), and a hang moves nothing: a partition,
-// a peer that stopped answering. Jobs without TCP rows (InfiniBand, shared memory, files before
-// version 10) are judged as before.
+// a peer that stopped answering. Not a rate per member: a slow collective's tail moves over the
+// few pairs that still have data to send (NPB FT's all-to-all over a host delayed 5 ms, whose
+// lossy pair ctap2 <-> ctap3 was the last one sending, moved 12.0 MB in 3 s between its 4
+// members, under 4 x 1 MiB a second, and was named a communication hang at 13 s;
+// docs/faults.md sweep 55). A rank stopped inside the collective, whose kernel takes what fits
+// in its receive buffers and then nothing, is named lost by its missing heartbeats whatever
+// this says. Jobs without TCP rows (InfiniBand, shared memory, files before version 10) are
+// judged as before.
 constexpr double kMovingBytesPerS = 1 << 20;
 constexpr std::uint64_t kMovingSpanNs = 3'000'000'000;
 
@@ -603,8 +609,7 @@ bool data_still_moving(const Job& job, const std::vector<int>& members, std::uin
   double moved = 0;
   for (const auto& [key, t] : connections)
     if (t.seen_before && t.latest > t.before) moved += static_cast<double>(t.latest - t.before);
-  return moved >= kMovingBytesPerS * static_cast<double>(members.size()) *
-                      (static_cast<double>(kMovingSpanNs) / 1e9);
+  return moved >= kMovingBytesPerS * (static_cast<double>(kMovingSpanNs) / 1e9);
 }
 
 // hang (the ranks that never arrived at an instance others are stuck in) or communication_hang
