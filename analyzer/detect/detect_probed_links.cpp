@@ -806,6 +806,16 @@ std::int64_t slow_since(const std::vector<PairVerdict::Vote>& votes) {
   return since;
 }
 
+// How slow a pair reads by latency [0] and by throughput [1] since `since`: the median of its
+// slow votes (0: none).
+std::array<double, 2> slowness_since(const std::vector<PairVerdict::Vote>& votes,
+                                     std::int64_t since) {
+  std::vector<double> slow[2];
+  for (const PairVerdict::Vote& vote : votes)
+    if (vote.slow && vote.at >= since) slow[vote.throughput].push_back(vote.slowness);
+  return {slow[0].empty() ? 0 : median_of(slow[0]), slow[1].empty() ? 0 : median_of(slow[1])};
+}
+
 bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, int>& key, bool both,
                            std::int64_t now) {
   const PairVerdict& link = verdicts.at(key);
@@ -813,12 +823,7 @@ bool link_awaits_its_hosts(const PairVerdicts& verdicts, const std::pair<int, in
   const std::int64_t since = slow_since(link.votes);
   if (since == INT64_MIN || now - since > kLinkAwaitsSlowPairNs) return false;
   const bool unmeasured_count = now - since <= kLinkAwaitsNs;
-  // How slow the link reads by each measure since (the median of its slow votes; 0: none).
-  std::vector<double> link_slowness[2];
-  for (const PairVerdict::Vote& vote : link.votes)
-    if (vote.slow && vote.at >= since) link_slowness[vote.throughput].push_back(vote.slowness);
-  const double slowness[2] = {link_slowness[0].empty() ? 0 : median_of(link_slowness[0]),
-                              link_slowness[1].empty() ? 0 : median_of(link_slowness[1])};
+  const std::array<double, 2> slowness = slowness_since(link.votes, since);
   for (const auto& [other, v] : verdicts) {
     if (other == key || other == std::pair{key.second, key.first} || v.votes.empty()) continue;
     if (!involves(other, key.first) && !involves(other, key.second)) continue;
@@ -842,13 +847,9 @@ void record_slow_pairs(const ProbePairs& pairs, const PairVerdicts& verdicts,
   for (const auto& [key, v] : verdicts) {
     const std::int64_t since = slow_since(v.votes);
     if (!v.slow_for_host || since == INT64_MIN) continue;
-    std::vector<double> slowness[2];
-    for (const PairVerdict::Vote& vote : v.votes)
-      if (vote.slow && vote.at >= since) slowness[vote.throughput].push_back(vote.slowness);
-    const ProbePairs::mapped_type& p = pairs.at(key);
-    evidence.slow_pairs.push_back({p.from, p.to, since,
-                                   slowness[0].empty() ? 0 : median_of(slowness[0]),
-                                   slowness[1].empty() ? 0 : median_of(slowness[1])});
+    const std::array<double, 2> slowness = slowness_since(v.votes, since);
+    const PairProbes& p = pairs.at(key);
+    evidence.slow_pairs.push_back({p.from, p.to, since, slowness[0], slowness[1]});
   }
 }
 
