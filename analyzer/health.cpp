@@ -228,7 +228,7 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
                             error) ||
       !detect_degradation(job, options, findings, error))
     return false;
-  hold_links_at_probed_hosts(job, evidence.probes, findings);
+  hold_links_at_probed_hosts(job, health.running, evidence.probes, findings);
   merge_same_subject(findings);
   absorb_links_into_hosts(findings);
   leave_out_what_held_hosts_explain(job, options, limits, findings, evidence);

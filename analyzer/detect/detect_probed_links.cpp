@@ -1215,10 +1215,8 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, const Hos
 // while the probes read ctap1 -> ctap2 slow, the host named at 18 s (docs/faults.md, sweep 55).
 // What it cannot tell apart: a link fault and, at the same time, a slowness on another pair of
 // its hosts that the probes see and no rule names.
-void hold_links_at_probed_hosts(const Job& job, ProbeEvidence& probes,
+void hold_links_at_probed_hosts(const Job& job, bool running, ProbeEvidence& probes,
                                 std::vector<Finding>& findings) {
-  const bool running = std::any_of(job.ranks.begin(), job.ranks.end(),
-                                   [](const auto& r) { return r.second.ended_by == "running"; });
   if (!running || probes.slow_pairs.empty()) return;
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall) - job.wall_minus_aligned;
   std::erase_if(findings, [&](const Finding& f) {

@@ -72,9 +72,10 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, const Hos
                          std::vector<Finding>& findings, ProbeEvidence& evidence,
                          std::vector<std::string>& delayed_hosts, std::string& error);
 // Holds back the slow_link findings of the other rules (messages, stalls, lost packets) while
-// the link probes find another pair of their hosts slow and the job runs: the host rule may name
-// the host next (`probes.awaiting_probed_hosts`). Reads `probes.slow_pairs`.
-void hold_links_at_probed_hosts(const Job& job, ProbeEvidence& probes,
+// the link probes find another pair of their hosts slow and the job runs (`running`: some rank
+// has not ended): the host rule may name the host next (`probes.awaiting_probed_hosts`). Reads
+// `probes.slow_pairs`.
+void hold_links_at_probed_hosts(const Job& job, bool running, ProbeEvidence& probes,
                                 std::vector<Finding>& findings);
 // slow_host_network, slow_link from the kernel's TCP counters (the tcp_links table): directed host
 // pairs whose connections lost (resent, less the resends the receiver already had) a share of their
