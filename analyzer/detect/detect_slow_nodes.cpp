@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include "analyzer/findings/statistics.hpp"
 #include "analyzer/trace/trace_rows.hpp"
@@ -54,12 +55,122 @@ struct WaitInterval {
   std::int64_t from = 0, to = 0;
 };
 
-struct PairHash {
-  std::size_t operator()(const std::pair<std::int64_t, std::uint64_t>& k) const {
-    return std::hash<std::int64_t>()(k.first) * 31 + std::hash<std::uint64_t>()(k.second);
+// The instances of each communicator, in sequence order. A file's rows come rank by rank and,
+// per rank, communicator by communicator in sequence order (the primary key's order), and every
+// rank records the same sampled instances: a lookup goes on from where the one before it in the
+// same run ended, a step or two, where a hash table costs a hash and a probe of a table too large
+// for the cache at each of the two lookups per record (13.8% of analyzing 1,000 ranks x 10,000
+// instances on one thread, docs/benchmarks.md).
+class InstanceTable {
+ public:
+  struct Comm {
+    std::vector<std::uint64_t> seqs;  // ascending
+    std::vector<Instance> instances;  // instances[i] is seqs[i]'s
+  };
+  // Where the last lookup of a run ended.
+  struct Cursor {
+    std::int64_t comm_id = 0;
+    const Comm* comm = nullptr;
+    std::size_t at = 0;
+  };
+
+  // The instance (comm_id, seq), or none.
+  const Instance* find(Cursor& cursor, std::int64_t comm_id, std::uint64_t seq) const {
+    if (cursor.comm == nullptr || cursor.comm_id != comm_id) {
+      auto it = comms_.find(comm_id);
+      if (it == comms_.end()) return nullptr;
+      cursor = {comm_id, &it->second, 0};
+    }
+    const std::vector<std::uint64_t>& seqs = cursor.comm->seqs;
+    std::size_t at = cursor.at;
+    if (at < seqs.size() && seqs[at] <= seq) {
+      // Forward, a few steps; past them (instances this rank has not got) by bisection.
+      for (int step = 0; at < seqs.size() && seqs[at] < seq; ++at)
+        if (++step == kSteps) {
+          at = static_cast<std::size_t>(
+              std::lower_bound(seqs.begin() + static_cast<std::ptrdiff_t>(at), seqs.end(), seq) -
+              seqs.begin());
+          break;
+        }
+    } else {
+      // Back (another rank's run begins) or past the end.
+      at = static_cast<std::size_t>(std::lower_bound(seqs.begin(), seqs.end(), seq) - seqs.begin());
+    }
+    cursor.at = at;
+    return at < seqs.size() && seqs[at] == seq ? &cursor.comm->instances[at] : nullptr;
   }
+  Instance* find(Cursor& cursor, std::int64_t comm_id, std::uint64_t seq) {
+    return const_cast<Instance*>(std::as_const(*this).find(cursor, comm_id, seq));
+  }
+
+  // Folds one file's arrivals in: first the instances the table lacks, merged in in order (a file
+  // adds a few at most once the first has been read), then each arrival.
+  template <class Arrivals>
+  void add(const Arrivals& arrivals) {
+    std::map<std::int64_t, std::vector<std::uint64_t>> missing;
+    Cursor cursor;
+    for (const auto& a : arrivals)
+      if (find(cursor, a.comm_id, a.seq) == nullptr) missing[a.comm_id].push_back(a.seq);
+    for (auto& [comm_id, seqs] : missing) insert(comms_[comm_id], seqs);
+    cursor = {};
+    for (const auto& a : arrivals) find(cursor, a.comm_id, a.seq)->arrive(a.t, a.rank, a.host);
+  }
+
+  // Keeps the instances `keep` holds for.
+  template <class Keep>
+  void keep_if(const Keep& keep) {
+    for (auto it = comms_.begin(); it != comms_.end();) {
+      Comm& c = it->second;
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < c.seqs.size(); ++i)
+        if (keep(it->first, c.instances[i])) {
+          c.seqs[kept] = c.seqs[i];
+          c.instances[kept++] = c.instances[i];
+        }
+      c.seqs.resize(kept);
+      c.instances.resize(kept);
+      it = kept == 0 ? comms_.erase(it) : std::next(it);
+    }
+  }
+  template <class Each>
+  void each(const Each& each_instance) const {
+    for (const auto& [comm_id, c] : comms_)
+      for (const Instance& i : c.instances) each_instance(comm_id, i);
+  }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for (const auto& [comm_id, c] : comms_) n += c.seqs.size();
+    return n;
+  }
+  bool empty() const { return comms_.empty(); }
+
+ private:
+  static constexpr int kSteps = 8;
+  // Merges the sequence numbers `seqs` (new to `c`, possibly repeated) into it.
+  static void insert(Comm& c, std::vector<std::uint64_t>& seqs) {
+    std::sort(seqs.begin(), seqs.end());
+    seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
+    Comm merged;
+    merged.seqs.reserve(c.seqs.size() + seqs.size());
+    merged.instances.reserve(c.seqs.size() + seqs.size());
+    std::size_t old = 0;
+    for (std::uint64_t seq : seqs) {
+      for (; old < c.seqs.size() && c.seqs[old] < seq; ++old) {
+        merged.seqs.push_back(c.seqs[old]);
+        merged.instances.push_back(c.instances[old]);
+      }
+      merged.seqs.push_back(seq);
+      merged.instances.emplace_back();
+    }
+    for (; old < c.seqs.size(); ++old) {
+      merged.seqs.push_back(c.seqs[old]);
+      merged.instances.push_back(c.instances[old]);
+    }
+    c = std::move(merged);
+  }
+  std::unordered_map<std::int64_t, Comm> comms_;
 };
-using Instances = std::unordered_map<std::pair<std::int64_t, std::uint64_t>, Instance, PairHash>;
+using Instances = InstanceTable;
 
 // Per rank and window: instances, lateness distribution.
 struct RankWindow {
@@ -350,13 +461,7 @@ bool read_arrivals(const Job& job, const HealthOptions& options, Instances& inst
         if (t < since || t > until) return;
         file.arrivals.push_back({s.comm_id, s.seq, t, s.rank, r->host});
       },
-      [&](FileArrivals&& file) {
-        if (instances.empty()) instances.reserve(file.arrivals.size());
-        for (const Arrival& a : file.arrivals) {
-          instances[{a.comm_id, a.seq}].arrive(a.t, a.rank, a.host);
-        }
-      },
-      error, /*arrivals_only=*/true);
+      [&](FileArrivals&& file) { instances.add(file.arrivals); }, error, /*arrivals_only=*/true);
 }
 
 // The windows the verdicts are made in: the latest kWindowsKept of the span of the compared
@@ -386,18 +491,15 @@ struct WindowGrid {
 WindowGrid keep_complete_instances(const Job& job, const HealthOptions& options,
                                    Instances& instances) {
   WindowGrid grid;
-  for (auto it = instances.begin(); it != instances.end();) {
-    auto comm = job.comms.find(it->first.first);
-    const bool complete = comm != job.comms.end() && comm->second.size >= 2 &&
-                          it->second.count == static_cast<std::uint32_t>(comm->second.size);
-    if (!complete) {
-      it = instances.erase(it);
-      continue;
-    }
-    grid.first = std::min(grid.first, it->second.earliest);
-    grid.last = std::max(grid.last, it->second.earliest);
-    ++it;
-  }
+  instances.keep_if([&](std::int64_t comm_id, const Instance& i) {
+    auto comm = job.comms.find(comm_id);
+    return comm != job.comms.end() && comm->second.size >= 2 &&
+           i.count == static_cast<std::uint32_t>(comm->second.size);
+  });
+  instances.each([&](std::int64_t, const Instance& i) {
+    grid.first = std::min(grid.first, i.earliest);
+    grid.last = std::max(grid.last, i.earliest);
+  });
   if (instances.empty()) return grid;
   grid.window_ns = static_cast<std::int64_t>(std::max(0.001, options.window_s) * 1e9);
   const int windows_total = static_cast<int>((grid.last - grid.first) / grid.window_ns) + 1;
@@ -435,6 +537,7 @@ struct FileLateness {
   std::map<int, std::uint32_t> window_instances;
   std::map<int, std::vector<SpanHit>> hits;  // per rank, in row order
   RankCache cache;
+  InstanceTable::Cursor instance_cursor;
   std::vector<RankWindow>* windows = nullptr;
   std::vector<bool>* seen = nullptr;
   std::vector<SpanHit>* rank_hits = nullptr;
@@ -471,9 +574,9 @@ class LatenessObserver {
     const int rank = s.rank;
     const std::int64_t comm_id = s.comm_id;
     const std::uint64_t seq = s.seq;
-    auto found = instances_.find({comm_id, seq});
-    if (found == instances_.end()) return;
-    const Instance& i = found->second;
+    const Instance* found = instances_.find(file.instance_cursor, comm_id, seq);
+    if (found == nullptr) return;
+    const Instance& i = *found;
     const int w = grid_.window_of(i.earliest);
     if (w < 0) return;
     Lateness& l = file.lateness;

@@ -90,9 +90,9 @@ struct FactRows {
   std::function<void(const CommunicatorRow&)> communicator;
 };
 
-// Reads every file's facts, in file order. `recent_only` (cron mode): the tables read recent
-// (kTablesReadRecent) are left out of the content check, and the heartbeats' times checked as
-// they are read.
+// Reads every file's facts, in file order. The tables checked as read (kTablesCheckedAsRead) are
+// left out of the content check; `recent_only` (cron mode): so are the tables read recent
+// (kTablesReadRecent), and the heartbeats' times are checked as they are read.
 bool read_job_facts(const JobFiles& job, bool recent_only, const FactRows& rows,
                     std::string& error);
 

@@ -130,9 +130,15 @@ FileWork collective_rows_work(const JobFiles& job, const std::string& columns,
                               const std::string& condition, const std::vector<int>& time_columns) {
   if (job.read_from_wall == INT64_MIN) {
     const std::string statement = "SELECT " + columns + " FROM collectives WHERE " + condition;
-    return [statement](TraceReader& reader, RowSink& sink, std::string& e) {
+    return [statement, time_columns](TraceReader& reader, RowSink& sink, std::string& e) {
+      bool ok = true;
       return reader.each(
-          statement, {}, [&](sqlite3_stmt* s) { sink.add(s); }, e);
+                 statement, {},
+                 [&](sqlite3_stmt* s) {
+                   ok = ok && add_checked(s, time_columns, sink, reader, "collectives", e);
+                 },
+                 e) &&
+             ok;
     };
   }
   const std::string first_sql =

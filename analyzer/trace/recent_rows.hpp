@@ -18,6 +18,13 @@ namespace commtap::analyzer {
 
 inline const std::vector<std::string> kTablesReadRecent = {
     "collectives", "heartbeats", "aggregates", "transfers", "probes", "tcp_links"};
+// The tables whose times are checked as they are read in every mode, whole reads too, so that the
+// whole-file scan leaves them out: the collective instances, a job's largest table, which an
+// analysis reads twice anyway (the scan was a third full read of it, docs/benchmarks.md). Every
+// reader of its times checks them: each_collective_row and observe_collective_rows here (and
+// each_collective_instance through each_collective_row), and the clocks' bounds and completions
+// (trace_rows.hpp, each row's `plausible`).
+inline const std::vector<std::string> kTablesCheckedAsRead = {"collectives"};
 
 // In a list of time columns checked as they are read: this column's time may be negative (a
 // one-way time between two clocks).
@@ -30,7 +37,9 @@ constexpr int kMayBeNegative = 1 << 16;
 // each file rank by rank and communicator by communicator in sequence order (the primary key's
 // order, as a scan returns them); in cron mode only those from the horizon on: per (rank,
 // communicator) the first sequence number entered at or after it is found by bisection over
-// the key (sequence numbers are entered in order).
+// the key (sequence numbers are entered in order). The times of `time_columns` (indices into
+// `columns`) are checked as the rows are read (kTablesCheckedAsRead): a row that fails ends the
+// read with implausible_table_problem.
 bool each_collective_row(const JobFiles& job, const std::string& columns,
                          const std::string& condition, const std::vector<int>& time_columns,
                          const std::function<void(const ResultRow&)>& row, std::string& error);

@@ -114,10 +114,11 @@ bool each_collective_instance(const JobFiles& job,
                               const std::function<void(const CollectiveRow&)>& row,
                               std::string& error) {
   CollectiveRow c;
-  return each_row(
+  return each_collective_row(
       job,
-      "SELECT rank, comm_id, seq, function, bytes, coalesce(root, -1), coalesce(site, -1), "
-      "enter_ns, exit_ns, algorithm FROM collectives",
+      "rank, comm_id, seq, function, bytes, coalesce(root, -1), coalesce(site, -1), enter_ns, "
+      "exit_ns, algorithm",
+      "1", {7, 8},
       [&](const ResultRow& s) {
         c.rank = static_cast<int>(column_i64(s, 0));
         c.comm_id = column_i64(s, 1);
@@ -201,6 +202,9 @@ bool each_call_site(const JobFiles& job, const std::function<void(const CallSite
 const std::string kCollectiveColumns = "rank, comm_id, seq, enter_ns, exit_ns, site";
 const std::string kCompletedCollectives = "exit_ns IS NOT NULL";
 const std::vector<int> kCollectiveTimeColumns = {3, 4};
+// SQLite decodes every selected column at each step: those not used are not selected.
+const std::string kArrivalColumns = "rank, comm_id, seq, enter_ns";
+const std::vector<int> kArrivalTimeColumns = {3};
 
 CollectiveRow collective_arrival(const ResultRow& s) {
   CollectiveRow r;

@@ -71,17 +71,21 @@ bool each_collective_instance(const JobFiles& job,
 extern const std::string kCollectiveColumns, kCompletedCollectives;
 extern const std::vector<int> kCollectiveTimeColumns;
 CollectiveRow collective_row(const ResultRow& s);
-// Only its rank, instance and entry (exit_ns and site left unread: 0 and -1).
+// Only its rank, instance and entry (exit_ns and site left unread: 0 and -1), of the columns
+// kArrivalColumns, times kArrivalTimeColumns.
+extern const std::string kArrivalColumns;
+extern const std::vector<int> kArrivalTimeColumns;
 CollectiveRow collective_arrival(const ResultRow& s);
 // Every file's completed collectives (in cron mode the recent ones: recent_rows.hpp), observed
 // per file on the reading threads and merged in file order (observe_files_in_order):
 // `observe(Partial&, const CollectiveRow&)`, `merge(Partial&&)`.
-// `arrivals_only`: the rows as collective_arrival reads them (fewer columns read per row).
+// `arrivals_only`: the rows as collective_arrival reads them (fewer columns selected).
 template <class Partial, class Observe, class Merge>
 bool observe_completed_collectives(const JobFiles& job, const Observe& observe, const Merge& merge,
                                    std::string& error, bool arrivals_only = false) {
   return observe_collective_rows<Partial>(
-      job, kCollectiveColumns, kCompletedCollectives, kCollectiveTimeColumns,
+      job, arrivals_only ? kArrivalColumns : kCollectiveColumns, kCompletedCollectives,
+      arrivals_only ? kArrivalTimeColumns : kCollectiveTimeColumns,
       [&](Partial& partial, const ResultRow& s) {
         observe(partial, arrivals_only ? collective_arrival(s) : collective_row(s));
       },

@@ -311,3 +311,27 @@ TEST(CronMode, RefusesImplausibleTimesInTheRowsItReads) {
             std::string::npos)
       << error;
 }
+
+// A whole read checks the collectives' times as it reads them too (kTablesCheckedAsRead: the
+// file's content check leaves that table out). An exit in the middle of the table is read by no
+// bound of the clocks, only by the passes over the instances.
+TEST(WholeRead, RefusesImplausibleCollectiveTimesAsItReadsThem) {
+  for (const char* value : {"'x'", "X'00'", "9000000000000000000", "-1", "4.5e18"}) {
+    TempDir dir;
+    ASSERT_EQ(busy_job(30).write(dir.path()), "");
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir.path() / "rank-2.db").string().c_str(), &db), SQLITE_OK);
+    const std::string sql = std::string("UPDATE collectives SET exit_ns = ") + value +
+                            " WHERE seq = (SELECT seq FROM collectives ORDER BY seq LIMIT 1 "
+                            "OFFSET (SELECT count(*) / 2 FROM collectives))";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+    JobHealth health;
+    std::string error;
+    EXPECT_FALSE(analyze_job(dir.path().string(), test_options(), health, error)) << value;
+    EXPECT_NE(error.find("rank-2.db: table collectives holds a time no commtap writer writes"),
+              std::string::npos)
+        << value << ": " << error;
+  }
+}

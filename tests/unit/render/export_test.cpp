@@ -2,6 +2,7 @@
 // Perfetto timeline (tracks, slices, flows, clock alignment, sampling bound, time cut), the
 // Prometheus exposition, and demangled call-site names.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cmath>
 #include <cstdio>
@@ -194,6 +195,32 @@ TEST(PerfettoExport, SinceUntilCut) {
   expect.since_us = 9e6;
   expect.until_us = 1e300;
   EXPECT_EQ(commtap::test::check_perfetto(last, expect).problem, "");
+}
+
+// The export reads every collective instance, finished or not, and checks their times as it
+// reads them (the file's content check leaves that table to its readers).
+TEST(PerfettoExport, RefusesAnImplausibleCollectiveTime) {
+  TempDir dir;
+  write_job(dir.path());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path() / "rank-1.db").string().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE collectives SET exit_ns = 9000000000000000000 WHERE seq = (SELECT "
+                         "seq FROM collectives ORDER BY seq LIMIT 1 OFFSET 100)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  PerfettoOptions options;
+  options.findings = false;
+  PerfettoStats stats;
+  std::FILE* out = std::fopen((dir.path() / "trace.json").c_str(), "w");
+  std::string error;
+  EXPECT_FALSE(export_perfetto(dir.path().string(), options, out, stats, error));
+  std::fclose(out);
+  EXPECT_NE(error.find("rank-1.db: table collectives holds a time no commtap writer writes"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Prometheus, FindingsAsLabelledGaugesEscaped) {
