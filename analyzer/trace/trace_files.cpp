@@ -163,6 +163,12 @@ bool shadow_older_schema(sqlite3* db, std::string& error) {
 // checked), and page 1 is read with its file format bytes (18, 19) as a rollback-journal file's,
 // so that a WAL file whose -wal holds nothing is read immutable without SQLite looking for a -wal
 // or a -shm by name. Patience only with the URI parameter patient=1.
+//
+// Its files are immutable, which SQLite never locks: they are opened through "unix-none", whose
+// files keep no entry in SQLite's process-wide list of open inodes. Through "unix", every open
+// walked that list twice (to share an inode's locks and to reuse a closed descriptor), a walk
+// over every file the pool keeps open: with 2,484 kept and the rest of 4,000 files opened at each
+// pass, a quarter of the analysis's CPU (docs/benchmarks.md).
 struct PatientFile {
   sqlite3_file base;
   sqlite3_file* real;  // the default VFS's file, allocated right after this struct
@@ -198,7 +204,8 @@ int patient_file_size(sqlite3_file* file, sqlite3_int64* size) {
   return rc;
 }
 
-void set_patient_methods(int version) {
+void set_patient_methods(const sqlite3_io_methods& real) {
+  const int version = std::min(3, real.iVersion);
   sqlite3_io_methods& m = g_patient_methods;
   m.iVersion = version;
   m.xClose = [](sqlite3_file* f) { return real_file(f)->pMethods->xClose(real_file(f)); };
@@ -236,7 +243,9 @@ void set_patient_methods(int version) {
   m.xDeviceCharacteristics = [](sqlite3_file* f) {
     return real_file(f)->pMethods->xDeviceCharacteristics(real_file(f));
   };
-  if (version < 2) return;
+  // Shared memory where the real file has it ("unix-none" has none: SQLite then reads no WAL,
+  // which an immutable file never needs).
+  if (version < 2 || real.xShmMap == nullptr) return;
   m.xShmMap = [](sqlite3_file* f, int region, int size, int extend, void volatile** out) {
     return real_file(f)->pMethods->xShmMap(real_file(f), region, size, extend, out);
   };
@@ -247,7 +256,7 @@ void set_patient_methods(int version) {
   m.xShmUnmap = [](sqlite3_file* f, int remove) {
     return real_file(f)->pMethods->xShmUnmap(real_file(f), remove);
   };
-  if (version < 3) return;
+  if (version < 3 || real.xFetch == nullptr) return;
   m.xFetch = [](sqlite3_file* f, sqlite3_int64 offset, int amount, void** out) {
     return real_file(f)->pMethods->xFetch(real_file(f), offset, amount, out);
   };
@@ -268,8 +277,7 @@ int patient_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int fl
   }
   // Every file of the default VFS has the same methods; their version is known from the first.
   static std::once_flag once;
-  std::call_once(once,
-                 [&] { set_patient_methods(std::min(3, patient->real->pMethods->iVersion)); });
+  std::call_once(once, [&] { set_patient_methods(*patient->real->pMethods); });
   patient->base.pMethods = &g_patient_methods;
   return rc;
 }
@@ -279,7 +287,7 @@ const char* patient_vfs() {
   static std::once_flag once;
   static sqlite3_vfs vfs{};
   std::call_once(once, [] {
-    g_default_vfs = sqlite3_vfs_find(monitor::literal_vfs());
+    g_default_vfs = sqlite3_vfs_find(monitor::literal_vfs("unix-none"));
     vfs = *g_default_vfs;
     vfs.pNext = nullptr;
     vfs.zName = "commtap-patient";
