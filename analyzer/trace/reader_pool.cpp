@@ -13,20 +13,26 @@ namespace commtap::analyzer {
 
 namespace {
 
-// Descriptors one pooled reader holds: its file and directory (ReaderFile), SQLite's opening of
-// the file, and a spare for a live file's -shm.
-constexpr std::size_t kDescriptorsPerReader = 4;
-// Descriptors left to everything else: the standard streams, the reading threads' and the
+// The most descriptors a kept reader holds (TraceReader::descriptors), counted for it while it
+// opens: a private copy, its -wal and its -shm.
+constexpr std::size_t kMostDescriptorsPerReader = 3;
+// Descriptors left to everything else: the standard streams, the reading threads' readers of
+// files not kept (a file and its directory, SQLite's, a -shm: 4 each while they open), the
 // output's files, a temporary copy, the job directory's listing.
 constexpr std::size_t kDescriptorMargin = 64;
+// Where the soft limit is infinite: as many as a limit of 2^16 would allow.
+constexpr std::size_t kUnlimitedDescriptors = 65536;
 
 }  // namespace
 
-std::size_t pooled_files_budget() {
+std::size_t pooled_descriptors_budget() {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
-  const std::size_t half = static_cast<std::size_t>(limit.rlim_cur) / 2;
-  return half > kDescriptorMargin ? (half - kDescriptorMargin) / kDescriptorsPerReader : 0;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  const std::size_t half =
+      (limit.rlim_cur == RLIM_INFINITY ? kUnlimitedDescriptors
+                                       : static_cast<std::size_t>(limit.rlim_cur)) /
+      2;
+  return half > kDescriptorMargin ? half - kDescriptorMargin : 0;
 }
 
 struct ReaderPool::Entry {
@@ -39,8 +45,12 @@ struct ReaderPool::Entry {
   std::string error;
 };
 
-ReaderPool::ReaderPool(std::vector<std::string> files, std::size_t budget)
-    : files_(std::move(files)), pooled_(std::min(budget, files_.size())), entries_(pooled_) {}
+ReaderPool::ReaderPool(std::vector<std::string> files, std::size_t most_files,
+                       std::size_t descriptors)
+    : files_(std::move(files)),
+      most_files_(most_files),
+      descriptors_(descriptors),
+      entries_(files_.size()) {}
 
 ReaderPool::~ReaderPool() = default;
 
@@ -55,14 +65,20 @@ ReaderLease ReaderPool::lease(std::size_t index, const std::string& path, std::s
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++openings_;
-    if (index < pooled_ && files_[index] == path && !entries_[index].unpooled) {
+    if (index < files_.size() && files_[index] == path && !entries_[index].unpooled) {
       Entry& entry = entries_[index];
       if (entry.tried && !entry.reader) {  // refused at its first opening
         --openings_;
         error = entry.error;
         return lease;
       }
-      if (!entry.lent) {
+      // A file first leased once the pool is full is opened by every lease from then on (kept
+      // readers stay to the end: the pool never has room again).
+      if (!entry.tried && !entry.lent &&
+          (kept_files_ >= most_files_ ||
+           kept_descriptors_ + kMostDescriptorsPerReader > descriptors_))
+        entry.unpooled = true;
+      if (!entry.lent && !entry.unpooled) {
         entry.lent = true;
         lease.pool_ = this;
         lease.index_ = index;
@@ -71,6 +87,8 @@ ReaderLease ReaderPool::lease(std::size_t index, const std::string& path, std::s
           lease.reader_ = entry.reader.get();
           return lease;
         }
+        ++kept_files_;
+        kept_descriptors_ += kMostDescriptorsPerReader;
         open_for_pool = true;
       }
     }
@@ -85,7 +103,11 @@ ReaderLease ReaderPool::lease(std::size_t index, const std::string& path, std::s
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_[index];
   entry.tried = true;
+  // What the reader holds, counted instead of the most it might have (none where refused).
+  kept_descriptors_ -= kMostDescriptorsPerReader - (reader ? reader->descriptors() : 0);
   if (reader && reader->reads_copy() && !copies_fit(*reader->copy())) {
+    kept_descriptors_ -= reader->descriptors();
+    --kept_files_;
     entry.unpooled = true;
     entry.lent = false;
     lease.pool_ = nullptr;

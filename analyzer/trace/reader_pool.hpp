@@ -18,10 +18,11 @@ namespace commtap::analyzer {
 class ReaderFile;
 class TraceReader;
 
-// The files a pool keeps open: as many as half the process's soft limit on file descriptors,
-// less a margin for everything else, allows at the descriptors a reader holds (its file, its
-// directory, SQLite's own). The rest are opened by each pass, as before pools.
-std::size_t pooled_files_budget();
+// The descriptors a pool's readers may hold together: half the process's soft limit on file
+// descriptors, less a margin for everything else. A kept reader holds one (SQLite's of the file)
+// or, reading a private copy, three (the copy, its -wal and -shm); files past the budget are
+// opened by each pass, as before pools.
+std::size_t pooled_descriptors_budget();
 
 class ReaderPool;
 
@@ -58,7 +59,9 @@ class ReaderLease {
 // per pass (an analysis reads each file in 17 passes), and every pass reads the same rows.
 class ReaderPool {
  public:
-  explicit ReaderPool(std::vector<std::string> files, std::size_t budget = pooled_files_budget());
+  // Keeps at most `most_files` files (the first leased) and `descriptors` descriptors.
+  explicit ReaderPool(std::vector<std::string> files, std::size_t most_files = SIZE_MAX,
+                      std::size_t descriptors = pooled_descriptors_budget());
   ~ReaderPool();
   ReaderPool(const ReaderPool&) = delete;
   ReaderPool& operator=(const ReaderPool&) = delete;
@@ -75,8 +78,10 @@ class ReaderPool {
   void hand_back(std::size_t index);
   bool copies_fit(const ReaderFile& copy);
   const std::vector<std::string> files_;
-  const std::size_t pooled_;  // files_[0, pooled_) are kept open
-  mutable std::mutex mutex_;  // guards entries_' state; a lent reader is its lease's alone
+  const std::size_t most_files_, descriptors_;
+  std::size_t kept_files_ = 0;        // entries kept (or being opened to keep), refused ones too
+  std::size_t kept_descriptors_ = 0;  // what they hold (the most a reader may, while it opens)
+  mutable std::mutex mutex_;          // guards entries_' state; a lent reader is its lease's alone
   std::vector<Entry> entries_;
   std::size_t openings_ = 0;
   std::uint64_t kept_copy_bytes_ = 0;  // the private copies of the readers kept

@@ -483,8 +483,12 @@ ReaderFile::ReaderFile(const std::string& path) {
   }
   const fs::space_info left = fs::space(copy_dir, ec);
   free_after_copy_ = ec ? 0 : left.available;
+  close_descriptors();
+}
+
+void ReaderFile::close_descriptors() {
   for (int* fd : {&file_fd_, &dir_fd_}) {
-    ::close(*fd);
+    if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }
 }
@@ -492,8 +496,7 @@ ReaderFile::ReaderFile(const std::string& path) {
 ReaderFile::~ReaderFile() {
   std::error_code ec;
   if (!directory_.empty()) fs::remove_all(directory_, ec);
-  for (int fd : {file_fd_, dir_fd_})
-    if (fd >= 0) ::close(fd);
+  close_descriptors();
 }
 
 int ReaderFile::open_flags() const {
@@ -537,6 +540,8 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, std::str
     error = path + ": " + problem;
     return nullptr;
   }
+  // SQLite has read page 1 through its own descriptor: a reader the pool keeps holds that one.
+  reader->file_->close_descriptors();
   if (version < monitor::kSchemaVersion && !shadow_older_schema(reader->db_, error)) {
     error = path + ": cannot read schema version " + std::to_string(version) + ": " + error;
     return nullptr;
@@ -558,6 +563,12 @@ TraceReader::~TraceReader() {
 
 KeyValue key_value(sqlite3_stmt* s, int column) {
   return KeyValue(sqlite3_value_dup(sqlite3_column_value(s, column)), sqlite3_value_free);
+}
+
+void TraceReader::release_memory() {
+  for (auto& [sql, stmt] : idle_statements_) sqlite3_finalize(stmt);
+  idle_statements_.clear();
+  sqlite3_db_release_memory(db_);
 }
 
 sqlite3_stmt* TraceReader::statement(const std::string& sql, std::string& error) {

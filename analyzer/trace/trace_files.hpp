@@ -79,6 +79,9 @@ class ReaderFile {
   // made, measured after copying; both 0 without a copy.
   std::uint64_t copy_bytes() const { return copy_bytes_; }
   std::uint64_t free_after_copy() const { return free_after_copy_; }
+  // Closes the file's and its directory's descriptors, once SQLite has opened the file through
+  // /proc/self/fd/N (its own descriptor of the same open file): nothing reads them after that.
+  void close_descriptors();
 
  private:
   std::string directory_, uri_, problem_;
@@ -109,6 +112,9 @@ class TraceReader {
   bool reads_copy() const { return file_ && file_->copied(); }
   // The private copy this reader reads (ReaderFile), or null.
   const ReaderFile* copy() const { return reads_copy() ? file_.get() : nullptr; }
+  // The descriptors it holds at most while kept: SQLite's of the file, and of a copy's -wal and
+  // -shm (its own of the file and directory are closed once the file is open).
+  std::size_t descriptors() const { return reads_copy() ? 3 : 1; }
   // Runs `sql` with integer parameters, calling `row` for each result row.
   bool each(const std::string& sql, std::initializer_list<std::int64_t> binds,
             const std::function<void(sqlite3_stmt*)>& row, std::string& error);
@@ -116,9 +122,11 @@ class TraceReader {
   // text, kept with its type: KeyValue), to seek past a key made of text columns.
   bool each(const std::string& sql, const std::vector<SqlParameter>& binds,
             const std::function<void(sqlite3_stmt*)>& row, std::string& error);
-  // Frees the pages this connection caches (sqlite3_db_release_memory): a reader kept between
-  // passes (reader_pool.hpp) keeps its parsed schema, not the pages it read.
-  void release_memory() { sqlite3_db_release_memory(db_); }
+  // Frees the pages this connection caches (sqlite3_db_release_memory) and the statements it
+  // keeps prepared: a reader kept between passes (reader_pool.hpp) keeps its parsed schema, not
+  // the pages it read, nor statements that each pass has its own of (a kept file's statements
+  // were most of its memory: about 150 KiB a file, docs/benchmarks.md).
+  void release_memory();
 
  private:
   TraceReader() = default;

@@ -226,6 +226,39 @@ TEST(ReaderPool, ServesEveryPassOnSeveralThreads) {
   EXPECT_EQ(pool.openings(), files.size());
 }
 
+// A kept reader of an immutable file holds one descriptor, SQLite's (its own of the file and the
+// directory closed once SQLite has the file), and the pool keeps files while the most a reader
+// may hold (3, a private copy's) still fits in its descriptors.
+TEST(ReaderPool, KeepsFilesByTheDescriptorsTheyHold) {
+  TempDir dir;
+  const std::string one = make_rank_file(dir.path()).string();
+  std::vector<std::string> files;
+  for (int i = 0; i < 7; ++i) {
+    const std::string copy = (dir.path() / ("rank-" + std::to_string(i + 1) + ".db")).string();
+    fs::copy_file(one, copy);
+    files.push_back(copy);
+  }
+  auto open_descriptors = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator());
+  };
+  const auto before = open_descriptors();
+  ReaderPool pool(files, /*most_files=*/SIZE_MAX, /*descriptors=*/5);
+  auto pass = [&] {
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      std::string error;
+      ReaderLease lease = pool.lease(i, files[i], error);
+      ASSERT_TRUE(lease) << error;
+    }
+  };
+  pass();
+  EXPECT_EQ(pool.openings(), 7u);
+  EXPECT_EQ(open_descriptors() - before, 3)
+      << "3 kept: each admitted while the kept ones' descriptors and 3 fit in 5";
+  pass();
+  EXPECT_EQ(pool.openings(), 11u) << "the 4 files not kept are opened again";
+  EXPECT_EQ(open_descriptors() - before, 3);
+}
+
 // A live rank's file (a WAL with frames, its writer still open) is read through a private copy.
 // The pool keeps that copy for the analysis: made once, not once per pass; every pass reads the
 // rows it held, whatever the writer adds meanwhile; removed with the pool.
