@@ -66,6 +66,11 @@ class InstanceTable {
   struct Comm {
     std::vector<std::uint64_t> seqs;  // ascending
     std::vector<Instance> instances;  // instances[i] is seqs[i]'s
+    // Instances that came after others of higher sequence numbers (a file whose rows begin
+    // before the table's last), kept here until they are as many as half the sorted ones, then
+    // merged in: a file adding instances out of order costs a hash insertion each, never a copy
+    // of every instance, however its instances interleave with the others'.
+    std::unordered_map<std::uint64_t, Instance> unsorted;
   };
   // Where the last lookup of a run ended.
   struct Cursor {
@@ -97,14 +102,17 @@ class InstanceTable {
       at = static_cast<std::size_t>(std::lower_bound(seqs.begin(), seqs.end(), seq) - seqs.begin());
     }
     cursor.at = at;
-    return at < seqs.size() && seqs[at] == seq ? &cursor.comm->instances[at] : nullptr;
+    if (at < seqs.size() && seqs[at] == seq) return &cursor.comm->instances[at];
+    if (cursor.comm->unsorted.empty()) return nullptr;
+    auto unsorted = cursor.comm->unsorted.find(seq);
+    return unsorted == cursor.comm->unsorted.end() ? nullptr : &unsorted->second;
   }
   Instance* find(Cursor& cursor, std::int64_t comm_id, std::uint64_t seq) {
     return const_cast<Instance*>(std::as_const(*this).find(cursor, comm_id, seq));
   }
 
-  // Folds one file's arrivals in: first the instances the table lacks, merged in in order (a file
-  // adds a few at most once the first has been read), then each arrival.
+  // Folds one file's arrivals in: first the instances the table lacks (a file adds a few at most
+  // once the first has been read), then each arrival.
   template <class Arrivals>
   void add(const Arrivals& arrivals) {
     std::map<std::int64_t, std::vector<std::uint64_t>> missing;
@@ -121,6 +129,7 @@ class InstanceTable {
   void keep_if(const Keep& keep) {
     for (auto it = comms_.begin(); it != comms_.end();) {
       Comm& c = it->second;
+      merge_unsorted(c);
       std::size_t kept = 0;
       for (std::size_t i = 0; i < c.seqs.size(); ++i)
         if (keep(it->first, c.instances[i])) {
@@ -132,6 +141,7 @@ class InstanceTable {
       it = kept == 0 ? comms_.erase(it) : std::next(it);
     }
   }
+  // Each instance, once keep_if has run.
   template <class Each>
   void each(const Each& each_instance) const {
     for (const auto& [comm_id, c] : comms_)
@@ -139,28 +149,43 @@ class InstanceTable {
   }
   std::size_t size() const {
     std::size_t n = 0;
-    for (const auto& [comm_id, c] : comms_) n += c.seqs.size();
+    for (const auto& [comm_id, c] : comms_) n += c.seqs.size() + c.unsorted.size();
     return n;
   }
   bool empty() const { return comms_.empty(); }
 
  private:
   static constexpr int kSteps = 8;
-  // Merges the sequence numbers `seqs` (new to `c`, possibly repeated) into it.
+  // Adds the sequence numbers `seqs` (new to `c`, possibly repeated): appended where they all
+  // come after its last (a file's rows in order), else kept unsorted.
   static void insert(Comm& c, std::vector<std::uint64_t>& seqs) {
     std::sort(seqs.begin(), seqs.end());
     seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
+    if (c.seqs.empty() || seqs.front() > c.seqs.back()) {
+      c.seqs.insert(c.seqs.end(), seqs.begin(), seqs.end());
+      c.instances.resize(c.seqs.size());
+      return;
+    }
+    for (std::uint64_t seq : seqs) c.unsorted.try_emplace(seq);
+    if (c.unsorted.size() > c.seqs.size() / 2) merge_unsorted(c);
+  }
+  static void merge_unsorted(Comm& c) {
+    if (c.unsorted.empty()) return;
+    std::vector<std::pair<std::uint64_t, Instance>> added(c.unsorted.begin(), c.unsorted.end());
+    c.unsorted.clear();
+    std::sort(added.begin(), added.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
     Comm merged;
-    merged.seqs.reserve(c.seqs.size() + seqs.size());
-    merged.instances.reserve(c.seqs.size() + seqs.size());
+    merged.seqs.reserve(c.seqs.size() + added.size());
+    merged.instances.reserve(c.seqs.size() + added.size());
     std::size_t old = 0;
-    for (std::uint64_t seq : seqs) {
+    for (auto& [seq, instance] : added) {
       for (; old < c.seqs.size() && c.seqs[old] < seq; ++old) {
         merged.seqs.push_back(c.seqs[old]);
         merged.instances.push_back(c.instances[old]);
       }
       merged.seqs.push_back(seq);
-      merged.instances.emplace_back();
+      merged.instances.push_back(instance);
     }
     for (; old < c.seqs.size(); ++old) {
       merged.seqs.push_back(c.seqs[old]);
@@ -581,8 +606,12 @@ class LatenessObserver {
     if (w < 0) return;
     Lateness& l = file.lateness;
     if (rank != file.cache.number || file.cache.rank == nullptr) {
+      // A row of a rank with no ranks row (not a rank of the job, load_facts) whose instance the
+      // others completed: not compared, as its arrivals were not.
+      auto known = job_.ranks.find(rank);
+      if (known == job_.ranks.end()) return;
       file.cache.number = rank;
-      file.cache.rank = &job_.ranks.at(rank);
+      file.cache.rank = &known->second;
       file.windows = &l.per_rank[rank];
       if (file.windows->empty()) file.windows->resize(static_cast<std::size_t>(grid_.windows));
       file.seen = &l.observed_span[rank];

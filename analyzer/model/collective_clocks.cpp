@@ -85,8 +85,9 @@ struct WallRange {
   }
 };
 
-// Cron mode checks the collectives' times as they are read, not by a scan of the whole file
-// (recent_rows.hpp): so are those read here (a row's `plausible`, refused where it is used).
+// The collectives' times are checked as they are read, not by a scan of the whole file
+// (kTablesCheckedAsRead, recent_rows.hpp): so are those read here (a row's `plausible`, refused
+// where it is used).
 bool wall_ranges(const Job& job, std::map<int, WallRange>& out, std::string& error) {
   auto clip = [&](int rank, std::int64_t low, std::int64_t high) {
     auto r = job.ranks.find(rank);

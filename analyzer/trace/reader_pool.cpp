@@ -17,8 +17,8 @@ namespace {
 // opens: a private copy, its -wal and its -shm.
 constexpr std::size_t kMostDescriptorsPerReader = 3;
 // Descriptors left to everything else: the standard streams, the reading threads' readers of
-// files not kept (a file and its directory, SQLite's, a -shm: 4 each while they open), the
-// output's files, a temporary copy, the job directory's listing.
+// files not kept (a file and its directory and SQLite's while they open, a copy's -wal and
+// -shm), the output's files, a temporary copy, the job directory's listing.
 constexpr std::size_t kDescriptorMargin = 64;
 // Where the soft limit is infinite: as many as a limit of 2^16 would allow.
 constexpr std::size_t kUnlimitedDescriptors = 65536;

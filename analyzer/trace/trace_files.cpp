@@ -243,20 +243,26 @@ void set_patient_methods(const sqlite3_io_methods& real) {
   m.xDeviceCharacteristics = [](sqlite3_file* f) {
     return real_file(f)->pMethods->xDeviceCharacteristics(real_file(f));
   };
-  // Shared memory where the real file has it ("unix-none" has none: SQLite then reads no WAL,
-  // which an immutable file never needs).
-  if (version < 2 || real.xShmMap == nullptr) return;
-  m.xShmMap = [](sqlite3_file* f, int region, int size, int extend, void volatile** out) {
-    return real_file(f)->pMethods->xShmMap(real_file(f), region, size, extend, out);
-  };
-  m.xShmLock = [](sqlite3_file* f, int offset, int n, int flags) {
-    return real_file(f)->pMethods->xShmLock(real_file(f), offset, n, flags);
-  };
-  m.xShmBarrier = [](sqlite3_file* f) { real_file(f)->pMethods->xShmBarrier(real_file(f)); };
-  m.xShmUnmap = [](sqlite3_file* f, int remove) {
-    return real_file(f)->pMethods->xShmUnmap(real_file(f), remove);
-  };
-  if (version < 3 || real.xFetch == nullptr) return;
+  if (version < 2) return;
+  // Shared memory and memory-mapped pages where the real file has them ("unix-none" has no
+  // shared memory: SQLite then reads no WAL, which an immutable file never needs).
+  if (real.xShmMap != nullptr) {
+    m.xShmMap = [](sqlite3_file* f, int region, int size, int extend, void volatile** out) {
+      return real_file(f)->pMethods->xShmMap(real_file(f), region, size, extend, out);
+    };
+    m.xShmLock = [](sqlite3_file* f, int offset, int n, int flags) {
+      return real_file(f)->pMethods->xShmLock(real_file(f), offset, n, flags);
+    };
+    m.xShmBarrier = [](sqlite3_file* f) { real_file(f)->pMethods->xShmBarrier(real_file(f)); };
+    m.xShmUnmap = [](sqlite3_file* f, int remove) {
+      return real_file(f)->pMethods->xShmUnmap(real_file(f), remove);
+    };
+  }
+  if (version < 3) return;
+  if (real.xFetch == nullptr) {
+    m.iVersion = 2;  // SQLite maps pages through any version-3 file: none where it has no map
+    return;
+  }
   m.xFetch = [](sqlite3_file* f, sqlite3_int64 offset, int amount, void** out) {
     return real_file(f)->pMethods->xFetch(real_file(f), offset, amount, out);
   };
@@ -491,6 +497,8 @@ void ReaderFile::close_descriptors() {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }
+  // Its number may name any file opened from now on: uri() names a private copy or nothing.
+  if (!copied()) uri_.clear();
 }
 
 ReaderFile::~ReaderFile() {
@@ -593,6 +601,20 @@ void TraceReader::put_back(const std::string& sql, sqlite3_stmt* stmt) {
   if (!idle_statements_.try_emplace(sql, stmt).second) sqlite3_finalize(stmt);
 }
 
+bool TraceReader::run_and_put_back(const std::string& sql, sqlite3_stmt* stmt,
+                                   const std::function<void(sqlite3_stmt*)>& row,
+                                   std::string& error) {
+  bool ok = false;
+  try {
+    ok = run(stmt, row, error);
+  } catch (...) {
+    put_back(sql, stmt);
+    throw;
+  }
+  put_back(sql, stmt);
+  return ok;
+}
+
 bool TraceReader::run(sqlite3_stmt* stmt, const std::function<void(sqlite3_stmt*)>& row,
                       std::string& error) {
   int rc;
@@ -610,9 +632,7 @@ bool TraceReader::each(const std::string& sql, std::initializer_list<std::int64_
   if (!stmt) return false;
   int index = 1;
   for (std::int64_t value : binds) sqlite3_bind_int64(stmt, index++, value);
-  const bool ok = run(stmt, row, error);
-  put_back(sql, stmt);
-  return ok;
+  return run_and_put_back(sql, stmt, row, error);
 }
 
 bool TraceReader::each(const std::string& sql, const std::vector<SqlParameter>& binds,
@@ -626,9 +646,7 @@ bool TraceReader::each(const std::string& sql, const std::vector<SqlParameter>& 
     else
       sqlite3_bind_value(stmt, index++, std::get<KeyValue>(value).get());
   }
-  const bool ok = run(stmt, row, error);
-  put_back(sql, stmt);
-  return ok;
+  return run_and_put_back(sql, stmt, row, error);
 }
 
 }  // namespace commtap::analyzer

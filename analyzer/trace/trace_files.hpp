@@ -80,7 +80,8 @@ class ReaderFile {
   std::uint64_t copy_bytes() const { return copy_bytes_; }
   std::uint64_t free_after_copy() const { return free_after_copy_; }
   // Closes the file's and its directory's descriptors, once SQLite has opened the file through
-  // /proc/self/fd/N (its own descriptor of the same open file): nothing reads them after that.
+  // /proc/self/fd/N (its own opening of the same file): nothing reads them after that, and uri()
+  // is then empty unless it names a private copy.
   void close_descriptors();
 
  private:
@@ -135,6 +136,10 @@ class TraceReader {
   sqlite3_stmt* statement(const std::string& sql, std::string& error);
   void put_back(const std::string& sql, sqlite3_stmt* stmt);
   bool run(sqlite3_stmt* stmt, const std::function<void(sqlite3_stmt*)>& row, std::string& error);
+  // run(), then the statement put back however `row` leaves it (an exception a callback throws
+  // included): a statement left in use keeps the connection from closing.
+  bool run_and_put_back(const std::string& sql, sqlite3_stmt* stmt,
+                        const std::function<void(sqlite3_stmt*)>& row, std::string& error);
 
   sqlite3* db_ = nullptr;
   std::string path_;

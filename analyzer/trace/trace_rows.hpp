@@ -63,7 +63,8 @@ struct CollectiveRow {
   std::int64_t bytes = 0;
   std::int64_t root = -1;  // -1: none
 };
-// Every collective instance record, finished or not, whole (the export's timeline).
+// Every collective instance record, finished or not (the export's timeline; in cron mode those
+// each_collective_row reads, from the horizon on).
 bool each_collective_instance(const JobFiles& job,
                               const std::function<void(const CollectiveRow&)>& row,
                               std::string& error);

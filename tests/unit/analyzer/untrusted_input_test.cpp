@@ -54,6 +54,18 @@ fs::path make_rank_file(const fs::path& dir, const std::string& extra = "") {
   return path;
 }
 
+// `count` copies of one rank file in `dir`, each a file of its own.
+std::vector<std::string> rank_files(const fs::path& dir, int count) {
+  const std::string one = make_rank_file(dir).string();
+  std::vector<std::string> files;
+  for (int i = 0; i < count; ++i) {
+    const std::string copy = (dir / ("rank-" + std::to_string(i + 1) + ".db")).string();
+    fs::copy_file(one, copy);
+    files.push_back(copy);
+  }
+  return files;
+}
+
 }  // namespace
 
 TEST(CleanText, KeepsValidTextAndEscapesTheRest) {
@@ -157,7 +169,7 @@ TEST(ReaderPool, OpensAPooledFileOnceAndRefusesItInEveryPass) {
   const std::string good = make_rank_file(dir.path()).string();
   const std::string bad = (dir.path() / "rank-1.db").string();
   std::ofstream(bad) << "not a database, but long enough to be read as one's header......";
-  ReaderPool pool({good, bad, good}, /*budget=*/2);
+  ReaderPool pool({good, bad, good}, /*most_files=*/2);
   std::string error;
   TraceReader* first = nullptr;
   {
@@ -184,7 +196,7 @@ TEST(ReaderPool, OpensAPooledFileOnceAndRefusesItInEveryPass) {
   EXPECT_FALSE(pool.lease(1, bad, later));
   EXPECT_EQ(later, refused);
   EXPECT_EQ(pool.openings(), 3u);
-  // Beyond the budget, and a path other than the pool's: opened at every lease.
+  // Past the files it keeps, and a path other than the pool's: opened at every lease.
   EXPECT_TRUE(pool.lease(2, good, error)) << error;
   EXPECT_TRUE(pool.lease(2, good, error)) << error;
   EXPECT_TRUE(pool.lease(0, bad, error)) << error;
@@ -195,13 +207,7 @@ TEST(ReaderPool, OpensAPooledFileOnceAndRefusesItInEveryPass) {
 // reads, and each file is opened once over every pass.
 TEST(ReaderPool, ServesEveryPassOnSeveralThreads) {
   TempDir dir;
-  const std::string one = make_rank_file(dir.path()).string();
-  std::vector<std::string> files;
-  for (int i = 0; i < 7; ++i) {
-    const std::string copy = (dir.path() / ("rank-" + std::to_string(i + 1) + ".db")).string();
-    fs::copy_file(one, copy);
-    files.push_back(copy);
-  }
+  const std::vector<std::string> files = rank_files(dir.path(), 7);
   const FileWork work = [](TraceReader& reader, RowSink& sink, std::string& e) {
     return reader.each(
         "SELECT rank, start_ns FROM ranks", {}, [&](sqlite3_stmt* s) { sink.add(s); }, e);
@@ -221,7 +227,7 @@ TEST(ReaderPool, ServesEveryPassOnSeveralThreads) {
   };
   const std::vector<std::int64_t> expected = pass(nullptr, 1);
   ASSERT_EQ(expected.size(), 2 * files.size());
-  ReaderPool pool(files, /*budget=*/files.size());
+  ReaderPool pool(files, /*most_files=*/files.size());
   for (int round = 0; round < 6; ++round) EXPECT_EQ(pass(&pool, 1 + round % 3), expected);
   EXPECT_EQ(pool.openings(), files.size());
 }
@@ -231,13 +237,7 @@ TEST(ReaderPool, ServesEveryPassOnSeveralThreads) {
 // may hold (3, a private copy's) still fits in its descriptors.
 TEST(ReaderPool, KeepsFilesByTheDescriptorsTheyHold) {
   TempDir dir;
-  const std::string one = make_rank_file(dir.path()).string();
-  std::vector<std::string> files;
-  for (int i = 0; i < 7; ++i) {
-    const std::string copy = (dir.path() / ("rank-" + std::to_string(i + 1) + ".db")).string();
-    fs::copy_file(one, copy);
-    files.push_back(copy);
-  }
+  const std::vector<std::string> files = rank_files(dir.path(), 7);
   auto open_descriptors = [] {
     return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator());
   };
@@ -294,7 +294,7 @@ TEST(ReaderPool, CopiesALiveFileOncePerAnalysis) {
     return count;
   };
   {
-    ReaderPool pool({path}, /*budget=*/1);
+    ReaderPool pool({path}, /*most_files=*/1);
     std::string error;
     for (int pass = 0; pass < 4; ++pass) {
       ReaderLease lease = pool.lease(0, path, error);
@@ -308,7 +308,7 @@ TEST(ReaderPool, CopiesALiveFileOncePerAnalysis) {
   }
   EXPECT_EQ(copies_on_disk(), 0) << "the copy goes with the pool";
   {
-    ReaderPool next({path}, /*budget=*/1);
+    ReaderPool next({path}, /*most_files=*/1);
     std::string error;
     ReaderLease lease = next.lease(0, path, error);
     ASSERT_TRUE(lease) << error;
