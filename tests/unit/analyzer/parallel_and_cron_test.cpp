@@ -60,6 +60,19 @@ SyntheticJob busy_job(double seconds) {
   return job;
 }
 
+// json_of, of the job wherever its directory is.
+std::string json_of_any_path(JobHealth health) {
+  health.path.clear();
+  return json_of(health);
+}
+
+void exec_in(const fs::path& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.string().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  sqlite3_close(db);
+}
+
 }  // namespace
 
 TEST(ParallelRead, SameFindingsWhateverTheThreadCount) {
@@ -292,16 +305,8 @@ TEST(CronMode, RefusesImplausibleTimesInTheTransfersProbesAndTcpCountersItReads)
 TEST(CronMode, RefusesImplausibleTimesInTheRowsItReads) {
   TempDir dir;
   ASSERT_EQ(busy_job(30).write(dir.path()), "");
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open((dir.path() / "rank-2.db").string().c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db,
-                           "UPDATE collectives SET enter_ns = 'x' WHERE seq = (SELECT max(seq) "
-                           "FROM collectives)",
-                           nullptr, nullptr, nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
-  }
+  exec_in(dir.path() / "rank-2.db",
+          "UPDATE collectives SET enter_ns = 'x' WHERE seq = (SELECT max(seq) FROM collectives)");
   HealthOptions cron = test_options();
   cron.since_s = 10;
   JobHealth health;
@@ -311,23 +316,6 @@ TEST(CronMode, RefusesImplausibleTimesInTheRowsItReads) {
             std::string::npos)
       << error;
 }
-
-namespace {
-
-// json_of, of the job wherever its directory is.
-std::string json_of_any_path(JobHealth health) {
-  health.path.clear();
-  return json_of(health);
-}
-
-void exec_in(const fs::path& file, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(file.string().c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
-  sqlite3_close(db);
-}
-
-}  // namespace
 
 // A whole read checks the collectives' times as it reads them too (kTablesCheckedAsRead: the
 // file's content check leaves that table out). An exit in the middle of the table is read by no
