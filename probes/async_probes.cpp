@@ -80,7 +80,7 @@ AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink si
   for (int node = 0; node < hosts_; ++node)
     node_of_leader_[layout_.leaders[static_cast<std::size_t>(node)]] = node;
   // One peer per slot: every pair both ways once per set interval.
-  slot_ns_ = std::max<std::uint64_t>(
+  const std::uint64_t slot_ns = std::max<std::uint64_t>(
       1'000'000, layout_.interval_ns / static_cast<std::uint64_t>(tournament_rounds(hosts_)));
   transfer_out_.resize(std::max<std::uint64_t>(layout_.probe_bytes, 16));
   const std::size_t slots =
@@ -93,7 +93,7 @@ AsyncProber::AsyncProber(Layout layout, const LinkProber& collective, RowSink si
     post(transfers_[i], kTransferTag, transfer_in_[i].data(),
          static_cast<int>(transfer_in_[i].size()));
   cost_.since_ns = monitor::now_ns();
-  next_measure_ns_ = next_turn(cost_.since_ns);
+  schedule_ = MeasurementSchedule(hosts_, layout_.host, slot_ns, cost_.since_ns, wall_ns());
 }
 
 void AsyncProber::post(Watch& watch, int tag, void* buffer, int bytes) {
@@ -209,12 +209,6 @@ bool PeerTurns::measuring(int node, std::uint64_t now) const {
   return since != 0 && minus(now, since) < kPeerTurnNs;
 }
 
-int AsyncProber::partner_now() const {
-  const auto round = static_cast<int>((wall_ns() / slot_ns_) %
-                                      static_cast<std::uint64_t>(tournament_rounds(hosts_)));
-  return tournament_partner(hosts_, round, layout_.host);
-}
-
 std::uint64_t next_turn_wall(std::uint64_t wall, std::uint64_t slot_ns, int hosts, int host) {
   const auto rounds = static_cast<std::uint64_t>(tournament_rounds(hosts));
   for (std::uint64_t slot = wall / slot_ns;; ++slot) {
@@ -224,9 +218,53 @@ std::uint64_t next_turn_wall(std::uint64_t wall, std::uint64_t slot_ns, int host
   }
 }
 
-std::uint64_t AsyncProber::next_turn(std::uint64_t now) const {
-  const std::uint64_t wall = wall_ns();
-  return now + (next_turn_wall(wall, slot_ns_, hosts_, layout_.host) - wall);
+MeasurementSchedule::MeasurementSchedule(int hosts, int host, std::uint64_t slot_ns,
+                                         std::uint64_t now, std::uint64_t wall)
+    : hosts_(hosts), host_(host), slot_ns_(std::max<std::uint64_t>(1, slot_ns)) {
+  next_turn_ns_ = now + (next_turn_wall(wall, slot_ns_, hosts_, host_) - wall);
+}
+
+MeasurementSchedule::Confirmation* MeasurementSchedule::waiting(int peer) {
+  for (Confirmation& c : confirmations_)
+    if (c.peer == peer) return &c;
+  return nullptr;
+}
+
+void MeasurementSchedule::confirm(int peer, std::uint64_t now) {
+  const std::uint64_t at = now + static_cast<std::uint64_t>(kConfirmAfterS * 1e9);
+  if (Confirmation* c = waiting(peer))
+    c->at_ns = at;
+  else
+    confirmations_.push_back({peer, at});
+}
+
+std::optional<MeasurementSchedule::Due> MeasurementSchedule::take(std::uint64_t now,
+                                                                  std::uint64_t wall,
+                                                                  bool turn_allowed,
+                                                                  bool confirm_allowed,
+                                                                  const PeerTurns& peers) {
+  const auto first = std::min_element(
+      confirmations_.begin(), confirmations_.end(),
+      [](const Confirmation& a, const Confirmation& b) { return a.at_ns < b.at_ns; });
+  if (confirm_allowed && first != confirmations_.end() && now >= first->at_ns) {
+    if (peers.measuring(first->peer, now)) {
+      first->at_ns = now + kPeerWaitNs;
+      return std::nullopt;
+    }
+    const Due due{first->peer, true};
+    confirmations_.erase(first);  // its result says whether to go on confirming
+    return due;
+  }
+  if (!turn_allowed || now < next_turn_ns_ || hosts_ < 2) return std::nullopt;
+  const auto rounds = static_cast<std::uint64_t>(tournament_rounds(hosts_));
+  const int peer = tournament_partner(hosts_, static_cast<int>((wall / slot_ns_) % rounds), host_);
+  if (peers.measuring(peer, now)) {
+    next_turn_ns_ = now + kPeerWaitNs;
+    return std::nullopt;
+  }
+  next_turn_ns_ = now + (next_turn_wall(wall, slot_ns_, hosts_, host_) - wall);
+  if (peer < 0 || peer >= hosts_ || peer == host_ || waiting(peer) != nullptr) return std::nullopt;
+  return Due{peer, false};
 }
 
 void AsyncProber::send_next(bool transfer) {
@@ -256,17 +294,8 @@ void AsyncProber::send_next(bool transfer) {
   m_.reply.last_miss_ns = m_.sent;
 }
 
-bool AsyncProber::start_measurement(std::uint64_t now) {
-  const int peer = confirm_peer_ >= 0 ? confirm_peer_ : partner_now();
-  // A turn and a confirmation alike wait while the peer measures this way (PeerTurns).
-  if (peer_turns_.measuring(peer, now)) {
-    next_measure_ns_ = now + kPeerWaitNs;
-    return false;
-  }
-  confirm_peer_ = -1;  // its result says whether to go on confirming
-  next_measure_ns_ = next_turn(now);
-  if (peer >= hosts_ || peer == layout_.host) return false;  // a bye
-  if (!pair_quiet(now, peer)) return false;                  // the rounds measure it
+bool AsyncProber::start_measurement(std::uint64_t now, int peer) {
+  if (!pair_quiet(now, peer)) return false;  // the rounds measure it
   m_.peer = peer;
   m_.began = now;
   m_.pings.clear();
@@ -394,12 +423,11 @@ void AsyncProber::finish_measurement() {
   ++cost_.measurements;
   const ChangeDetector::Reading reading{m_.peer, latency.ns, transfer.ns};
   if (changes_.note_against(reading, latest_)) {
-    // Not sooner, even where this leader's next turn comes first: a burst of time off the CPU
-    // slows every measurement within it, and the analyzer counts a pair's measurements less than
-    // a second apart as one observation (a turn half a slot later, 0.4 s at 4 hosts, had been the
-    // confirmation).
-    confirm_peer_ = m_.peer;
-    next_measure_ns_ = monitor::now_ns() + static_cast<std::uint64_t>(kConfirmAfterS * 1e9);
+    // Not sooner, even where this leader's next turn with the peer comes first: a burst of time
+    // off the CPU slows every measurement within it, and the analyzer counts a pair's
+    // measurements less than a second apart as one observation (a turn half a slot later, 0.4 s
+    // at 4 hosts, had been the confirmation).
+    schedule_.confirm(m_.peer, monitor::now_ns());
   }
   std::erase_if(latest_, [&](const ChangeDetector::Reading& r) { return r.peer_node == m_.peer; });
   latest_.push_back(reading);
@@ -415,11 +443,13 @@ void AsyncProber::service(std::uint64_t now, bool at_entry) {
   worked |= advance_measurement(now);
   const std::uint64_t elapsed = std::max(kShareFloorNs, minus(now, cost_.since_ns));
   const bool over = static_cast<double>(cost_.spent_ns) > kMaxShare * static_cast<double>(elapsed);
-  const bool confirming = confirm_peer_ >= 0 && static_cast<double>(cost_.spent_ns) <=
-                                                    kConfirmShare * static_cast<double>(elapsed);
-  if (m_.stage == Measurement::Stage::idle && measuring_allowed_ && (!over || confirming) &&
-      now >= next_measure_ns_) {
-    worked |= start_measurement(now);
+  if (m_.stage == Measurement::Stage::idle && measuring_allowed_ &&
+      now >= schedule_.next_due_ns()) {
+    // A confirmation within its share, else a turn within the bound.
+    const bool confirm_allowed =
+        static_cast<double>(cost_.spent_ns) <= kConfirmShare * static_cast<double>(elapsed);
+    if (const auto due = schedule_.take(now, wall_ns(), !over, confirm_allowed, peer_turns_))
+      worked |= start_measurement(now, due->peer);
   }
   const std::uint64_t end = monitor::now_ns();
   if (at_entry || worked) cost_.spent_ns += minus(end, now);

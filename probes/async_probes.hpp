@@ -31,10 +31,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,7 +69,8 @@ RoundTripBounds round_trip_bounds(const PingTimes& ping);
 
 // The wall clock at which `host`'s next turn to measure begins after `wall`: slots of `slot_ns`
 // go round the tournament's rounds, and of a slot's pair the lower host measures from the slot's
-// start, the higher from its middle.
+// start, the higher from its middle: a pair's two directions are not measured at once (under a
+// rate limit one side's transfer queues the other's replies, and both directions read slow).
 std::uint64_t next_turn_wall(std::uint64_t wall, std::uint64_t slot_ns, int hosts, int host);
 
 // Which peers are measuring this leader's way: a peer whose pings this leader answered and whose
@@ -87,6 +90,50 @@ class PeerTurns {
 
  private:
   std::vector<std::uint64_t> since_;  // per node: its last ping answered (0: its turn is over)
+};
+
+// Which direction a leader measures, and when: its turns (next_turn_wall: one peer a slot, each
+// direction once a set interval) and the confirmations of the changes it found (kConfirmAfterS
+// after each, at most one waiting per peer). A confirmation stands in for its own peer's turns
+// meanwhile, never another's: one noisy direction confirmed again and again had taken every turn
+// of its leader, whose other directions went unmeasured for seconds (a split pipeline's input
+// stage on 2 loaded cores: one of them never, in a job of 4 s).
+class MeasurementSchedule {
+ public:
+  // A measurement toward a peer that is measuring this way (PeerTurns) waits this long.
+  static constexpr std::uint64_t kPeerWaitNs = 20'000'000;
+  MeasurementSchedule() = default;
+  // The first turn after monotonic `now`, which is `wall` on the wall clock.
+  MeasurementSchedule(int hosts, int host, std::uint64_t slot_ns, std::uint64_t now,
+                      std::uint64_t wall);
+  struct Due {
+    int peer = -1;  // a node
+    bool confirmation = false;
+  };
+  // The measurement due at monotonic `now` (`wall`), taken off the schedule: the earliest
+  // confirmation due, where `confirm_allowed`, else this leader's turn, where `turn_allowed`. A
+  // turn is skipped where its peer's confirmation waits (none sooner than that), or where it is a
+  // bye; either waits kPeerWaitNs while its peer measures this way.
+  std::optional<Due> take(std::uint64_t now, std::uint64_t wall, bool turn_allowed,
+                          bool confirm_allowed, const PeerTurns& peers);
+  // A change found toward `peer` at `now`: measured again kConfirmAfterS later.
+  void confirm(int peer, std::uint64_t now);
+  // Monotonic ns before which nothing is due (take returns nothing).
+  std::uint64_t next_due_ns() const {
+    std::uint64_t due = next_turn_ns_;
+    for (const Confirmation& c : confirmations_) due = std::min(due, c.at_ns);
+    return due;
+  }
+
+ private:
+  struct Confirmation {
+    int peer = -1;
+    std::uint64_t at_ns = 0;  // due (monotonic)
+  };
+  Confirmation* waiting(int peer);
+  int hosts_ = 0, host_ = 0;
+  std::uint64_t slot_ns_ = 1, next_turn_ns_ = 0;
+  std::vector<Confirmation> confirmations_;
 };
 
 class AsyncProber {
@@ -204,15 +251,11 @@ class AsyncProber {
   void post(Watch& watch, int tag, void* buffer, int bytes);
   void send_reply(const Reply& reply, int to_rank);
   bool advance_measurement(std::uint64_t looked);
-  // Starts the due measurement where its pair is not the rounds' (pair_quiet); whether it did.
-  bool start_measurement(std::uint64_t now);
+  // Starts a measurement of the direction to `peer` (a node) where its pair is not the rounds'
+  // (pair_quiet); whether it did.
+  bool start_measurement(std::uint64_t now, int peer);
   void send_next(bool transfer);
   void finish_measurement();
-  // When this leader's next turn to measure begins (next_turn_wall, on the monotonic clock of
-  // `now`): the pair's two directions are not measured at once (under a rate limit one side's
-  // transfer queues the other's replies, and both directions read slow).
-  std::uint64_t next_turn(std::uint64_t now) const;
-  int partner_now() const;
 
   Layout layout_;
   const LinkProber& collective_;
@@ -221,15 +264,13 @@ class AsyncProber {
   std::unordered_map<std::int64_t, std::uint64_t> last_collective_ns_;
   std::unordered_map<int, int> node_of_leader_;  // world rank -> node, of the hosts' leaders
   PeerTurns peer_turns_;
-  static constexpr std::uint64_t kPeerWaitNs = 20'000'000;
+  MeasurementSchedule schedule_;
   // Whether the pair with `peer` (a node) is left to the collective rounds now.
   bool pair_quiet(std::uint64_t now, int peer);
   RowSink sink_;
   int hosts_ = 0;
-  std::uint64_t slot_ns_ = 0;
   bool in_service_ = false, measuring_allowed_ = true;
   std::uint64_t next_entry_ns_ = 0, next_blocked_ns_ = 0, entry_period_ns_ = kEntryNs;
-  std::uint64_t next_measure_ns_ = 0;
   Watch ping_;
   char ping_in_ = 0, ping_out_ = 0;
   // Transfers are received into several buffers at once: behind one receive, a transfer from a
@@ -253,7 +294,6 @@ class AsyncProber {
   std::atomic<std::uint64_t> entry_service_ns_{0};
   ChangeDetector changes_;
   std::vector<ChangeDetector::Reading> latest_;  // each direction's newest measurement
-  int confirm_peer_ = -1;                        // a direction whose change waits (-1: none)
 };
 
 }  // namespace commtap::probes

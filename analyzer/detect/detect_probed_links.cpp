@@ -759,8 +759,9 @@ std::set<int> slow_probe_hosts(const HealthOptions& options, const std::set<int>
 //   for at most kLinkAwaitsSlowPairNs after it began: time for the host rule's second round;
 // - or while another pair has not voted since though it was measured within kActivePairNs
 //   before, for at most kLinkAwaitsNs after it began, unless that pair's leader is the one
-//   confirming the link (its confirmations take its turns: a 20 Mbit/s link's leader measured
-//   no other peer for 6.7 s).
+//   confirming the link (its other peers come at their turns, a slot each, which the wait
+//   mostly outlasts; in traces of versions whose confirmations took the leader's turns, none
+//   came while they went on: a 20 Mbit/s link's leader measured no other peer for 6.7 s).
 // Not once the job has ended (nothing more will come): then it is named whatever its hosts'
 // other pairs say. The rounds measure every pair at once and need not wait. Seen: a split
 // pipeline's host network on ctap2 (2 ms) first read on the asynchronously probed

@@ -37,6 +37,21 @@ run_preloaded() {
   timeout "$LIMIT" mpiexec -n "$n" -genv LD_PRELOAD "$LIB" "$@"
 }
 
+# wait_then_stop pid stop_file command... -> the job's status, once `command` succeeded (polled
+# every half second while job `pid` runs, for a minute at most) and stop_file was created: a job
+# that takes a stop file runs until what a test waits for has happened, however loaded the
+# machine.
+wait_then_stop() {
+  local job=$1 stop=$2 waited=0
+  shift 2
+  while kill -0 "$job" 2>/dev/null && [ $waited -lt 120 ] && ! "$@"; do
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  touch "$stop"
+  wait "$job"
+}
+
 # db_query DIR-or-FILE SQL          -> rows, '|'-separated, through commtap's own reader
 db_query() {
   "$CLI" query "$1" --sql "$2" --raw

@@ -29,14 +29,11 @@ probed() {
   local stop=$WORK/stop-$dir
   run_preloaded "$ranks" -genv COMMTAP_DIR "$dir" -genv COMMTAP_TEST_NODES "$nodes" \
     -genv COMMTAP_PROBE_INTERVAL 1 "$@" "$program" $steps $doubles $work_us "$stop" &
-  local job=$! waited=0
-  while kill -0 $job 2>/dev/null && [ $waited -lt 120 ] &&
-    [ "$(count_pairs "$dir" 2>/dev/null)" != 24 ]; do
-    sleep 0.5
-    waited=$((waited + 1))
-  done
-  touch "$stop"
-  wait $job
+  wait_then_stop $! "$stop" every_pair_measured "$dir"
+}
+
+every_pair_measured() {  # dir
+  [ "$(count_pairs "$1" 2>/dev/null)" == 24 ]
 }
 
 # native N probed.out -> the same program natively, for as many steps as the probed run took

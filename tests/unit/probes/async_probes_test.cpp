@@ -101,3 +101,93 @@ TEST(AsyncProbes, APeerMeasuringThisWayHoldsAMeasurementTowardItUntilItsTransfer
   EXPECT_FALSE(turns.measuring(7, t));                           // not a host
   EXPECT_FALSE(turns.measuring(-1, t));
 }
+
+// A leader confirms a change 1 s after it, and every confirmation of a noisy direction may find
+// another: the confirmations of one direction must not take the turns of the others. Host 0 of
+// 4, an interval of 1 s (slots of a third), every measurement toward host 3 a change: over 10 s
+// hosts 1 and 2 are still measured at each of their turns, once an interval, and host 3 never
+// sooner than a second after the measurement before (its turns are skipped while its
+// confirmation waits). Before, host 3's confirmations took every turn after the first change.
+TEST(AsyncProbes, ConfirmingOneDirectionLeavesTheOthersTheirTurns) {
+  using commtap::probes::MeasurementSchedule;
+  using commtap::probes::PeerTurns;
+  constexpr std::uint64_t kMs = 1'000'000, kSlot = 1'000 * kMs / 3;
+  const std::uint64_t start = 7 * kMs, wall_offset = 1'700'000'000'000'000'000ull;
+  MeasurementSchedule schedule(4, 0, kSlot, start, start + wall_offset);
+  const PeerTurns nobody_measuring(4);
+  std::vector<std::vector<std::uint64_t>> measured(4);
+  std::size_t confirmations = 0;
+  for (std::uint64_t now = start; now < start + 10'000 * kMs; now += kMs) {
+    const auto due = schedule.take(now, now + wall_offset, true, true, nobody_measuring);
+    if (!due) continue;
+    ASSERT_GE(due->peer, 1);
+    ASSERT_LE(due->peer, 3);
+    measured[static_cast<std::size_t>(due->peer)].push_back(now);
+    if (due->confirmation) {
+      EXPECT_EQ(due->peer, 3);
+      ++confirmations;
+    }
+    if (due->peer == 3) schedule.confirm(3, now);
+  }
+  for (int peer : {1, 2}) {
+    const auto& at = measured[static_cast<std::size_t>(peer)];
+    EXPECT_GE(at.size(), 9u) << peer;
+    for (std::size_t i = 1; i < at.size(); ++i)
+      EXPECT_NEAR(static_cast<double>(at[i] - at[i - 1]), 1e9, 2e6) << peer << " " << i;
+  }
+  const auto& confirmed = measured[3];
+  EXPECT_GE(confirmed.size(), 9u);
+  EXPECT_GE(confirmations, 8u);
+  for (std::size_t i = 1; i < confirmed.size(); ++i)
+    EXPECT_GE(confirmed[i] - confirmed[i - 1], 1'000 * kMs) << i;
+}
+
+// What holds a measurement back: a confirmation waits while its peer measures this way, and
+// over its share; a turn goes to its own peer only, and none while that peer's confirmation
+// waits. Host 1 of 4: slot 4 pairs it with host 3 (host 1 from the slot's start), slot 5 with
+// host 0 (from its middle), slot 6 with host 2, slot 7 with host 3 again.
+TEST(AsyncProbes, AConfirmationWaitsForItsPeerAndItsShare) {
+  using commtap::probes::MeasurementSchedule;
+  using commtap::probes::PeerTurns;
+  constexpr std::uint64_t kMs = 1'000'000, kSlot = 300 * kMs;
+  // Monotonic and wall clocks alike (an offset of 0): slot k is [300k, 300k + 300) ms.
+  MeasurementSchedule schedule(4, 1, kSlot, 3 * kSlot + 10 * kMs, 3 * kSlot + 10 * kMs);
+  PeerTurns turns(4);
+  auto take = [&](std::uint64_t now, bool turn, bool confirm) {
+    return schedule.take(now, now, turn, confirm, turns);
+  };
+  EXPECT_FALSE(take(4 * kSlot - 1, true, true));
+  auto due = take(4 * kSlot, true, true);
+  ASSERT_TRUE(due);
+  EXPECT_EQ(due->peer, 3);
+  EXPECT_FALSE(due->confirmation);
+  EXPECT_EQ(schedule.next_due_ns(), 5 * kSlot + kSlot / 2);
+  // A change toward host 0, confirmed a second later.
+  schedule.confirm(0, 4 * kSlot + kMs);
+  const std::uint64_t confirm_at = 4 * kSlot + kMs + 1'000 * kMs;  // 2,201 ms, in slot 7
+  EXPECT_EQ(schedule.next_due_ns(), 5 * kSlot + kSlot / 2);
+  // The turn with host 0, whose confirmation waits, is skipped; the one with host 2 goes on.
+  EXPECT_FALSE(take(5 * kSlot + kSlot / 2, true, true));
+  due = take(6 * kSlot, true, true);
+  ASSERT_TRUE(due);
+  EXPECT_EQ(due->peer, 2);
+  EXPECT_EQ(schedule.next_due_ns(), 7 * kSlot);
+  // Due, but over its share (and over the bound for turns): nothing yet.
+  EXPECT_FALSE(take(confirm_at, false, false));
+  // Within its share, while host 0 measures this way: it waits.
+  turns.answered(0, true, confirm_at);
+  EXPECT_FALSE(take(confirm_at + kMs, false, true));
+  const std::uint64_t retry = confirm_at + kMs + MeasurementSchedule::kPeerWaitNs;
+  EXPECT_FALSE(take(retry - 1, false, true));
+  turns.answered(0, false, confirm_at + 5 * kMs);  // its transfer came: its turn is over
+  due = take(retry, false, true);
+  ASSERT_TRUE(due);
+  EXPECT_EQ(due->peer, 0);
+  EXPECT_TRUE(due->confirmation);
+  // Taken off the schedule: slot 7's turn, over the bound until now, is what remains due.
+  EXPECT_EQ(schedule.next_due_ns(), 7 * kSlot);
+  due = take(retry, true, true);
+  ASSERT_TRUE(due);
+  EXPECT_EQ(due->peer, 3);
+  EXPECT_FALSE(due->confirmation);
+}
