@@ -49,6 +49,7 @@ struct PairProbes {
   std::string from, to;
   std::vector<Sample> latency_ns;  // in time order
   std::vector<Sample> mb_per_s;
+  double transfer_bytes = 0;  // of its newest transfer
 };
 
 // What a measurement says about its pair. A measurement slow by its value whose network part is
@@ -315,6 +316,7 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
         else
           p.mb_per_s.push_back({at, bytes / ns * 1e3, bytes / std::max(1.0, ns - held) * 1e3,
                                 row.asynchronous, contended});
+        if (bytes > 1) p.transfer_bytes = bytes;
       },
       error);
 }
@@ -1012,38 +1014,38 @@ void add_host_finding(const ProbeJudgement& j, int node, std::vector<Finding>& f
   if (std::find(delayed.begin(), delayed.end(), host) == delayed.end()) delayed.push_back(host);
 }
 
+// A transfer of COMMTAP_PROBE_BYTES over a link whose only fault is a delay takes a few of its
+// round trips: TCP's window, restarted after a pause at 10 segments and doubling each round trip,
+// carries 256 KiB in 5, and MPICH's rendezvous handshake takes one more. One that took this many
+// was held back by the link's rate (or its losses), not by its delay.
+constexpr double kDelayRoundTrips = 16;
+
 // Both ways by the probes, one way by the messages (the other way fine, or not sent): the
-// messages' direction. Else the probes' own one-way times, where one direction has the round
-// trip's excess and the other next to none: a clock error would add to one what it takes from
-// the other, and a slow host network delays both. Else, slow both ways by throughput, the
-// direction whose best recent transfer is under a quarter of the other's best: a rate limit one
-// way slows the reverse's transfers too while the limited way is busy (their acknowledgements
-// queue behind its data), not all of them (NPB CG with ctap1 -> ctap2 at 20 Mbit/s: every
-// transfer that way 110-245 ms, the other way 110-135 ms in half the rounds and 0.2-5 ms in the
-// rest, docs/faults.md sweep 40). Turns `p` to the slow direction, clears `both` where one was
-// found, and returns how the probes told it, for the summary.
-std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& key, PairProbes& p,
-                           bool& both) {
-  std::string direction;
+// messages' direction. Else, where the slower way's best transfer since the link first read slow
+// in the recent rounds is slow itself and under a quarter of the other way's best, and took
+// kDelayRoundTrips of the pair's round trips or more (a delay alone slows a transfer by a few
+// round trips, and both ways alike: a held time taken out of one way's and not the other's set a
+// 2 ms link's two ways apart, NPB CG's 47 MB/s the delayed way against 10.6 at least the other,
+// sweep 56), that way: a rate limit one way slows the reverse's transfers too while the limited
+// way is busy (their acknowledgements queue behind its data), not all of them (NPB CG with
+// ctap1 -> ctap2 at 20 Mbit/s: every transfer that way 110-245 ms, the other way 110-135 ms in
+// half the rounds and 0.2-5 ms in the rest, docs/faults.md sweep 40). Else the probes' own one-way
+// times, where one direction has the round trip's excess and the other next to none: a clock error
+// would add to one what it takes from the other, and a slow host network delays both. Behind a rate
+// limit the one-way times come after the transfers: a ping's reply queues behind the limited way's
+// data, the fastest round trip that aligns the clocks too, and NPB CG's `ctap2 -> ctap3` at 20
+// Mbit/s read 666 us one way the unlimited way and 0 the limited one at 43 s, named the wrong way
+// for two analyses (docs/faults.md sweep 56). Turns `p` to the slow direction, clears `both` where
+// one was found, and returns how the probes told it, for the summary.
+std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& key,
+                           double latency_ns, PairProbes& p, bool& both) {
   auto there = j.by_messages.find({p.from, p.to}), back_there = j.by_messages.find({p.to, p.from});
   const bool forth = there != j.by_messages.end() && there->second.slow;
   const bool back_slow = back_there != j.by_messages.end() && back_there->second.slow;
-  auto f = j.one_way.find({p.from, p.to}), b = j.one_way.find({p.to, p.from});
   if (forth != back_slow) {
     both = false;
     if (back_slow) std::swap(p.from, p.to);
-  } else if (f != j.one_way.end() && b != j.one_way.end()) {
-    const double excess_forth = f->second - j.base.latency,
-                 excess_back = b->second - j.base.latency;
-    const double needed = j.base.latency_limit - j.base.latency;
-    if (slow_way_alone(excess_forth, excess_back, needed) ||
-        slow_way_alone(excess_back, excess_forth, needed)) {
-      both = false;
-      const bool reversed = excess_back > excess_forth;
-      if (reversed) std::swap(p.from, p.to);
-      direction = " (one way " + ms_text(reversed ? b->second : f->second) + ", back " +
-                  ms_text(reversed ? f->second : b->second) + ")";
-    }
+    return "";
   }
   // Each way's best since the slow way first read slow in the recent rounds.
   std::int64_t slow_from = INT64_MAX;
@@ -1052,23 +1054,38 @@ std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& k
       for (const Sample& sample : recent_samples(found->second.mb_per_s))
         if (sample.network < j.base.throughput_limit) slow_from = std::min(slow_from, sample.at);
   auto best = [&](const std::pair<int, int>& way) {
-    double mb = 0;
+    Sample top;
     if (auto found = j.pairs.find(way); found != j.pairs.end())
       for (const Sample& sample : recent_samples(found->second.mb_per_s))
-        if (sample.at >= slow_from) mb = std::max(mb, sample.network);
-    return mb;
+        if (sample.at >= slow_from && sample.network > top.network) top = sample;
+    return top;
   };
-  if (both) {
-    const double forth_mb = best(key), back_mb = best({key.second, key.first});
-    if (forth_mb > 0 && back_mb > 0 &&
-        std::min(forth_mb, back_mb) <= kEchoShare * std::max(forth_mb, back_mb)) {
-      both = false;
-      if (back_mb < forth_mb) std::swap(p.from, p.to);
-      direction = " (" + mb_text(std::min(forth_mb, back_mb)) + ", back " +
-                  mb_text(std::max(forth_mb, back_mb)) + ")";
-    }
+  const Sample there_best = best(key), back_best = best({key.second, key.first});
+  const bool back_slower = back_best.network < there_best.network;
+  const Sample& slower = back_slower ? back_best : there_best;
+  const Sample& faster = back_slower ? there_best : back_best;
+  const double slower_transfer_ns = slower.value > 0 ? p.transfer_bytes / slower.value * 1e3 : 0;
+  const bool not_a_delay = slower_transfer_ns >= kDelayRoundTrips * 2 * latency_ns;
+  if (not_a_delay && slower.network > 0 && slower.network < j.base.throughput_limit &&
+      slower.network <= kEchoShare * faster.network) {
+    both = false;
+    if (back_slower) std::swap(p.from, p.to);
+    // The faster way's by its whole time, a lower bound: its network part (held times taken
+    // out) may be next to nothing, and read as a throughput no link has.
+    return " (" + mb_text(slower.network) + ", back " + mb_text(faster.value) + " or more)";
   }
-  return direction;
+  auto f = j.one_way.find({p.from, p.to}), b = j.one_way.find({p.to, p.from});
+  if (f == j.one_way.end() || b == j.one_way.end()) return "";
+  const double excess_forth = f->second - j.base.latency, excess_back = b->second - j.base.latency;
+  const double needed = j.base.latency_limit - j.base.latency;
+  if (!slow_way_alone(excess_forth, excess_back, needed) &&
+      !slow_way_alone(excess_back, excess_forth, needed))
+    return "";
+  both = false;
+  const bool reversed = excess_back > excess_forth;
+  if (reversed) std::swap(p.from, p.to);
+  return " (one way " + ms_text(reversed ? b->second : f->second) + ", back " +
+         ms_text(reversed ? f->second : b->second) + ")";
 }
 
 // A slow pair: added to the message finding of the same link, or a link finding of its own.
@@ -1100,7 +1117,8 @@ void add_link_finding(const ProbeJudgement& j, const std::pair<int, int>& key, c
   // (the asynchronous probes measure one direction at a time, and their confirmations only the
   // one that found the change), so the messages or the one-way times tell it where they can.
   const bool by_latency = v.latency_ns > j.base.latency_limit;
-  const std::string direction = both || by_latency ? slow_direction(j, key, p, both) : "";
+  const std::string direction =
+      both || by_latency ? slow_direction(j, key, v.latency_ns, p, both) : "";
   Finding f;
   f.kind = finding_kind::slow_link;
   f.subject = "link " + p.from + (both ? " <-> " : " -> ") + p.to;

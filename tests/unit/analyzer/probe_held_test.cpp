@@ -290,6 +290,36 @@ TEST(ProbeHeld, ALinkRateLimitedOneWayIsNamedByItsBestTransfersEachWay) {
     if (from == 2 && to == 1) return std::abs(t - 20) < 0.5 ? 1000.0 : 4.0;
     return 1000.0;
   };
+  const auto health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
+  // The summary gives both ways' best: the reverse's by its whole time, a lower bound of the
+  // 1000 MB/s its network part reads.
+  const std::string& summary = health.findings[0].summary;
+  const std::string before = "this direction only (2.0 MB/s, back ";
+  const auto at = summary.find(before);
+  ASSERT_NE(at, std::string::npos) << summary;
+  const double back = std::stod(summary.substr(at + before.size()));
+  EXPECT_GT(back, 500) << summary;
+  EXPECT_LE(back, 1000) << summary;
+  EXPECT_NE(summary.find("MB/s or more)", at), std::string::npos) << summary;
+}
+
+// The same rate limit, whose pings' replies queue behind the limited way's data too: every round
+// trip reads slow, and the clocks aligned by the fastest of them put the excess on the unlimited
+// way's leg (700 us against 30). The transfers tell the limited way first: NPB CG's
+// `ctap2 -> ctap3` at 20 Mbit/s was named the wrong way for two analyses when the one-way legs
+// came first (docs/faults.md, sweep 56).
+TEST(ProbeHeld, ARateLimitedLinkIsNamedByItsTransfersBeforeItsOneWayLegs) {
+  SyntheticJob job = probed_job();
+  job.probe_mb_per_s = [](int from, int to, double t) {
+    if (t < 10) return 1000.0;
+    if (from == 1 && to == 2) return 2.0;
+    if (from == 2 && to == 1) return std::abs(t - 20) < 0.5 ? 1000.0 : 4.0;
+    return 1000.0;
+  };
+  job.probe_one_way_us = [](int from, int to, double t) {
+    return t >= 10 && from == 2 && to == 1 ? 700.0 : 30.0;
+  };
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h2"}});
 }
 
