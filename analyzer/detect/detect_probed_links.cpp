@@ -1025,18 +1025,19 @@ constexpr double kDelayRoundTrips = 16;
 // in the recent rounds is slow itself and under a quarter of the other way's best, and took
 // kDelayRoundTrips of the pair's round trips or more (a delay alone slows a transfer by a few
 // round trips, and both ways alike: a held time taken out of one way's and not the other's set a
-// 2 ms link's two ways apart, NPB CG's 47 MB/s the delayed way against 10.6 at least the other,
-// sweep 56), that way: a rate limit one way slows the reverse's transfers too while the limited
-// way is busy (their acknowledgements queue behind its data), not all of them (NPB CG with
-// ctap1 -> ctap2 at 20 Mbit/s: every transfer that way 110-245 ms, the other way 110-135 ms in
-// half the rounds and 0.2-5 ms in the rest, docs/faults.md sweep 40). Else the probes' own one-way
-// times, where one direction has the round trip's excess and the other next to none: a clock error
-// would add to one what it takes from the other, and a slow host network delays both. Behind a rate
-// limit the one-way times come after the transfers: a ping's reply queues behind the limited way's
-// data, the fastest round trip that aligns the clocks too, and NPB CG's `ctap2 -> ctap3` at 20
-// Mbit/s read 666 us one way the unlimited way and 0 the limited one at 43 s, named the wrong way
-// for two analyses (docs/faults.md sweep 56). Turns `p` to the slow direction, clears `both` where
-// one was found, and returns how the probes told it, for the summary.
+// 2 ms link's two ways apart, NPB CG's undelayed way at 47 MB/s at best and the delayed way over
+// four times that, sweep 56), that way: a rate limit one way slows the reverse's transfers too
+// while the limited way is busy (their acknowledgements queue behind its data), not all of them
+// (NPB CG with ctap1 -> ctap2 at 20 Mbit/s: every transfer that way 110-245 ms, the other way
+// 110-135 ms in half the rounds and 0.2-5 ms in the rest, docs/faults.md sweep 40). Else the
+// probes' own one-way times, where one direction has the round trip's excess and the other next to
+// none: a clock error would add to one what it takes from the other, and a slow host network delays
+// both. Behind a rate limit the one-way times come after the transfers: a ping's reply queues
+// behind the limited way's data, the fastest round trip that aligns the clocks too, and NPB CG's
+// `ctap2 -> ctap3` at 20 Mbit/s read 666 us one way the unlimited way and 0 the limited one at 43
+// s, named the wrong way for two analyses (docs/faults.md sweep 56). Turns `p` to the slow
+// direction, clears `both` where one was found, and returns how the probes told it, for the
+// summary.
 std::string slow_direction(const ProbeJudgement& j, const std::pair<int, int>& key,
                            double latency_ns, PairProbes& p, bool& both) {
   auto there = j.by_messages.find({p.from, p.to}), back_there = j.by_messages.find({p.to, p.from});
