@@ -90,9 +90,10 @@ pass "commtap analyze reads the trace of a job without MPI"
 # a step's collectives together and wait for it once per step, so it costs the job about
 # 10 / (10 + 5 + communication) of its time, never all of it: each of its late collectives
 # counted as a separate wait made it 100% (capped). The bounds hold on a busy machine too (a
-# slower step lowers the share).
+# slower step lowers the share). 300 steps, not a time: beside a fault sweep's jobs a 4 s run
+# took 68 steps, whose 26 observations (0.1 s apart) did not tell the straggler from chance.
 timeout "$LIMIT" "$CLI" run --sample 4 --dir straggler -- "${launch[@]}" "$PROGRAMS/nccl_train" \
-  --seconds 4 --split --sleep --compute-us 5000 --slow-rank 1 --slow-us 10000 >straggler.out 2>&1 || {
+  --steps 300 --split --sleep --compute-us 5000 --slow-rank 1 --slow-us 10000 >straggler.out 2>&1 || {
   cat straggler.out >&2
   fail "run with a straggler"
 }
@@ -106,7 +107,7 @@ for job in json.load(open(sys.argv[1]))["jobs"]:
         if f["kind"] == "slow_rank":
             print(f["subject"].split(" (")[0].replace(" ", "_"), f["evidence"]["cost_share"])
 PY
-)
+) || true  # no slow_rank finding: reported below, not a silent exit
 expect_equal "rank_1" "${subject:-none}" "the straggler named"
 python3 -c "import sys; c = float(sys.argv[1]); sys.exit(0 if 0.1 <= c <= 0.85 else 1)" "$cost" ||
   fail "the straggler's cost share $cost (expected about 0.6, under 0.85)"
