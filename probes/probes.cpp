@@ -71,6 +71,9 @@ constexpr double kMaxDecisionStepS = 1.0;
 // communicators of some hosts (a pipeline's stages split off without its first rank) would
 // otherwise have its rounds, and its confirmations, that much later for nothing.
 constexpr double kPartialWaitS = 2 * kMaxDecisionStepS;
+// A pair without a round for this many set intervals is measured asynchronously, collectives or
+// not (LinkProber::rounds_quiet).
+constexpr double kOverdueIntervals = 2;
 // The fastest of several: noise (a descheduled rank, other traffic) only ever adds time. Each is a
 // round trip that waits for the other leader, which on a loaded machine is descheduled: the
 // repeats stop once the two fastest agree (within kAgree), since noise that adds the same time to
@@ -457,7 +460,13 @@ bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_n
   // A communicator on some hosts only (while one of every host is in use) has its rounds
   // kPartialWaitS later than the interval.
   const double partial_ns = last_round_partial_ ? kPartialWaitS * 1e9 : 0.0;
-  return static_cast<double>(monitor::elapsed_ns(last, now)) >= interval_ns + partial_ns &&
+  const auto since_round = static_cast<double>(monitor::elapsed_ns(last, now));
+  // Overdue: whatever put the rounds off (the bound on a loaded machine, collectives seconds
+  // apart, decisions placed by a rate of collectives that a fault then slowed), the pair is
+  // measured asynchronously once kOverdueIntervals set intervals have passed without its round.
+  if (since_round >= kOverdueIntervals * static_cast<double>(interval_ns_) + partial_ns)
+    return true;
+  return since_round >= interval_ns + partial_ns &&
          static_cast<double>(monitor::elapsed_ns(last_collective_ns, now)) >= interval_ns;
 }
 

@@ -129,10 +129,12 @@ class LinkProber {
   // communicator of some hosts only, which waits that much longer), or since MPI_Init, and no
   // collective the rounds may use on a communicator with that host for as long (at
   // `last_collective_ns`, 0: none): the asynchronous probes (async_probes.hpp) measure the pair
-  // then. A program still calling such collectives gets its rounds, however late a loaded machine
-  // (a slow rate of collectives, decisions spaced by their cost) or the bound makes them; a pair
-  // that no communicator with collectives spans (a pipeline's input stage, split off the model
-  // stages' communicator) is measured asynchronously whatever the rounds do.
+  // then. A program still calling such collectives gets its rounds, until they are overdue: no
+  // round of the pair for kOverdueIntervals set intervals (a loaded machine's bound, a slow rate
+  // of collectives, decisions placed by a rate that a fault then slowed), when the pair is
+  // measured asynchronously too. A pair that no communicator with collectives spans (a pipeline's
+  // input stage, split off the model stages' communicator) is measured asynchronously whatever
+  // the rounds do.
   bool rounds_quiet(std::uint64_t now, std::uint64_t last_collective_ns, int peer_node) const;
   // The hosts (node numbers) whose pairs the rounds on communicator `comm_id` measure; nullptr
   // where it has had no decision point yet.

@@ -104,8 +104,8 @@ method() {  # where
 }
 expect_equal 6 "$(method "method = 'round' AND from_node <> 0 AND to_node <> 0")" \
   "split_pipeline: pairs of hosts 1-3 measured in rounds"
-expect_equal 0 "$(method "method = 'async' AND from_node <> 0 AND to_node <> 0")" \
-  "split_pipeline: pairs of hosts 1-3 measured asynchronously too"
+# (Pairs of hosts 1-3 are measured asynchronously too where their rounds are overdue, two
+# intervals without one, as a loaded machine's cost bound may space them: not counted here.)
 expect_equal 6 "$(method "method = 'async' AND (from_node = 0 OR to_node = 0)")" \
   "split_pipeline: host 0's pairs measured asynchronously"
 expect_equal 0 "$(method "method <> 'async' AND (from_node = 0 OR to_node = 0)")" \
@@ -132,3 +132,18 @@ expect_equal 12 "$(db_query trace-one_sided_halo "SELECT count(DISTINCT from_nod
                      to_node) FROM probes WHERE method = 'round'")" \
   "one_sided_halo: directed pairs measured in rounds at the fences"
 pass "one_sided_halo: every directed pair measured in rounds at the fences"
+# Rounds that never come while collectives go on: a Cartesian communicator's all-reduce every
+# 0.8 s, whose first decision would come at its 16th collective, after the job's 12. Once two
+# intervals have passed without a round, the pairs are measured asynchronously whatever the
+# collectives (a fault that slows a program's collectives puts its next decision off as much:
+# CoMD's host network was never measured, docs/faults.md sweep 56). Before, a communicator not
+# yet decided on kept the asynchronous probes off, and this job had no probe rows at all.
+run_preloaded 4 -genv COMMTAP_DIR trace-overdue -genv COMMTAP_TEST_NODES 4 \
+  -genv COMMTAP_PROBE_INTERVAL 1 -genv COMMTAP_YIELD 1 "$PROGRAMS/stencil_cart" 12 64 800000 \
+  >overdue.out || fail "overdue: probed run"
+expect_equal 0 "$(db_query trace-overdue "SELECT count(*) FROM probes WHERE method = 'round'")" \
+  "overdue: probe rounds (no decision point in 12 collectives)"
+overdue=$(db_query trace-overdue "SELECT count(DISTINCT from_node || '>' || to_node) FROM probes
+            WHERE method = 'async' AND ns > 0")
+[ "$overdue" -gt 0 ] || fail "overdue: no pair measured asynchronously while no round came"
+pass "overdue rounds: $overdue directed pairs measured asynchronously beside the collectives"
