@@ -280,16 +280,19 @@ TEST(ProbeAsync, ARateLimitedLinkHeldBackIsNotNamedByItsStalledTransfers) {
 
 // A link rate-limited one way (h1 -> h2 at 2 MB/s from 10 s): the reverse's transfers are slow
 // too while the limited way is busy (their acknowledgements queue behind its data), in most
-// rounds but not all; the latencies are fine. Both directions read slow, and the best transfer
-// each way since tells which is the limited one.
+// rounds but not all.
+double rate_limited_one_way(int from, int to, double t) {
+  if (t < 10) return 1000.0;
+  if (from == 1 && to == 2) return 2.0;
+  if (from == 2 && to == 1) return std::abs(t - 20) < 0.5 ? 1000.0 : 4.0;
+  return 1000.0;
+}
+
+// That link, its latencies fine: both directions read slow, and the best transfer each way since
+// tells which is the limited one.
 TEST(ProbeHeld, ALinkRateLimitedOneWayIsNamedByItsBestTransfersEachWay) {
   SyntheticJob job = probed_job();
-  job.probe_mb_per_s = [](int from, int to, double t) {
-    if (t < 10) return 1000.0;
-    if (from == 1 && to == 2) return 2.0;
-    if (from == 2 && to == 1) return std::abs(t - 20) < 0.5 ? 1000.0 : 4.0;
-    return 1000.0;
-  };
+  job.probe_mb_per_s = rate_limited_one_way;
   const auto health = analyze(job, HealthOptions{});
   expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
   // The summary gives both ways' best: the reverse's by its whole time, a lower bound of the
@@ -311,12 +314,7 @@ TEST(ProbeHeld, ALinkRateLimitedOneWayIsNamedByItsBestTransfersEachWay) {
 // came first (docs/faults.md, sweep 56).
 TEST(ProbeHeld, ARateLimitedLinkIsNamedByItsTransfersBeforeItsOneWayLegs) {
   SyntheticJob job = probed_job();
-  job.probe_mb_per_s = [](int from, int to, double t) {
-    if (t < 10) return 1000.0;
-    if (from == 1 && to == 2) return 2.0;
-    if (from == 2 && to == 1) return std::abs(t - 20) < 0.5 ? 1000.0 : 4.0;
-    return 1000.0;
-  };
+  job.probe_mb_per_s = rate_limited_one_way;
   job.probe_one_way_us = [](int from, int to, double t) {
     return t >= 10 && from == 2 && to == 1 ? 700.0 : 30.0;
   };
