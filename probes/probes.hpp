@@ -5,8 +5,8 @@
 // traffic commtap cannot see (collectives only) and one whose collectives are all on a
 // Cartesian, split or duplicated communicator. The rows go to the `probes` table, numbered by
 // the job's hosts (world::NodeLayout), whichever communicator carried the round. Where no round
-// comes (a program of point-to-point calls only), the hosts' leaders measure asynchronously
-// instead (async_probes.hpp), started and finished from here.
+// comes (a program of point-to-point calls only) or the rounds are overdue (rounds_quiet), the
+// hosts' leaders measure asynchronously instead (async_probes.hpp), started and finished here.
 #pragma once
 
 #include <mpi.h>
