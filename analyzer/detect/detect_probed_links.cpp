@@ -310,13 +310,14 @@ bool read_probe_pairs(const Job& job, const HealthOptions& options, ProbePairs& 
         const double held = from_held + to_held;
         const bool contended = std::min(from_held, to_held) >= kContendedNs;
         // A latency is half a round trip; the held times are of the whole round trip.
-        if (bytes <= 1)
+        if (bytes <= 1) {
           p.latency_ns.push_back(
               {at, ns, std::max(1.0, ns - held / 2), row.asynchronous, contended});
-        else
+        } else {
           p.mb_per_s.push_back({at, bytes / ns * 1e3, bytes / std::max(1.0, ns - held) * 1e3,
                                 row.asynchronous, contended});
-        if (bytes > 1) p.transfer_bytes = bytes;
+          p.transfer_bytes = bytes;
+        }
       },
       error);
 }
