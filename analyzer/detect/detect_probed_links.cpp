@@ -215,7 +215,7 @@ void drop_unconfirmed_message_findings(const Job& job, const HealthOptions& opti
     return 2 * std::max(std::min(slow_there, slow_back), slow_throughput) < rounds;
   };
   // Whether a round found the directed pair fine inside a stretch of its messages that read slow
-  // with no fast one between (MessageLinkEvidence::slow_stretches), and no round in any such
+  // with no two fast ones in a row (MessageLinkEvidence::slow_stretches), and no round in any such
   // stretch found it slow. Asynchronous probe rounds come 5-8 s apart, so a window often holds
   // one only; one round taken while the messages before and after it were slow says more than
   // two taken around them: seen, a clean split_pipeline at 2 busy loops whose gradients

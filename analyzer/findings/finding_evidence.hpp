@@ -180,7 +180,7 @@ struct MessageLinkEvidence {
   // messages measured, one at least, read much faster. A host held off the CPU delays all its
   // pairs that way alike, so its stall does not explain this link (health.cpp).
   std::vector<std::string> apart_at;
-  // The stretches of its recent decided messages that read slow with no fast one between, two
+  // The stretches of its recent decided messages that read slow with no two fast ones in a row, two
   // slow ones at least: the first and the last one's sends, on the aligned clock (rank 0's). A
   // link probe that found the pair fine inside one shows the network fine while its messages
   // were slow (detect_probed_links). Not printed: aligned times mean nothing outside the analysis.

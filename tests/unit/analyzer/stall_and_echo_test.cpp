@@ -206,3 +206,31 @@ TEST(StallAndEcho, ALinksReceiverHeldOffALittleIsNotASlowHost) {
     return f.kind == "slow_host" && f.subject == "host h1";
   })) << describe(held);
 }
+
+// A pair slow by the program's pattern from its first message (a split pipeline's gradients
+// ctap2 -> ctap1, 1 ms against 66 us: the waiting stage woken late on a loaded machine) reads
+// fast now and then. A link probe that finds the pair fine while its messages before and after
+// read slow shows the network fine, whatever one fast message just before the round (sweep 57 Y:
+// 11 of 12 slow, one fast 1 s before the fine round, named `slow_link ctap2 -> ctap1`). Two fast
+// ones in a row before the round end the slowness there, and the round says nothing about it.
+TEST(StallAndEcho, AFineProbeRoundAmongSlowMessagesWithOneFastOneIsTheNetworkFine) {
+  auto job_with_fast = [](double fast_from, double fast_to) {
+    SyntheticJob job;
+    job.ranks = 4;
+    job.seconds = 12;
+    job.link_us = [=](int from, int to, double t) {
+      return from == 2 && to == 1 && !(t >= fast_from && t < fast_to) ? 1000.0 : 0.0;
+    };
+    job.probe_every_s = 0.25;
+    job.probed_at = [](int, int, double t) { return std::abs(t - 9.0) < 0.01; };
+    job.killed_by = "running";
+    return job;
+  };
+  SyntheticJob unprobed = job_with_fast(8.7, 8.9);
+  unprobed.probe_every_s = 0;
+  expect_exactly(analyze(unprobed), {{"slow_link", "link h2 -> h1"}});
+  // One fast message (every 0.2 s) just before the round.
+  expect_exactly(analyze(job_with_fast(8.7, 8.9)), {});
+  // A second fast one in a row: the stretch ends before the round.
+  expect_exactly(analyze(job_with_fast(8.5, 8.9)), {{"slow_link", "link h2 -> h1"}});
+}
