@@ -180,14 +180,14 @@ void leave_out_what_held_hosts_explain(const Job& job, const HealthOptions& opti
     if (explained) evidence.explained_by_stalls.push_back({f.kind, f.subject});
     return explained;
   });
-  // A stalled host whose network finding stands (the probes took its held times out, or the
-  // kernel counted its losses) still waits for that network, and stays delayed unless it is held
-  // off kHeldOffMoreShare more than the other hosts: the find_stalled_hosts bar (5% of the time
-  // and 3 times the others) is low enough to set aside whatever a stall may explain, and a link's
-  // receiver crosses it on a loaded machine. A halo's ctap3 behind a delayed `ctap2 -> ctap3`,
-  // held off 6% of a window against 1% for the others, was named `slow_host ctap3` by its
-  // lateness beside the link (docs/faults.md sweep 56 B); a rank stopped half of every 20 ms is
-  // held off 30 points more or over.
+  // A stalled host whose network finding stands (the probes took its held times out, the kernel
+  // counted its losses, or a link stands apart from its other pairs) still waits for that
+  // network, and stays delayed unless it is held off kHeldOffMoreShare more than the other hosts'
+  // median: the find_stalled_hosts bar (5% of the time and 3 times the others) is low enough to
+  // set aside whatever a stall may explain, and a link's receiver crosses it on a loaded machine.
+  // A halo's ctap3 behind a delayed `ctap2 -> ctap3`, held off 6% of a window against 1% for the
+  // others, was named `slow_host ctap3` by its lateness beside the link (docs/faults.md sweep
+  // 56 B); ranks stopped by a SIGSTOP duty cycle were held off 56-64% of the time (sweep 57).
   auto on_standing_network_finding = [&](const std::string& host) {
     return std::any_of(findings.begin(), findings.end(), [&](const Finding& f) {
       return (f.kind == finding_kind::slow_link || f.kind == finding_kind::slow_host_network) &&
