@@ -452,7 +452,9 @@ bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_n
                                       ? round_end_by_node_[static_cast<std::size_t>(peer_node)]
                                       : last_full_round_end_ns_;
   const std::uint64_t last = std::max(round_end, cost_.since_ns);
-  double interval_ns = static_cast<double>(interval_ns_);
+  // The set interval, and the one the cost bound grows it to.
+  const auto set_interval_ns = static_cast<double>(interval_ns_);
+  double interval_ns = set_interval_ns;
   if (full_rounds_ >= kRoundsKept)
     interval_ns =
         std::max(interval_ns, *std::min_element(recent_cycles_s_.begin(), recent_cycles_s_.end()) /
@@ -464,8 +466,7 @@ bool LinkProber::rounds_quiet(std::uint64_t now, std::uint64_t last_collective_n
   // Overdue: whatever put the rounds off (the bound on a loaded machine, collectives seconds
   // apart, decisions placed by a rate of collectives that a fault then slowed), the pair is
   // measured asynchronously once kOverdueIntervals set intervals have passed without its round.
-  if (since_round >= kOverdueIntervals * static_cast<double>(interval_ns_) + partial_ns)
-    return true;
+  if (since_round >= kOverdueIntervals * set_interval_ns + partial_ns) return true;
   return since_round >= interval_ns + partial_ns &&
          static_cast<double>(monitor::elapsed_ns(last_collective_ns, now)) >= interval_ns;
 }
