@@ -248,6 +248,8 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
                            evidence.probes, evidence.delayed_hosts, error) ||
       !detect_lost_packets(job, options, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
                            evidence.delayed_hosts, error) ||
+      !detect_link_rates(job, options, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
+                         evidence.delayed_hosts, error) ||
       !detect_stalled_links(job, options, evidence.messages.stalls, evidence.probes, findings,
                             error) ||
       !detect_degradation(job, options, findings, error))

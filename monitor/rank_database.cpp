@@ -249,8 +249,8 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
   db_.insert_rows(
       "INSERT OR REPLACE INTO tcp_links(rank, wall_ns, local_address, peer_address, "
       "connections, bytes_acked, bytes_received, data_segs_out, data_segs_in, retrans_segs, "
-      "dsack_dups, rtt_us, min_rtt_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-      "?12, ?13)",
+      "dsack_dups, rtt_us, min_rtt_us, busy_us, rwnd_limited_us, notsent_bytes) VALUES (?1, "
+      "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
       [&](sqlite3_stmt* stmt) {
         if (next == snapshot.tcp_links.size()) return false;
         const TcpLinkRow& t = snapshot.tcp_links[next++];
@@ -267,6 +267,11 @@ bool RankDatabase::write_window(const Snapshot& snapshot, const std::string& end
         if (t.dsack_dups >= 0) sqlite3_bind_int64(stmt, 11, t.dsack_dups);
         bind_u64(stmt, 12, t.rtt_us);
         bind_u64(stmt, 13, t.min_rtt_us);
+        if (t.busy_us >= 0) sqlite3_bind_int64(stmt, 14, t.busy_us);
+        if (t.rwnd_limited_us >= 0) {
+          sqlite3_bind_int64(stmt, 15, t.rwnd_limited_us);
+          bind_u64(stmt, 16, t.notsent_bytes);
+        }
         return true;
       });
   std::size_t site = 0, frame = 0;

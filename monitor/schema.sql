@@ -1,4 +1,4 @@
--- commtap trace database, schema version 15 (also stored as PRAGMA user_version).
+-- commtap trace database, schema version 17 (also stored as PRAGMA user_version).
 -- One file per rank (rank-<N>.db in the job directory); every table carries the rank so that
 -- rank files can be merged into one job database by copying rows.
 
@@ -266,6 +266,13 @@ CREATE TABLE IF NOT EXISTS tcp_links (
                                     -- kernel does not report them, before Linux 4.19)
   rtt_us         INTEGER NOT NULL,  -- the largest smoothed round trip of the open connections
   min_rtt_us     INTEGER NOT NULL,  -- the lowest round trip seen
+  busy_us        INTEGER,           -- time with data sent and not yet acknowledged
+                                    -- (tcpi_busy_time, in the kernel's ticks of 1-4 ms)
+  rwnd_limited_us INTEGER,          -- of it, time the receiver's window was full: the
+                                    -- receiving process did not read
+  notsent_bytes  INTEGER,           -- written by the process and not yet sent, now: a backlog
+                                    -- (NULL, as the two above: the kernel does not report
+                                    -- them, before Linux 4.10; schema 16 or older)
   PRIMARY KEY (rank, local_address, peer_address, wall_ns)
 ) WITHOUT ROWID;
 

@@ -81,6 +81,12 @@ bool read_connection(int fd, TcpConnection& c) {
   c.dsack_dups = c.has_dsack ? info.tcpi_dsack_dups : 0;
   c.rtt_us = info.tcpi_rtt;
   c.min_rtt_us = info.tcpi_min_rtt;
+  c.notsent_bytes = info.tcpi_notsent_bytes;
+  c.has_busy = has(offsetof(tcp_info, tcpi_rwnd_limited) + sizeof info.tcpi_rwnd_limited);
+  if (c.has_busy) {
+    c.busy_us = info.tcpi_busy_time;
+    c.rwnd_limited_us = info.tcpi_rwnd_limited;
+  }
   return true;
 }
 
@@ -118,6 +124,7 @@ std::vector<TcpLinkRow> TcpLinkCounters::due(std::uint64_t now_ns, bool last_win
   for (TcpLinkRow& total : totals_ | std::views::values) {
     total.connections = 0;
     total.rtt_us = 0;
+    total.notsent_bytes = 0;
   }
   for (TcpConnection& c : now) {
     TcpLinkRow& total = totals_[{c.local_ip, c.peer_ip}];
@@ -135,9 +142,21 @@ std::vector<TcpLinkRow> TcpLinkCounters::due(std::uint64_t now_ns, bool last_win
     if (c.has_dsack)
       total.dsack_dups = std::max<std::int64_t>(total.dsack_dups, 0) +
                          static_cast<std::uint32_t>(c.dsack_dups - before.dsack_dups);
+    if (c.has_busy) {
+      // 64-bit times since the connection opened: a time that fell is a reused descriptor's.
+      const auto grown = [](std::uint64_t current, std::uint64_t then) {
+        return current >= then ? current - then : current;
+      };
+      total.busy_us = std::max<std::int64_t>(total.busy_us, 0) +
+                      static_cast<std::int64_t>(grown(c.busy_us, before.busy_us));
+      total.rwnd_limited_us =
+          std::max<std::int64_t>(total.rwnd_limited_us, 0) +
+          static_cast<std::int64_t>(grown(c.rwnd_limited_us, before.rwnd_limited_us));
+    }
     total.bytes_acked += c.bytes_acked - before.bytes_acked;
     total.bytes_received += c.bytes_received - before.bytes_received;
     total.connections += 1;
+    total.notsent_bytes += c.notsent_bytes;
     total.rtt_us = std::max<std::uint64_t>(total.rtt_us, c.rtt_us);
     total.min_rtt_us = total.min_rtt_us == 0
                            ? c.min_rtt_us

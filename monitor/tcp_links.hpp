@@ -27,6 +27,14 @@ struct TcpConnection {
   std::uint32_t dsack_dups = 0;
   bool has_dsack = false;  // the kernel reports dsack_dups
   std::uint32_t rtt_us = 0, min_rtt_us = 0;
+  // The time it had data in flight (tcpi_busy_time), and of that the time the receiver's window
+  // was full (tcpi_rwnd_limited: the receiving process did not read); in the kernel's ticks
+  // (1-4 ms). What is left is the time the network, not either process, set the pace.
+  std::uint64_t busy_us = 0, rwnd_limited_us = 0;
+  bool has_busy = false;  // the kernel reports them (Linux 4.10)
+  // Bytes the process wrote that the connection has not sent yet, now (tcpi_notsent_bytes): a
+  // backlog the network does not take as fast as it comes.
+  std::uint32_t notsent_bytes = 0;
 };
 
 // Every TCP connection of this process now (not listening sockets). Reads /proc/self/fd and asks

@@ -10,12 +10,13 @@ namespace commtap::monitor {
 
 // The schema (monitor/schema.sql) and its version.
 const char* schema_sql();
-constexpr int kSchemaVersion = 16;
+constexpr int kSchemaVersion = 17;
 // The oldest version the readers still accept. Each version since has only added tables and
 // nullable columns (5: probes; 6: probes' four times; 7: heartbeats.stalled_ns; 8:
 // probes.slowest_ns; 9: probes.slowest_oneway_ns; 10: tcp_links; 11: heartbeats.sample_level and
 // instances_thinned; 12: transfers.seen_pending_ns; 13: probes.from_held_ns and to_held_ns; 14:
-// ranks.error_*, probes.method; 15: heartbeats.throttled_ns; 16: heartbeats.measuring_ns), so an
+// ranks.error_*, probes.method; 15: heartbeats.throttled_ns; 16: heartbeats.measuring_ns; 17:
+// tcp_links.busy_us, rwnd_limited_us and notsent_bytes), so an
 // older file is read with those empty: its findings are what that version's data supports.
 constexpr int kOldestReadableSchemaVersion = 4;
 // transfers.tag of commtap's own all-reduce messages (every message of a recorded instance):
@@ -84,6 +85,9 @@ struct TcpLinkRow {
   std::uint64_t retrans_segs = 0;                     // sent again (tcpi_total_retrans)
   std::int64_t dsack_dups = -1;  // resends the receiver had already (D-SACK); -1: not reported
   std::uint64_t rtt_us = 0, min_rtt_us = 0;  // largest smoothed and lowest round trip now
+  // Time with data in flight, and of it with the receiver's window full; -1: not reported.
+  std::int64_t busy_us = -1, rwnd_limited_us = -1;
+  std::uint64_t notsent_bytes = 0;  // written and not yet sent, over the open connections now
   bool operator==(const TcpLinkRow&) const = default;
 };
 

@@ -104,7 +104,8 @@ std::string probe_matrices(const JobEvidence& evidence) {
 
 // The kernel's TCP counters (detect_lost_packets' tcp_links): per directed host pair the
 // data it carried and the share of segments lost, coloured by that share (0.1% is already many
-// times what a healthy link loses). A job of collectives only shows its traffic here too.
+// times what a healthy link loses), and in its title the rate detect_link_rates measured. A job
+// of collectives only shows its traffic here too.
 std::string tcp_matrix(const JobEvidence& evidence) {
   if (evidence.tcp_links.empty())
     return "<p>No TCP traffic between hosts in the analyzed span (one host, an MPI that does not "
@@ -128,6 +129,10 @@ std::string tcp_matrix(const JobEvidence& evidence) {
         c.title = from + " -> " + to + ": " + std::to_string(lost) + " of " +
                   std::to_string(segments) + " segments lost (" +
                   std::to_string(found->second->resent) + " resent), " + c.line2 + " acknowledged";
+        if (found->second->paced_ns > 0)
+          c.title += ", " + number(found->second->mb_per_s, 1) +
+                     " MB/s of bulk data while the network paced it (" +
+                     number(found->second->paced_ns / 1e6, 0) + " ms)";
         return c;
       });
   return svg +

@@ -5,13 +5,12 @@
 // tail-loss probe fires before a delayed acknowledgement arrives, on every link alike (seen
 // on 2 loaded cores: up to 1 segment in 400, all of them reported back).
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <set>
 
 #include "analyzer/detect/detectors.hpp"
+#include "analyzer/detect/tcp_counters.hpp"
 #include "analyzer/findings/statistics.hpp"
-#include "analyzer/trace/trace_rows.hpp"
 
 namespace commtap::analyzer {
 namespace {
@@ -34,10 +33,6 @@ constexpr int kMinMoments = 2;
 // NPB FT's all-to-all on 2 loaded cores resent 528 segments on one healthy link, 438 of them
 // duplicates, leaving 90 "lost" (0.13%, docs/faults.md sweep 46).
 constexpr double kMostDuplicateShare = 0.5;
-
-bool loopback(const std::string& ip) {
-  return ip.rfind("127.", 0) == 0 || ip == "::1";
-}
 
 // A lossy link whose hosts' other pairs have not sent enough since its first loss to say whether
 // they lose too waits this long at most from its first loss (below: awaits_its_hosts).
@@ -64,75 +59,26 @@ std::string share_text(double share) {
   return text;
 }
 
-// Which host each address is: the ranks' own ends of their connections. An address two hosts
-// claim (a private bridge's, loopback) names none (-1). And COMMTAP_TCP_INTERVAL.
-struct TcpAddresses {
-  std::map<std::string, int> hosts;
-  double interval_s = 5;
-};
-
-bool read_addresses(const Job& job, TcpAddresses& out, std::string& error) {
-  return each_tcp_address(
-             job,
-             [&](const TcpAddressRow& s) {
-               auto rank = job.ranks.find(s.rank);
-               if (rank == job.ranks.end()) return;
-               auto [found, added] = out.hosts.try_emplace(s.local_address, rank->second.host);
-               if (!added && found->second != rank->second.host) found->second = -1;
-             },
-             error) &&
-         each_setting_value(
-             job, "COMMTAP_TCP_INTERVAL",
-             [&](const std::string& value) {
-               if (const double v = std::atof(value.c_str()); v > 0) out.interval_s = v;
-             },
-             error);
-}
-
 // Per directed host pair, what its connections sent and lost over the span counted.
 using LinkLosses = std::map<std::pair<int, int>, LinkLoss>;  // (from host, to host)
 
-// Each row's counters are totals since the rank's first read: a row's resends and duplicates are
-// its difference to the one before. Counted from `counted_since`, up to --at. `first_counted`:
-// the earliest row counted.
+// Each read's resends and duplicates, counted from `counted_since`, up to --at. `first_counted`:
+// the earliest read counted.
 bool read_link_losses(const Job& job, const TcpAddresses& addresses, std::int64_t counted_since,
                       LinkLosses& links, std::int64_t& first_counted, std::string& error) {
-  struct Counters {
-    std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
-  };
-  std::map<std::tuple<int, std::string, std::string>, Counters> previous;
-  return each_tcp_link(
-      job,
-      [&](const TcpLinkRow& s) {
-        const int rank_number = s.rank;
-        auto rank = job.ranks.find(rank_number);
-        const std::int64_t wall = s.wall_ns;
-        if (rank == job.ranks.end() || wall > job.until_wall) return;
-        const std::string& peer = s.peer_address;
-        auto peer_host = addresses.hosts.find(peer);
-        if (peer_host == addresses.hosts.end() || peer_host->second < 0 ||
-            peer_host->second == rank->second.host || loopback(peer))
-          return;
-        const Counters total{s.data_segs_out, s.retrans_segs, s.dsack_dups, s.bytes_acked};
-        Counters& last = previous[{rank_number, s.local_address, peer}];
-        // Totals only grow; one that fell is a file written by something else: start over.
-        if (total.segments < last.segments || total.resent < last.resent ||
-            total.duplicates < last.duplicates || total.bytes < last.bytes)
-          last = Counters{};
-        const Counters delta{total.segments - last.segments, total.resent - last.resent,
-                             total.duplicates - last.duplicates, total.bytes - last.bytes};
-        last = total;
-        if (wall < counted_since) return;
-        first_counted = std::min(first_counted, wall);
-        LinkLoss& link = links[{rank->second.host, peer_host->second}];
-        link.segments += delta.segments;
-        link.resent += delta.resent;
-        link.duplicates += delta.duplicates;
-        link.bytes += delta.bytes;
-        if (delta.resent > delta.duplicates) link.lost_at.push_back(wall);
-        link.reads.push_back(
-            {wall, delta.segments,
-             delta.resent > delta.duplicates ? delta.resent - delta.duplicates : 0});
+  return each_tcp_read(
+      job, addresses,
+      [&](const TcpRead& r) {
+        if (r.wall_ns < counted_since) return;
+        first_counted = std::min(first_counted, r.wall_ns);
+        LinkLoss& link = links[{r.from, r.to}];
+        link.segments += r.segments;
+        link.resent += r.resent;
+        link.duplicates += r.duplicates;
+        link.bytes += r.bytes;
+        const std::uint64_t lost = r.resent > r.duplicates ? r.resent - r.duplicates : 0;
+        if (lost > 0) link.lost_at.push_back(r.wall_ns);
+        link.reads.push_back({r.wall_ns, r.segments, lost});
       },
       error);
 }
@@ -275,11 +221,11 @@ struct LossFindings {
   std::vector<Finding>& findings;
   std::vector<std::string>& delayed;
 
-  void add(const std::string& kind, const std::string& subject,
-           const std::vector<std::pair<int, int>>& mine, const NetworkSubject& network,
-           avoid_list::AvoidList avoid, const std::string& where, const std::string& cause) {
+  void add(const TcpSubject& found, avoid_list::AvoidList avoid, const std::string& cause) {
+    const std::string& subject = found.subject;
+    const NetworkSubject& network = found.network;
     LinkLoss total;
-    for (const auto& pair : mine) {
+    for (const auto& pair : found.directions) {
       const LinkLoss& link = links.at(pair);
       total.segments += link.segments;
       total.resent += link.resent;
@@ -289,15 +235,16 @@ struct LossFindings {
         delayed.push_back(receiver);
     }
     Finding f;
-    f.kind = kind;
+    f.kind = found.kind;
     f.subject = subject;
     f.severity = Severity::error;
     f.strength = total.share() / kMinShare;
     f.first_seen_ns = job.now_wall;
     f.last_seen_ns = job.now_wall;
     f.summary = subject + ": TCP lost " + share_text(total.share()) + " of the segments sent " +
-                where + " (" + with_commas(total.lost()) + " of " + with_commas(total.segments) +
-                " in the last " + span_text + ": " + with_commas(total.resent) + " resent, less " +
+                found.where + " (" + with_commas(total.lost()) + " of " +
+                with_commas(total.segments) + " in the last " + span_text + ": " +
+                with_commas(total.resent) + " resent, less " +
                 with_commas(total.resent - total.lost()) + " the receiver already had), " +
                 compared + ": " + cause;
     f.source = "tcp";
@@ -322,7 +269,7 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
                          std::vector<ExplainedFinding>& awaiting_hosts,
                          std::vector<std::string>& delayed, std::string& error) {
   TcpAddresses addresses;
-  if (!read_addresses(job, addresses, error)) return false;
+  if (!read_tcp_addresses(job, addresses, error)) return false;
   if (addresses.hosts.empty()) return true;
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
   const std::int64_t span = stall_span_ns(options);
@@ -340,11 +287,7 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
   if (lossy.lossy.empty()) return true;
 
   // A host or link that another rule names already: the same finding is merged with it (so that a
-  // host held off the CPU does not explain it away, below in health.cpp); a link whose host is
-  // named, or named the other way round, is not named again.
-  const NamedNetworkSubjects named = named_network_subjects(findings);
-  std::set<std::string> subjects;
-  for (const Finding& f : findings) subjects.insert(f.subject);
+  // host held off the CPU does not explain it away, below in health.cpp).
   // Each row's difference covers the interval before it.
   LossFindings out{job, links, lossy, "", "", findings, delayed};
   out.span_text = ms_text(static_cast<double>(now - first_counted) + addresses.interval_s * 1e9);
@@ -354,33 +297,22 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
                 std::to_string(lossy.shares.size()) + ")"
           : "with too few links to compare (" + std::to_string(lossy.shares.size()) + ")";
   std::vector<std::pair<int, int>> host_links;
-  if (const int h = lossy_host(links, lossy.lossy, host_links); h >= 0) {
-    const std::string host = host_name(h);
-    bool into = false, out_of = false;
-    for (const auto& [from, to] : host_links) (to == h ? into : out_of) = true;
-    out.add(finding_kind::slow_host_network, "host " + host, host_links,
-            NetworkSubject{.host = host}, avoid_host(host),
-            into && out_of ? "to and from it" : (into ? "to it" : "from it"),
-            "packets dropped at its NIC, cable or switch port, or on a congested link");
-    return true;
-  }
-  for (const auto& [from, to] : lossy.lossy) {
-    const bool both =
-        std::find(lossy.lossy.begin(), lossy.lossy.end(), std::pair{to, from}) != lossy.lossy.end();
-    if (both && from > to) continue;  // named once, as a <-> b
-    const std::string a = host_name(from), b = host_name(to);
-    const std::string subject = "link " + a + (both ? " <-> " : " -> ") + b;
-    if (named.names_link(a, b) && !subjects.count(subject)) continue;
-    std::vector<std::pair<int, int>> mine = {{from, to}};
-    if (both) mine.push_back({to, from});
-    if (!subjects.count(subject) && awaits_its_hosts(links, lossy.lossy, mine, now)) {
-      awaiting_hosts.push_back({finding_kind::slow_link, subject});
-      continue;
-    }
-    out.add(finding_kind::slow_link, subject, mine,
-            NetworkSubject{.from = a, .to = b, .both_directions = both}, avoid_link(a, b, both, 0),
-            "over it", "packets dropped on the way (cable, NIC or switch port, or congestion)");
-  }
+  const int host = lossy_host(links, lossy.lossy, host_links);
+  name_tcp_subjects(
+      job, findings, host, host_links, lossy.lossy,
+      [&](const std::vector<std::pair<int, int>>& mine) {
+        return awaits_its_hosts(links, lossy.lossy, mine, now);
+      },
+      awaiting_hosts,
+      [&](const TcpSubject& found) {
+        const bool is_host = !found.network.host.empty();
+        out.add(found,
+                is_host ? avoid_host(found.network.host)
+                        : avoid_link(found.network.from, found.network.to,
+                                     found.network.both_directions, 0),
+                is_host ? "packets dropped at its NIC, cable or switch port, or on a congested link"
+                        : "packets dropped on the way (cable, NIC or switch port, or congestion)");
+      });
   return true;
 }
 

@@ -87,6 +87,16 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
                          std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
                          std::vector<ExplainedFinding>& awaiting_hosts,
                          std::vector<std::string>& delayed_hosts, std::string& error);
+// slow_host_network, slow_link from the kernel's busy time (the tcp_links table): directed host
+// pairs whose connections moved bulk data, while the network paced them, at a tenth of the
+// measured pairs' upper quartile or less, for a second at least and at two moments, over the
+// stall span; a host where its pairs to or from two hosts are slow. Merges with the same finding
+// of an earlier rule; adds the rates to `tcp_links`, the receiving hosts to `delayed_hosts`, and
+// slow links held until their hosts' other pairs are measured to `awaiting_hosts`.
+bool detect_link_rates(const Job& job, const HealthOptions& options,
+                       std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                       std::vector<ExplainedFinding>& awaiting_hosts,
+                       std::vector<std::string>& delayed_hosts, std::string& error);
 // slow_host_network, slow_link from stalls: transfers between hosts (the job's messages, from
 // detect_slow_links' `message_stalls`, and link probes) that took kStallNs or more and
 // kStallFactor times their baseline, at several separate moments, on one host's pairs or one

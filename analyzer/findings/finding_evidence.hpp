@@ -232,6 +232,17 @@ struct LostPacketsEvidence {
   double baseline_share = 0;  // on most links
 };
 
+// slow_link or slow_host_network by the kernel's busy time: the rate its connections moved data
+// at while the network paced them, against most links'.
+struct LinkRateEvidence {
+  NetworkSubject subject;
+  std::uint64_t bytes = 0;
+  double paced_ns = 0;  // time with data in flight, less the receivers' full windows
+  double mb_per_s = 0, baseline_mb_per_s = 0;
+  std::size_t links_compared = 0;  // measured directions the baseline is the upper quartile of
+  int moments = 0;                 // separate reads slow at that rate
+};
+
 // One end of a stalled message: the time its process was held off the CPU (heartbeats'
 // stalled_ns) over the heartbeat interval that covers the message's transit.
 struct StalledEnd {
@@ -285,7 +296,7 @@ using RuleEvidence =
     std::variant<std::monostate, HangEvidence, CommunicationHangEvidence, NcclHangEvidence,
                  RankLostEvidence, CommAbortedEvidence, MpiErrorEvidence, LatenessEvidence,
                  RankChangeEvidence, MessageHostEvidence, MessageLinkEvidence, ProbedHostEvidence,
-                 ProbedLinkEvidence, ProbesAlsoEvidence, LostPacketsEvidence,
+                 ProbedLinkEvidence, ProbesAlsoEvidence, LostPacketsEvidence, LinkRateEvidence,
                  StalledTransfersEvidence, DegradationEvidence>;
 
 // A finding's evidence: its rule's, and what the pipeline added.

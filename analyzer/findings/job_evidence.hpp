@@ -136,6 +136,9 @@ struct ProbeEvidence {
 struct TcpLink {
   std::string from, to;
   std::uint64_t segments = 0, resent = 0, lost = 0, bytes = 0;
+  // The rate it moved full segments at while the network paced it, and that time
+  // (detect_link_rates; 0: not measured).
+  double mb_per_s = 0, paced_ns = 0;
 };
 
 struct JobEvidence {

@@ -201,6 +201,18 @@ json rule_json(const LostPacketsEvidence& e) {
   return out;
 }
 
+json rule_json(const LinkRateEvidence& e) {
+  json out = subject_json(e.subject);
+  out["source"] = "tcp_rate";
+  out["bytes"] = e.bytes;
+  out["paced_ns"] = e.paced_ns;
+  out["mb_per_s"] = e.mb_per_s;
+  out["baseline_mb_per_s"] = e.baseline_mb_per_s;
+  out["links_compared"] = e.links_compared;
+  out["moments"] = e.moments;
+  return out;
+}
+
 json rule_json(const StalledTransfersEvidence& e) {
   json out = subject_json(e.subject);
   out["source"] = "stalls";

@@ -312,7 +312,8 @@ bool each_tcp_link(const JobFiles& job, const std::function<void(const TcpLinkRo
   return each_recent_series_row(
       job, "tcp_links", {"rank", "local_address", "peer_address"},
       "rank, wall_ns, local_address, peer_address, data_segs_out, retrans_segs, "
-      "coalesce(dsack_dups, 0), bytes_acked",
+      "coalesce(dsack_dups, 0), bytes_acked, coalesce(busy_us, -1), coalesce(rwnd_limited_us, -1), "
+      "coalesce(notsent_bytes, 0)",
       {1},
       [&](const ResultRow& s) {
         t.rank = static_cast<int>(column_i64(s, 0));
@@ -323,6 +324,9 @@ bool each_tcp_link(const JobFiles& job, const std::function<void(const TcpLinkRo
         t.retrans_segs = static_cast<std::uint64_t>(column_i64(s, 5));
         t.dsack_dups = static_cast<std::uint64_t>(column_i64(s, 6));
         t.bytes_acked = static_cast<std::uint64_t>(column_i64(s, 7));
+        t.busy_us = column_i64(s, 8);
+        t.rwnd_limited_us = column_i64(s, 9);
+        t.notsent_bytes = column_i64(s, 10);
         row(t);
       },
       error);

@@ -205,6 +205,8 @@ struct TcpLinkRow {
   std::int64_t wall_ns = 0;
   std::string local_address, peer_address;
   std::uint64_t data_segs_out = 0, retrans_segs = 0, dsack_dups = 0, bytes_acked = 0;
+  std::int64_t busy_us = -1, rwnd_limited_us = -1;  // -1: not recorded (schema 16 or older)
+  std::int64_t notsent_bytes = 0;
 };
 bool each_tcp_link(const JobFiles& job, const std::function<void(const TcpLinkRow&)>& row,
                    std::string& error);

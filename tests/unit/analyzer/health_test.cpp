@@ -1331,6 +1331,111 @@ TEST(Health, DuplicateResendsOneBurstOrOldLossesAreNoFinding) {
   expect_exactly(analyze(everywhere, HealthOptions{}), {});
 }
 
+// A job of collectives only whose link h1 -> h2 moves 2.4 MB/s (20 Mbit/s) from 8 s, the others
+// 500 MB/s. Each direction's ranks write 3,000 full segments a second: 4.3 MB, more than the
+// limited link moves, so that it is in flight all the time with a backlog.
+namespace {
+SyntheticJob rate_limited_job() {
+  SyntheticJob job;
+  job.messages = false;
+  job.tcp = true;
+  job.tcp_segments_per_s = 3000;
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 8 ? 2.4 : 500.0;
+  };
+  return job;
+}
+}  // namespace
+
+// The kernel's busy time (tcp_links.busy_us, rwnd_limited_us, notsent_bytes) in a job of
+// collectives only: a link rate-limited to 2.4 MB/s (20 Mbit/s) from 8 s, while the others move
+// bulk data at 500 MB/s, is named from its rate; one both ways as `<->`, and as `->` where the
+// reverse reads slow too but as its echo (2.5 times faster); a host whose incoming pairs are all
+// limited as the host.
+TEST(Health, ALinkThatMovesBulkDataAtATenthOfTheOthersRateIsSlow) {
+  SyntheticJob job = rate_limited_job();
+  JobHealth health = analyze(job, HealthOptions{});
+  expect_exactly(health, {{"slow_link", "link h1 -> h2"}});
+  ASSERT_FALSE(health.findings.empty());
+  const nlohmann::json evidence = evidence_json(health.findings[0].evidence);
+  EXPECT_EQ(evidence.value("source", ""), "tcp_rate");
+  EXPECT_NEAR(evidence.value("baseline_mb_per_s", 0.0), 500, 50);
+  EXPECT_LT(evidence.value("mb_per_s", 0.0), 10);
+  EXPECT_EQ(health.findings[0].severity, Severity::error) << describe(health);
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return std::min(from, to) == 1 && std::max(from, to) == 3 && t >= 8 ? 2.4 : 500.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h3"}});
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    if (t < 8) return 500.0;
+    return from == 1 && to == 3 ? 2.4 : (from == 3 && to == 1 ? 6.0 : 500.0);
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h3"}});
+  job.tcp_mb_per_s = [](int, int to, double t) { return to == 2 && t >= 8 ? 2.4 : 500.0; };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h2"}});
+}
+
+// A pair slow both ways alike may be either host's NIC (limited both ways): an all-to-all that
+// exchanges with one peer at a time shows it on one pair first. So it waits, up to 8 s from its
+// first slow read, for each host to move bulk data to or from a third host above the slow bar
+// since. Here h1 <-> h2 at 2.4 MB/s from 8 s while nothing else sends: at 14 s it waits, after
+// the job it is named; where h1 and h2 send to the others at 500 MB/s meanwhile, it is named at
+// 14 s.
+TEST(Health, APairSlowBothWaysWaitsForItsHostsOtherPairs) {
+  SyntheticJob job = rate_limited_job();
+  job.sends = [](int from, int to, double t) {
+    return t < 8 || (std::min(from, to) == 1 && std::max(from, to) == 2);
+  };
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return std::min(from, to) == 1 && std::max(from, to) == 2 && t >= 8 ? 2.4 : 500.0;
+  };
+  HealthOptions at_14_s = HealthOptions{};
+  at_14_s.at_s = 14;
+  const JobHealth early = analyze(job, at_14_s);
+  expect_exactly(early, {});
+  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
+  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h1 <-> h2");
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h2"}});
+  job.sends = [](int, int, double) { return true; };
+  expect_exactly(analyze(job, at_14_s), {{"slow_link", "link h1 <-> h2"}});
+}
+
+// What is no slow rate: the same link where the files do not record busy time (schema 16);
+// small segments; a receiver whose window was full (its process did not read); a link that
+// kept up with what was written at a twenty-fifth of the others' rate (8.7 MB/s written, 20
+// moved: no backlog, in flight 43% of the time, as with an acknowledgement delayed after each
+// message); a rate a third of the others'; one slow second.
+TEST(Health, AFullReceiverSmallMessagesOrAModestDipAreNoSlowRate) {
+  SyntheticJob job = rate_limited_job();
+  job.tcp_busy = false;
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.tcp_busy = true;
+  job.tcp_segment_bytes = 200;
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 8 ? 0.3 : 500.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.tcp_segment_bytes = 1448;
+  job.tcp_mb_per_s = [](int, int, double) { return 500.0; };
+  job.tcp_receiver_full_share = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 8 ? 200.0 : 0.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.tcp_receiver_full_share = [](int, int, double) { return 0.0; };
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 8 ? 20.0 : 500.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return from == 1 && to == 2 && t >= 8 ? 160.0 : 500.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return from == 1 && to == 2 && static_cast<int>(t) == 12 ? 2.4 : 500.0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {});
+}
+
 // Two hosts: two directed links, too few for a baseline; the floors decide, and a link that loses
 // both ways is named as such.
 TEST(Health, LostTcpSegmentsOnTwoHosts) {

@@ -107,6 +107,38 @@ TEST(TcpLinks, ReadsBothEndsOfAConnectionAndNotTheListener) {
             1);
 }
 
+// A receiver that does not read: its sender's data stays in flight, and the kernel counts that
+// time as busy and, once the receiver's window is full, as limited by it (Linux 4.10). The
+// writer's row carries both, the full window's within the busy time.
+TEST(TcpLinks, ASenderWaitingOnAFullReceiverCountsBusyAndWindowLimitedTime) {
+  Connection c;
+  ASSERT_GE(c.server, 0) << "no loopback TCP here";
+  const std::string client = address_of(c.client, false), server = address_of(c.server, false);
+  std::vector<char> data(1 << 20, 'x');
+  std::optional<monitor::TcpConnection> sender;
+  // Fills the receiver's buffers and waits (up to 20 s, by the kernel's count) for the window
+  // limit to grow past a few of its ticks.
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    while (::send(c.client, data.data(), data.size(), MSG_DONTWAIT) > 0) {
+    }
+    sender = find(monitor::read_tcp_connections(), client, server);
+    ASSERT_TRUE(sender.has_value());
+    if (!sender->has_busy) GTEST_SKIP() << "this kernel does not report busy time";
+    if (sender->rwnd_limited_us >= 20'000) break;
+    pollfd none{-1, 0, 0};
+    ::poll(&none, 0, 10);  // the kernel's clock moves on; nothing else is waited for
+  }
+  EXPECT_GE(sender->rwnd_limited_us, 20'000u);
+  EXPECT_GE(sender->busy_us, sender->rwnd_limited_us);
+  monitor::TcpLinkCounters counters(1'000'000'000, 1.0);
+  std::optional<monitor::TcpLinkRow> row;
+  for (const monitor::TcpLinkRow& r : counters.due(1'000'000'000))
+    if (r.local == "127.0.0.1" && r.peer == "127.0.0.1") row = r;
+  ASSERT_TRUE(row.has_value());
+  EXPECT_GE(row->rwnd_limited_us, static_cast<std::int64_t>(sender->rwnd_limited_us));
+  EXPECT_GE(row->busy_us, row->rwnd_limited_us);
+}
+
 // Rows per address pair: both directions of the loopback connection add up on 127.0.0.1 ->
 // 127.0.0.1, only when a read is due, only when something changed, and totals never go down when
 // a connection closes.
