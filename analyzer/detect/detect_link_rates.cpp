@@ -277,7 +277,7 @@ struct RateFindings {
       held_back_share = std::max(held_back_share, held_back_us / since_us);
     }
     Finding f;
-    f.kind = found.kind;
+    f.kind = found.host() ? finding_kind::slow_host_network : finding_kind::slow_link;
     f.subject = found.subject;
     f.severity = held_back_share >= options.error_cost_share ? Severity::error : Severity::warning;
     f.strength = slow.baseline_mb_per_s / std::max(total.mb_per_s(), 1e-9) / kRateFactor;
@@ -342,11 +342,11 @@ bool detect_link_rates(const Job& job, const HealthOptions& options, std::vector
       awaiting_hosts,
       [&](const TcpSubject& found) {
         const std::pair<int, int> first = found.directions.front();
-        out.add(found, found.network.host.empty()
-                           ? avoid_link(found.network.from, found.network.to,
+        out.add(found, found.host()
+                           ? avoid_host(found.network.host)
+                           : avoid_link(found.network.from, found.network.to,
                                         found.network.both_directions, 0,
-                                        slow.since.at(first).mb_per_s(), slow.baseline_mb_per_s)
-                           : avoid_host(found.network.host));
+                                        slow.since.at(first).mb_per_s(), slow.baseline_mb_per_s));
       });
   return true;
 }

@@ -235,7 +235,7 @@ struct LossFindings {
         delayed.push_back(receiver);
     }
     Finding f;
-    f.kind = found.kind;
+    f.kind = found.host() ? finding_kind::slow_host_network : finding_kind::slow_link;
     f.subject = subject;
     f.severity = Severity::error;
     f.strength = total.share() / kMinShare;
@@ -305,13 +305,13 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
       },
       awaiting_hosts,
       [&](const TcpSubject& found) {
-        const bool is_host = !found.network.host.empty();
         out.add(found,
-                is_host ? avoid_host(found.network.host)
-                        : avoid_link(found.network.from, found.network.to,
-                                     found.network.both_directions, 0),
-                is_host ? "packets dropped at its NIC, cable or switch port, or on a congested link"
-                        : "packets dropped on the way (cable, NIC or switch port, or congestion)");
+                found.host() ? avoid_host(found.network.host)
+                             : avoid_link(found.network.from, found.network.to,
+                                          found.network.both_directions, 0),
+                found.host()
+                    ? "packets dropped at its NIC, cable or switch port, or on a congested link"
+                    : "packets dropped on the way (cable, NIC or switch port, or congestion)");
       });
   return true;
 }

@@ -94,8 +94,7 @@ void name_tcp_subjects(const Job& job, const std::vector<Finding>& findings, int
   if (host >= 0) {
     bool into = false, out_of = false;
     for (const auto& [from, to] : host_directions) (to == host ? into : out_of) = true;
-    add({.kind = finding_kind::slow_host_network,
-         .subject = "host " + host_name(host),
+    add({.subject = "host " + host_name(host),
          .directions = host_directions,
          .network = NetworkSubject{.host = host_name(host)},
          .where = into && out_of ? "to and from it" : (into ? "to it" : "from it")});
@@ -116,8 +115,7 @@ void name_tcp_subjects(const Job& job, const std::vector<Finding>& findings, int
       awaiting_hosts.push_back({finding_kind::slow_link, subject});
       continue;
     }
-    add({.kind = finding_kind::slow_link,
-         .subject = subject,
+    add({.subject = subject,
          .directions = mine,
          .network = NetworkSubject{.from = a, .to = b, .both_directions = both},
          .where = "over it"});

@@ -41,12 +41,14 @@ struct TcpRead {
 bool each_tcp_read(const Job& job, const TcpAddresses& addresses,
                    const std::function<void(const TcpRead&)>& read, std::string& error);
 
-// What one of the two rules found, as a finding names it.
+// What one of the two rules found, as a finding names it: a host (its slow_host_network) or a
+// link (its slow_link; each rule names the kind it makes).
 struct TcpSubject {
-  std::string kind, subject;
+  std::string subject;
   std::vector<std::pair<int, int>> directions;  // (from host, to host) of the subject
   NetworkSubject network;
   std::string where;  // "to it", "from it", "to and from it" (a host), "over it" (a link)
+  bool host() const { return !network.host.empty(); }
 };
 // How both rules name what they found: the host `host` where one is found (>= 0: its directions
 // `host_directions`), else each direction in `found` as a link, `a <-> b` where both ways are. A
