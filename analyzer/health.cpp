@@ -245,12 +245,21 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
                              evidence.messages.unproven.end());
   }
   if (!detect_probed_links(job, options, limits, evidence.messages, evidence.clocks, findings,
-                           evidence.probes, evidence.delayed_hosts, error) ||
-      !detect_lost_packets(job, options, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
-                           evidence.delayed_hosts, error) ||
-      !detect_link_rates(job, options, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
-                         evidence.delayed_hosts, error) ||
-      !detect_stalled_links(job, options, evidence.messages.stalls, evidence.probes, findings,
+                           evidence.probes, evidence.delayed_hosts, error))
+    return false;
+  {
+    // The stall span's TCP counters, read once for both rules that judge them.
+    TcpSpan tcp;
+    const std::int64_t counted_since =
+        std::max(static_cast<std::int64_t>(job.now_wall) - stall_span_ns(options),
+                 since_wall_ns(job, options));
+    if (!read_tcp_span(job, counted_since, tcp, error)) return false;
+    detect_lost_packets(job, options, tcp, findings, evidence.tcp_links,
+                        evidence.tcp_awaiting_hosts, evidence.delayed_hosts);
+    detect_link_rates(job, options, tcp, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
+                      evidence.delayed_hosts);
+  }
+  if (!detect_stalled_links(job, options, evidence.messages.stalls, evidence.probes, findings,
                             error) ||
       !detect_degradation(job, options, findings, error))
     return false;

@@ -95,23 +95,23 @@ struct DirectionRate {
 };
 using DirectionRates = std::map<std::pair<int, int>, DirectionRate>;  // (from host, to host)
 
-bool read_rates(const Job& job, const TcpAddresses& addresses, std::int64_t counted_since,
-                DirectionRates& rates, std::string& error) {
-  return each_tcp_read(
-      job, addresses,
-      [&](const TcpRead& r) {
-        if (r.wall_ns < counted_since || r.paced_us <= 0 || r.segments == 0 ||
-            static_cast<double>(r.bytes) < kFullSegmentBytes * static_cast<double>(r.segments))
-          return;
-        DirectionRate& d = rates[{r.from, r.to}];
-        d.bytes += r.bytes;
-        d.paced_us += r.paced_us;
-        const bool saturated = r.notsent_bytes > 0 && r.interval_ns > 0 &&
-                               static_cast<double>(r.paced_us) * 1e3 >=
-                                   kSaturatedShare * static_cast<double>(r.interval_ns);
-        d.reads.push_back({r.wall_ns, r.bytes, r.paced_us, saturated, r.interval_ns});
-      },
-      error);
+// Each pair's bulk reads over the span.
+DirectionRates direction_rates(const TcpSpan& tcp) {
+  DirectionRates rates;
+  for (const auto& [pair, reads] : tcp.pairs)
+    for (const TcpRead& r : reads) {
+      if (r.paced_us <= 0 || r.segments == 0 ||
+          static_cast<double>(r.bytes) < kFullSegmentBytes * static_cast<double>(r.segments))
+        continue;
+      DirectionRate& d = rates[pair];
+      d.bytes += r.bytes;
+      d.paced_us += r.paced_us;
+      const bool saturated = r.notsent_bytes > 0 && r.interval_ns > 0 &&
+                             static_cast<double>(r.paced_us) * 1e3 >=
+                                 kSaturatedShare * static_cast<double>(r.interval_ns);
+      d.reads.push_back({r.wall_ns, r.bytes, r.paced_us, saturated, r.interval_ns});
+    }
+  return rates;
 }
 
 // The directions slow against the measured ones' upper quartile, and what they were compared with.
@@ -308,18 +308,13 @@ struct RateFindings {
 
 }  // namespace
 
-bool detect_link_rates(const Job& job, const HealthOptions& options, std::vector<Finding>& findings,
-                       std::vector<TcpLink>& tcp_links,
+void detect_link_rates(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
+                       std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
                        std::vector<ExplainedFinding>& awaiting_hosts,
-                       std::vector<std::string>& delayed_hosts, std::string& error) {
-  TcpAddresses addresses;
-  if (!read_tcp_addresses(job, addresses, error)) return false;
-  if (addresses.hosts.empty()) return true;
+                       std::vector<std::string>& delayed_hosts) {
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
   const std::int64_t span = stall_span_ns(options);
-  DirectionRates rates;
-  if (!read_rates(job, addresses, std::max(now - span, since_wall_ns(job, options)), rates, error))
-    return false;
+  const DirectionRates rates = direction_rates(tcp);
   const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
   for (TcpLink& link : tcp_links)
     for (const auto& [pair, d] : rates)
@@ -327,8 +322,8 @@ bool detect_link_rates(const Job& job, const HealthOptions& options, std::vector
         link.mb_per_s = d.mb_per_s();
         link.paced_ns = static_cast<double>(d.paced_us) * 1e3;
       }
-  const SlowRates slow = slow_rates(rates, addresses.interval_s, now - span / 2);
-  if (slow.slow.empty()) return true;
+  const SlowRates slow = slow_rates(rates, tcp.addresses.interval_s, now - span / 2);
+  if (slow.slow.empty()) return;
 
   // As the lost-packet rule: a subject another rule names already merges with it (health.cpp).
   RateFindings out{job, options, slow, findings, delayed_hosts};
@@ -348,7 +343,6 @@ bool detect_link_rates(const Job& job, const HealthOptions& options, std::vector
                                         found.network.both_directions, 0,
                                         slow.since.at(first).mb_per_s(), slow.baseline_mb_per_s));
       });
-  return true;
 }
 
 }  // namespace commtap::analyzer

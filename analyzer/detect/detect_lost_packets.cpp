@@ -62,25 +62,22 @@ std::string share_text(double share) {
 // Per directed host pair, what its connections sent and lost over the span counted.
 using LinkLosses = std::map<std::pair<int, int>, LinkLoss>;  // (from host, to host)
 
-// Each read's resends and duplicates, counted from `counted_since`, up to --at. `first_counted`:
-// the earliest read counted.
-bool read_link_losses(const Job& job, const TcpAddresses& addresses, std::int64_t counted_since,
-                      LinkLosses& links, std::int64_t& first_counted, std::string& error) {
-  return each_tcp_read(
-      job, addresses,
-      [&](const TcpRead& r) {
-        if (r.wall_ns < counted_since) return;
-        first_counted = std::min(first_counted, r.wall_ns);
-        LinkLoss& link = links[{r.from, r.to}];
-        link.segments += r.segments;
-        link.resent += r.resent;
-        link.duplicates += r.duplicates;
-        link.bytes += r.bytes;
-        const std::uint64_t lost = r.resent > r.duplicates ? r.resent - r.duplicates : 0;
-        if (lost > 0) link.lost_at.push_back(r.wall_ns);
-        link.reads.push_back({r.wall_ns, r.segments, lost});
-      },
-      error);
+// Each read's resends and duplicates over the span.
+LinkLosses link_losses(const TcpSpan& tcp) {
+  LinkLosses links;
+  for (const auto& [pair, reads] : tcp.pairs) {
+    LinkLoss& link = links[pair];
+    for (const TcpRead& r : reads) {
+      link.segments += r.segments;
+      link.resent += r.resent;
+      link.duplicates += r.duplicates;
+      link.bytes += r.bytes;
+      const std::uint64_t lost = r.resent > r.duplicates ? r.resent - r.duplicates : 0;
+      if (lost > 0) link.lost_at.push_back(r.wall_ns);
+      link.reads.push_back({r.wall_ns, r.segments, lost});
+    }
+  }
+  return links;
 }
 
 // The measured links' shares (the baseline's sample) and the links that lose: against the lower
@@ -264,33 +261,27 @@ struct LossFindings {
 
 }  // namespace
 
-bool detect_lost_packets(const Job& job, const HealthOptions& options,
+void detect_lost_packets(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
                          std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
                          std::vector<ExplainedFinding>& awaiting_hosts,
-                         std::vector<std::string>& delayed, std::string& error) {
-  TcpAddresses addresses;
-  if (!read_tcp_addresses(job, addresses, error)) return false;
-  if (addresses.hosts.empty()) return true;
+                         std::vector<std::string>& delayed) {
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
   const std::int64_t span = stall_span_ns(options);
-  LinkLosses links;
-  std::int64_t first_counted = INT64_MAX;
-  if (!read_link_losses(job, addresses, std::max(now - span, since_wall_ns(job, options)), links,
-                        first_counted, error))
-    return false;
-  if (links.empty()) return true;
+  const LinkLosses links = link_losses(tcp);
+  if (links.empty()) return;
   const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
   for (const auto& [pair, link] : links)
     tcp_links.push_back({host_name(pair.first), host_name(pair.second), link.segments, link.resent,
                          link.lost(), link.bytes});
-  const LossyLinks lossy = lossy_links(links, addresses.interval_s, now - span / 2);
-  if (lossy.lossy.empty()) return true;
+  const LossyLinks lossy = lossy_links(links, tcp.addresses.interval_s, now - span / 2);
+  if (lossy.lossy.empty()) return;
 
   // A host or link that another rule names already: the same finding is merged with it (so that a
   // host held off the CPU does not explain it away, below in health.cpp).
   // Each row's difference covers the interval before it.
   LossFindings out{job, links, lossy, "", "", findings, delayed};
-  out.span_text = ms_text(static_cast<double>(now - first_counted) + addresses.interval_s * 1e9);
+  out.span_text =
+      ms_text(static_cast<double>(now - tcp.first_counted) + tcp.addresses.interval_s * 1e9);
   out.compared =
       lossy.shares.size() >= 4
           ? "against " + share_text(lossy.baseline) + " on most links (lower quartile of " +
@@ -313,7 +304,6 @@ bool detect_lost_packets(const Job& job, const HealthOptions& options,
                     ? "packets dropped at its NIC, cable or switch port, or on a congested link"
                     : "packets dropped on the way (cable, NIC or switch port, or congestion)");
       });
-  return true;
 }
 
 }  // namespace commtap::analyzer

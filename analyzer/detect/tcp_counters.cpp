@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "analyzer/detect/detectors.hpp"
 #include "analyzer/trace/trace_rows.hpp"
 
 namespace commtap::analyzer {
@@ -17,8 +18,6 @@ constexpr std::int64_t kMostPacedUs = 86'400'000'000;
 bool loopback(const std::string& ip) {
   return ip.rfind("127.", 0) == 0 || ip == "::1";
 }
-
-}  // namespace
 
 bool read_tcp_addresses(const Job& job, TcpAddresses& out, std::string& error) {
   return each_tcp_address(
@@ -38,6 +37,7 @@ bool read_tcp_addresses(const Job& job, TcpAddresses& out, std::string& error) {
              error);
 }
 
+// Every read up to --at between two hosts, in each connection's time order.
 bool each_tcp_read(const Job& job, const TcpAddresses& addresses,
                    const std::function<void(const TcpRead&)>& read, std::string& error) {
   struct Totals {
@@ -80,6 +80,21 @@ bool each_tcp_read(const Job& job, const TcpAddresses& addresses,
         }
         last = total;
         read(r);
+      },
+      error);
+}
+
+}  // namespace
+
+bool read_tcp_span(const Job& job, std::int64_t counted_since, TcpSpan& span, std::string& error) {
+  if (!read_tcp_addresses(job, span.addresses, error)) return false;
+  if (span.addresses.hosts.empty()) return true;
+  return each_tcp_read(
+      job, span.addresses,
+      [&](const TcpRead& r) {
+        if (r.wall_ns < counted_since) return;
+        span.first_counted = std::min(span.first_counted, r.wall_ns);
+        span.pairs[{r.from, r.to}].push_back(r);
       },
       error);
 }
