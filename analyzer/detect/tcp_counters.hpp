@@ -2,7 +2,7 @@
 // differences between a rank's reads, per directed host pair over the stall span, read once for
 // the lost-packet rule (detect_lost_packets) and the transfer-rate rule (detect_link_rates): a
 // realistic job of 500 rank files and 10 minutes has 18 million rows, and a second pass over
-// them took the analysis from 7.5 s to 12.3 s (docs/benchmarks.md).
+// them took the analysis from 7.5-7.7 s to 12.3-13.8 s (docs/benchmarks.md).
 #pragma once
 
 #include <cstdint>
