@@ -254,10 +254,12 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
         std::max(static_cast<std::int64_t>(job.now_wall) - stall_span_ns(options),
                  since_wall_ns(job, options));
     if (!read_tcp_span(job, counted_since, tcp, error)) return false;
-    detect_lost_packets(job, options, tcp, findings, evidence.tcp_links,
+    evidence.tcp_links = tcp_links_of(job, tcp);
+    const std::vector<std::pair<int, int>> rate_limited =
+        detect_link_rates(job, options, tcp, findings, evidence.tcp_links,
+                          evidence.tcp_awaiting_hosts, evidence.delayed_hosts);
+    detect_lost_packets(job, options, tcp, rate_limited, findings, evidence.tcp_links,
                         evidence.tcp_awaiting_hosts, evidence.delayed_hosts);
-    detect_link_rates(job, options, tcp, findings, evidence.tcp_links, evidence.tcp_awaiting_hosts,
-                      evidence.delayed_hosts);
   }
   if (!detect_stalled_links(job, options, evidence.messages.stalls, evidence.probes, findings,
                             error) ||

@@ -63,6 +63,14 @@ constexpr double kEchoRatio = 1.3;
 // was named `link ctap2 <-> ctap3` 5 s after its limit began and 6 s before the probes named the
 // host, sweep 58).
 constexpr std::int64_t kMostHoldNs = 8'000'000'000;
+// ... and up to this long where one of its hosts moved bulk data to or from third hosts since, this
+// much of it at least, and all at the slow bar or under: a NIC limited both ways slows what
+// little else its host sends too. NPB FT's exchange with one peer over a host at 20 Mbit/s took
+// 14 s, while the probes' 256 KB transfers over the host's other pairs read 0.5-1.4 MB/s
+// against 7.7-131 MB/s over the other hosts' pairs; the pair was named `link ctap1 <-> ctap3`
+// 8 s after it slowed, and the host 4 s later (docs/faults.md sweep 59).
+constexpr std::int64_t kLongestHoldNs = 20'000'000'000;
+constexpr std::uint64_t kSlowedTooBytes = 256 << 10;
 
 struct DirectionRate {
   std::uint64_t bytes = 0;
@@ -77,12 +85,13 @@ struct DirectionRate {
   std::vector<Read> reads;  // its bulk reads
   bool measured() const { return bytes >= kMeasuredBytes && paced_us >= kMeasuredPacedUs; }
   double mb_per_s() const { return mb_per_s_of(bytes, paced_us); }
-  // Its rate over the reads from `since_ns` on, where they measure it (0: not measured).
-  double mb_per_s_since(std::int64_t since_ns) const {
+  // Its rate over the reads that end after `since_ns` (`overlapping`) or cover nothing before it,
+  // where they measure it (0: not measured).
+  double mb_per_s_after(std::int64_t since_ns, bool overlapping) const {
     std::uint64_t moved = 0;
     std::int64_t paced = 0;
     for (const Read& read : reads)
-      if (read.wall_ns >= since_ns) {
+      if (overlapping ? read.wall_ns > since_ns : read.wall_ns - read.interval_ns >= since_ns) {
         moved += read.bytes;
         paced += read.paced_us;
       }
@@ -119,12 +128,19 @@ struct SlowRates {
   double baseline_mb_per_s = 0;
   std::size_t measured = 0;
   std::vector<std::pair<int, int>> slow;
+  // The directions with a slow read within the recent span, slow or not yet (one moment), echoes
+  // included: what a rate limit or congestion paced, for the lost-packet rule.
+  std::vector<std::pair<int, int>> limited;
   // Per slow direction: from its first slow read on.
   struct Since {
-    std::int64_t first_ns = 0;  // the first slow read's
-    // The start of the time it covers: other directions' reads that end after it (each rank
-    // reads on its own schedule) tell how they fared meanwhile.
-    std::int64_t covered_from_ns = 0;
+    // The first slow read's end, and its start. Other pairs' reads that began after its end tell
+    // how they fared since: not those that overlap it (each rank reads on its own schedule),
+    // which may have moved their data before the link slowed. NPB FT's host limited to 20 Mbit/s
+    // moved 19 MB to a third host at 105 MB/s in a read that ended 55 ms after the first slow
+    // read of its pair to a second, both over the same 2 s. The reverse's reads that overlap it
+    // do count: over a link limited one way, NPB FT's reverse moved its 28 MB at 37 MB/s in the
+    // read beside the first slow one, and nothing in bulk after it (docs/faults.md sweep 59).
+    std::int64_t first_ns = 0, covered_from_ns = 0;
     int moments = 0;
     std::uint64_t bytes = 0;
     std::int64_t paced_us = 0;
@@ -154,12 +170,14 @@ SlowRates slow_rates(const DirectionRates& rates, double interval_s, std::int64_
     for (const DirectionRate::Read& read : d.reads)
       if (read.saturated && read.paced_us >= kMomentPacedUs &&
           static_cast<double>(read.bytes) <= slow_bar * static_cast<double>(read.paced_us)) {
-        covered_from = std::min(covered_from, read.wall_ns - read.interval_ns);
         slow_at.push_back(read.wall_ns);
+        covered_from = std::min(covered_from, read.wall_ns - read.interval_ns);
       }
-    const int moments = separate_moments(slow_at, gap);
-    if (moments < kMinMoments || *std::max_element(slow_at.begin(), slow_at.end()) < recent_since)
+    if (slow_at.empty() || *std::max_element(slow_at.begin(), slow_at.end()) < recent_since)
       continue;
+    out.limited.push_back(pair);
+    const int moments = separate_moments(slow_at, gap);
+    if (moments < kMinMoments) continue;
     SlowRates::Since since{.first_ns = *std::min_element(slow_at.begin(), slow_at.end()),
                            .covered_from_ns = covered_from,
                            .moments = moments};
@@ -216,7 +234,7 @@ int slow_host(const SlowRates& slow, std::vector<std::pair<int, int>>& host_dire
   return host;
 }
 
-// Whether a slow link still waits for its hosts (kMostHoldNs).
+// Whether a slow link still waits for its hosts (kMostHoldNs, kLongestHoldNs).
 bool awaits_its_hosts(const DirectionRates& rates, const SlowRates& slow,
                       const std::vector<std::pair<int, int>>& mine, std::int64_t now) {
   std::int64_t first = INT64_MAX, covered_from = INT64_MAX;
@@ -224,26 +242,41 @@ bool awaits_its_hosts(const DirectionRates& rates, const SlowRates& slow,
     first = std::min(first, slow.since.at(pair).first_ns);
     covered_from = std::min(covered_from, slow.since.at(pair).covered_from_ns);
   }
-  if (now - first >= kMostHoldNs) return false;
-  const auto rate_since = [&](std::pair<int, int> pair) {
+  if (now - first >= kLongestHoldNs) return false;
+  const auto rate_since = [&](std::pair<int, int> pair, bool overlapping) {
     auto found = rates.find(pair);
-    return found == rates.end() ? 0.0 : found->second.mb_per_s_since(covered_from + 1);
+    if (found == rates.end()) return 0.0;
+    return found->second.mb_per_s_after(overlapping ? covered_from : first, overlapping);
   };
   if (mine.size() == 1) {
-    const double reverse = rate_since({mine.front().second, mine.front().first});
+    const double reverse = rate_since({mine.front().second, mine.front().first}, true);
     if (reverse >= kEchoRatio * slow.since.at(mine.front()).mb_per_s()) return false;
   }
   const int a = mine.front().first, b = mine.front().second;
-  auto sound = [&](int h) {
+  const double slow_bar = slow.baseline_mb_per_s / kRateFactor;
+  // Each host's bulk data to and from third hosts, in reads that began after the first slow one.
+  auto moved_elsewhere = [&](int h) {
+    DirectionRate moved;
+    bool sound = false;
     for (const auto& [pair, d] : rates) {
       const int other = pair.first == h ? pair.second : pair.second == h ? pair.first : -1;
-      if (other >= 0 && other != a && other != b &&
-          rate_since(pair) > slow.baseline_mb_per_s / kRateFactor)
-        return true;
+      if (other < 0 || other == a || other == b) continue;
+      sound |= rate_since(pair, false) > slow_bar;
+      for (const DirectionRate::Read& read : d.reads)
+        if (read.wall_ns - read.interval_ns >= first) {
+          moved.bytes += read.bytes;
+          moved.paced_us += read.paced_us;
+        }
     }
-    return false;
+    return std::pair{sound, moved};
   };
-  return !sound(a) || !sound(b);
+  const auto [a_sound, a_moved] = moved_elsewhere(a);
+  const auto [b_sound, b_moved] = moved_elsewhere(b);
+  if (now - first < kMostHoldNs) return !a_sound || !b_sound;
+  auto slowed_too = [&](bool sound, const DirectionRate& moved) {
+    return !sound && moved.bytes >= kSlowedTooBytes && moved.mb_per_s() <= slow_bar;
+  };
+  return slowed_too(a_sound, a_moved) || slowed_too(b_sound, b_moved);
 }
 
 // One finding of the rule, a host's or a link's.
@@ -308,22 +341,25 @@ struct RateFindings {
 
 }  // namespace
 
-void detect_link_rates(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
-                       std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
-                       std::vector<ExplainedFinding>& awaiting_hosts,
-                       std::vector<std::string>& delayed_hosts) {
+std::vector<std::pair<int, int>> detect_link_rates(const Job& job, const HealthOptions& options,
+                                                   const TcpSpan& tcp,
+                                                   std::vector<Finding>& findings,
+                                                   std::vector<TcpLink>& tcp_links,
+                                                   std::vector<ExplainedFinding>& awaiting_hosts,
+                                                   std::vector<std::string>& delayed_hosts) {
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
   const std::int64_t span = stall_span_ns(options);
   const DirectionRates rates = direction_rates(tcp);
-  const auto host_name = [&](int host) { return job.hosts[static_cast<std::size_t>(host)]; };
-  for (TcpLink& link : tcp_links)
-    for (const auto& [pair, d] : rates)
-      if (d.measured() && host_name(pair.first) == link.from && host_name(pair.second) == link.to) {
-        link.mb_per_s = d.mb_per_s();
-        link.paced_ns = static_cast<double>(d.paced_us) * 1e3;
-      }
+  auto row = tcp_links.begin();  // in the order of tcp.pairs
+  for (const auto& [pair, reads] : tcp.pairs) {
+    if (auto d = rates.find(pair); d != rates.end() && d->second.measured()) {
+      row->mb_per_s = d->second.mb_per_s();
+      row->paced_ns = static_cast<double>(d->second.paced_us) * 1e3;
+    }
+    ++row;
+  }
   const SlowRates slow = slow_rates(rates, tcp.addresses.interval_s, now - span / 2);
-  if (slow.slow.empty()) return;
+  if (slow.slow.empty()) return slow.limited;
 
   // As the lost-packet rule: a subject another rule names already merges with it (health.cpp).
   RateFindings out{job, options, slow, findings, delayed_hosts};
@@ -343,6 +379,7 @@ void detect_link_rates(const Job& job, const HealthOptions& options, const TcpSp
                                         found.network.both_directions, 0,
                                         slow.since.at(first).mb_per_s(), slow.baseline_mb_per_s));
       });
+  return slow.limited;
 }
 
 }  // namespace commtap::analyzer

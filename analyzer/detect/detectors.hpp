@@ -78,27 +78,34 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, const Hos
 // `probes.slow_pairs`.
 void hold_links_at_probed_hosts(const Job& job, bool running, ProbeEvidence& probes,
                                 std::vector<Finding>& findings);
-// The two rules below read the stall span's TCP counters (`tcp`: tcp_counters.hpp, read once).
-// slow_host_network, slow_link from the kernel's TCP counters (the tcp_links table): directed host
-// pairs whose connections lost (resent, less the resends the receiver already had) a share of their
-// segments well above most links', at two moments at least, over the stall span; a host where its
-// links to or from two hosts lose. Merges with the same finding of an earlier rule. Adds the
-// receiving hosts to `delayed_hosts` (they wait for the resends); the per-pair counts go to
-// `tcp_links`, and lossy links held until their hosts' other pairs are known to `awaiting_hosts`.
-void detect_lost_packets(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
-                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
-                         std::vector<ExplainedFinding>& awaiting_hosts,
-                         std::vector<std::string>& delayed_hosts);
+// The two rules below read the stall span's TCP counters (`tcp`: tcp_counters.hpp, read once),
+// and fill `tcp_links`: tcp_links_of(job, tcp), a row per pair in the order of `tcp.pairs`.
 // slow_host_network, slow_link from the kernel's busy time (the tcp_links table): directed host
 // pairs whose connections moved bulk data, while the network paced them, at a tenth of the
 // measured pairs' upper quartile or less, for a second at least and at two moments, over the
 // stall span; a host where its pairs to or from two hosts are slow. Merges with the same finding
 // of an earlier rule; adds the rates to `tcp_links`, the receiving hosts to `delayed_hosts`, and
-// slow links held until their hosts' other pairs are measured to `awaiting_hosts`.
-void detect_link_rates(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
-                       std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
-                       std::vector<ExplainedFinding>& awaiting_hosts,
-                       std::vector<std::string>& delayed_hosts);
+// slow links held until their hosts' other pairs are measured to `awaiting_hosts`. Returns the
+// directions with a slow read in the last half of the span (slow or not yet, echoes too) for the
+// lost-packet rule.
+std::vector<std::pair<int, int>> detect_link_rates(const Job& job, const HealthOptions& options,
+                                                   const TcpSpan& tcp,
+                                                   std::vector<Finding>& findings,
+                                                   std::vector<TcpLink>& tcp_links,
+                                                   std::vector<ExplainedFinding>& awaiting_hosts,
+                                                   std::vector<std::string>& delayed_hosts);
+// slow_host_network, slow_link from the kernel's TCP counters (the tcp_links table): directed host
+// pairs whose connections lost (resent, less the resends the receiver already had) a share of their
+// segments well above most links', at two moments at least, over the stall span; a host where its
+// links to or from two hosts lose. Leaves the directions in `rate_limited` (detect_link_rates') to
+// the rate rule. Merges with the same finding of an earlier rule. Adds the receiving hosts to
+// `delayed_hosts` (they wait for the resends); the per-pair counts go to `tcp_links`, and lossy
+// links held until their hosts' other pairs are known to `awaiting_hosts`.
+void detect_lost_packets(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
+                         const std::vector<std::pair<int, int>>& rate_limited,
+                         std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
+                         std::vector<ExplainedFinding>& awaiting_hosts,
+                         std::vector<std::string>& delayed_hosts);
 // slow_host_network, slow_link from stalls: transfers between hosts (the job's messages, from
 // detect_slow_links' `message_stalls`, and link probes) that took kStallNs or more and
 // kStallFactor times their baseline, at several separate moments, on one host's pairs or one

@@ -46,6 +46,8 @@ bool each_tcp_read(const Job& job, const TcpAddresses& addresses,
     std::int64_t wall_ns = 0;
   };
   std::map<std::tuple<int, std::string, std::string>, Totals> previous;
+  const auto interval_ns =
+      static_cast<std::int64_t>(std::min(addresses.interval_s, 86'400.0) * 1e9);  // a day at most
   return each_tcp_link(
       job,
       [&](const TcpLinkRow& s) {
@@ -64,7 +66,8 @@ bool each_tcp_read(const Job& job, const TcpAddresses& addresses,
             total.busy_us < last.busy_us || total.rwnd_limited_us < last.rwnd_limited_us)
           last = Totals{};
         TcpRead r{.wall_ns = s.wall_ns,
-                  .interval_ns = last.wall_ns > 0 ? s.wall_ns - last.wall_ns : 0,
+                  .interval_ns = last.wall_ns > 0 ? std::min(s.wall_ns - last.wall_ns, interval_ns)
+                                                  : interval_ns,
                   .from = rank->second.host,
                   .to = peer_host->second,
                   .segments = total.segments - last.segments,
@@ -97,6 +100,15 @@ bool read_tcp_span(const Job& job, std::int64_t counted_since, TcpSpan& span, st
         span.pairs[{r.from, r.to}].push_back(r);
       },
       error);
+}
+
+std::vector<TcpLink> tcp_links_of(const Job& job, const TcpSpan& span) {
+  std::vector<TcpLink> links;
+  links.reserve(span.pairs.size());
+  for (const auto& [pair, reads] : span.pairs)
+    links.push_back({.from = job.hosts[static_cast<std::size_t>(pair.first)],
+                     .to = job.hosts[static_cast<std::size_t>(pair.second)]});
+  return links;
 }
 
 void name_tcp_subjects(const Job& job, const std::vector<Finding>& findings, int host,

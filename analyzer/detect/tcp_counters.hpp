@@ -30,8 +30,13 @@ struct TcpAddresses {
 // sent between the two (the first read: since they opened).
 struct TcpRead {
   std::int64_t wall_ns = 0;
-  std::int64_t interval_ns = 0;  // since the read before (0: the first)
-  int from = -1, to = -1;        // hosts: the rank's, its peer's
+  // The time it covers: since the rank's row before for the pair, or one COMMTAP_TCP_INTERVAL
+  // where that is less or there is none. A rank writes a pair's row only where its counters
+  // changed, so what a row counts moved within the interval before it, however long the pair
+  // sat idle: NPB FT's pairwise all-to-all left a pair idle 12 s between two exchanges, and its
+  // first read of the next one, paced 1.7 s of 2, read as 14% of 12 (docs/faults.md sweep 59).
+  std::int64_t interval_ns = 0;
+  int from = -1, to = -1;  // hosts: the rank's, its peer's
   std::uint64_t segments = 0, resent = 0, duplicates = 0, bytes = 0;
   // The time they had data in flight that the network paced: busy less the time the receiver's
   // window was full (its process did not read). -1: not recorded (schema 16 or older, or a kernel
@@ -48,6 +53,10 @@ struct TcpSpan {
   std::map<std::pair<int, int>, std::vector<TcpRead>> pairs;  // (from host, to host)
 };
 bool read_tcp_span(const Job& job, std::int64_t counted_since, TcpSpan& span, std::string& error);
+
+// The evidence's rows for the span's host pairs, in the order of `span.pairs`: both rules fill
+// theirs in that order.
+std::vector<TcpLink> tcp_links_of(const Job& job, const TcpSpan& span);
 
 // What one of the two rules found, as a finding names it: a host (its slow_host_network) or a
 // link (its slow_link; each rule names the kind it makes).

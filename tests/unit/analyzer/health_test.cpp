@@ -1400,6 +1400,79 @@ TEST(Health, APairSlowBothWaysWaitsForItsHostsOtherPairs) {
   expect_exactly(analyze(job, at_14_s), {{"slow_link", "link h1 <-> h2"}});
 }
 
+// A rank writes a pair's row only where its counters changed, so a row after idle seconds counts
+// what moved in the second before it: a link limited to 2.4 MB/s that an all-to-all uses every
+// third second (one peer at a time) is in flight for all of that second, with a backlog.
+TEST(Health, ALinkUsedEveryThirdSecondIsTimedOverTheSecondItMovedIn) {
+  SyntheticJob job = rate_limited_job();
+  job.sends = [](int from, int to, double t) {
+    return !(from == 1 && to == 2) || static_cast<int>(t) % 3 == 0;
+  };
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 -> h2"}});
+}
+
+// A host limited both ways (20 Mbit/s from 8 s) in an all-to-all that exchanges with one peer at
+// a time (MPICH's pairwise exchange in NPB FT): its bulk data goes to h2 until 20 s, then to h3,
+// while its other pairs carry a probe's few segments, rate-limited too but too few to fill the
+// limit's queue, and so never losing any, while its bulk pairs lose 2% (what overflows the
+// queue). At 14 s the pair waits for its hosts' other pairs, whether by its rate or by its
+// losses: not `link h1 <-> h2`. Nor where h1 moved bulk data to h3 at the full rate in a read
+// that overlaps the pair's first slow one (before the limit began in the same second), and
+// nothing to a third host since. After the job, with h3's pair slow too, the host.
+TEST(Health, AHostLimitedBothWaysShowsOnOnePairAtATime) {
+  SyntheticJob job = rate_limited_job();
+  const auto bulk = [](int from, int to, double t) {
+    if (from != 1 && to != 1) return true;
+    const int peer = from == 1 ? to : from;
+    return t < 8 || peer == (t < 20 ? 2 : 3);
+  };
+  job.tcp_segments_share = [bulk](int from, int to, double t) {
+    return bulk(from, to, t) ? 1.0 : 0.05;
+  };
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return (from == 1 || to == 1) && t >= 8 ? 2.4 : 500.0;
+  };
+  job.tcp_lost_share = [bulk](int from, int to, double t) {
+    return (from == 1 || to == 1) && t >= 8 && bulk(from, to, t) ? 0.02 : 0.0;
+  };
+  HealthOptions at_14_s = HealthOptions{};
+  at_14_s.at_s = 14;
+  const JobHealth early = analyze(job, at_14_s);
+  expect_exactly(early, {});
+  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
+  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h1 <-> h2");
+  // Past the 8 s of a pair's wait, h1's few segments to h0 and h3 read as slow as the pair.
+  HealthOptions at_19_s = HealthOptions{};
+  at_19_s.at_s = 19;
+  expect_exactly(analyze(job, at_19_s), {});
+  expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h1"}});
+  job.tcp_segments_share = [bulk](int from, int to, double t) {
+    const bool before_the_limit = std::min(from, to) == 1 && std::max(from, to) == 3 && t < 9;
+    return bulk(from, to, t) || before_the_limit ? 1.0 : 0.0;
+  };
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    if (std::min(from, to) == 1 && std::max(from, to) == 3 && t < 9) return 500.0;
+    return (from == 1 || to == 1) && t >= 8 ? 2.4 : 500.0;
+  };
+  expect_exactly(analyze(job, at_14_s), {});
+}
+
+// A link limited one way (h1 -> h2, 2.4 MB/s from 8 s) whose reverse moved its bulk data at the
+// full rate in the second the limited way first read slow, and nothing after (an exchange's
+// shorter half), while neither host sends to a third: named at once, as the reverse read beside
+// the first slow read tells.
+TEST(Health, ALinkLimitedOneWayIsNamedThoughItsReverseFinishedFirst) {
+  SyntheticJob job = rate_limited_job();
+  job.sends = [](int from, int to, double t) {
+    if (t < 8 || (from == 1 && to == 2)) return true;
+    if (from == 2 && to == 1) return t < 9;
+    return from != 1 && from != 2 && to != 1 && to != 2;
+  };
+  HealthOptions at_12_s = HealthOptions{};
+  at_12_s.at_s = 12;
+  expect_exactly(analyze(job, at_12_s), {{"slow_link", "link h1 -> h2"}});
+}
+
 // What is no slow rate: the same link where the files do not record busy time (schema 16);
 // small segments; a receiver whose window was full (its process did not read); a link that
 // kept up with what was written at a twenty-fifth of the others' rate (8.7 MB/s written, 20
