@@ -266,6 +266,8 @@ bool analyze_files(const HealthOptions& options, JobHealth& health, Job& job, Re
       !detect_degradation(job, options, findings, error))
     return false;
   hold_links_at_probed_hosts(job, health.running, evidence.probes, findings);
+  hold_links_at_tcp_awaiting_pairs(health.running, evidence.tcp_awaiting_hosts, findings,
+                                   evidence.held_for_tcp_pairs);
   merge_same_subject(findings);
   absorb_links_into_hosts(findings);
   leave_out_what_held_hosts_explain(job, options, limits, findings, evidence);

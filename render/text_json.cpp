@@ -32,7 +32,10 @@ std::vector<SetAside> set_aside(const JobEvidence& evidence) {
   for (const ExplainedFinding& f : evidence.probes.awaiting_probed_hosts)
     out.push_back({&f, "while the link probes find another pair of its hosts slow"});
   for (const ExplainedFinding& f : evidence.tcp_awaiting_hosts)
-    out.push_back({&f, "until its hosts' other pairs have sent enough since its first loss"});
+    out.push_back(
+        {&f, "until its hosts' other pairs have sent enough since it first lost or read slow"});
+  for (const ExplainedFinding& f : evidence.held_for_tcp_pairs)
+    out.push_back({&f, "while the kernel's TCP counters hold another pair of its hosts"});
   return out;
 }
 

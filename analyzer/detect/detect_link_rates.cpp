@@ -345,7 +345,7 @@ std::vector<std::pair<int, int>> detect_link_rates(const Job& job, const HealthO
                                                    const TcpSpan& tcp,
                                                    std::vector<Finding>& findings,
                                                    std::vector<TcpLink>& tcp_links,
-                                                   std::vector<ExplainedFinding>& awaiting_hosts,
+                                                   std::vector<AwaitingLink>& awaiting_hosts,
                                                    std::vector<std::string>& delayed_hosts) {
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
   const std::int64_t span = stall_span_ns(options);

@@ -264,7 +264,7 @@ struct LossFindings {
 void detect_lost_packets(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
                          const std::vector<std::pair<int, int>>& rate_limited,
                          std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
-                         std::vector<ExplainedFinding>& awaiting_hosts,
+                         std::vector<AwaitingLink>& awaiting_hosts,
                          std::vector<std::string>& delayed) {
   const std::int64_t now = static_cast<std::int64_t>(job.now_wall);
   const std::int64_t span = stall_span_ns(options);

@@ -78,6 +78,14 @@ bool detect_probed_links(const Job& job, const HealthOptions& options, const Hos
 // `probes.slow_pairs`.
 void hold_links_at_probed_hosts(const Job& job, bool running, ProbeEvidence& probes,
                                 std::vector<Finding>& findings);
+// Holds back the slow_link findings of the other rules (probes, messages, stalls) while a TCP
+// rule holds a pair of one of their hosts with a third host (`tcp_awaiting`) and the job runs:
+// a host limited both ways shows in the TCP counters on the one pair its program exchanges bulk
+// data over, and to the probes on another; together they are the host's, which either may name
+// next. Held links go to `held`.
+void hold_links_at_tcp_awaiting_pairs(bool running, const std::vector<AwaitingLink>& tcp_awaiting,
+                                      std::vector<Finding>& findings,
+                                      std::vector<ExplainedFinding>& held);
 // The two rules below read the stall span's TCP counters (`tcp`: tcp_counters.hpp, read once),
 // and fill `tcp_links`: tcp_links_of(job, tcp), a row per pair in the order of `tcp.pairs`.
 // slow_host_network, slow_link from the kernel's busy time (the tcp_links table): directed host
@@ -92,7 +100,7 @@ std::vector<std::pair<int, int>> detect_link_rates(const Job& job, const HealthO
                                                    const TcpSpan& tcp,
                                                    std::vector<Finding>& findings,
                                                    std::vector<TcpLink>& tcp_links,
-                                                   std::vector<ExplainedFinding>& awaiting_hosts,
+                                                   std::vector<AwaitingLink>& awaiting_hosts,
                                                    std::vector<std::string>& delayed_hosts);
 // slow_host_network, slow_link from the kernel's TCP counters (the tcp_links table): directed host
 // pairs whose connections lost (resent, less the resends the receiver already had) a share of their
@@ -104,7 +112,7 @@ std::vector<std::pair<int, int>> detect_link_rates(const Job& job, const HealthO
 void detect_lost_packets(const Job& job, const HealthOptions& options, const TcpSpan& tcp,
                          const std::vector<std::pair<int, int>>& rate_limited,
                          std::vector<Finding>& findings, std::vector<TcpLink>& tcp_links,
-                         std::vector<ExplainedFinding>& awaiting_hosts,
+                         std::vector<AwaitingLink>& awaiting_hosts,
                          std::vector<std::string>& delayed_hosts);
 // slow_host_network, slow_link from stalls: transfers between hosts (the job's messages, from
 // detect_slow_links' `message_stalls`, and link probes) that took kStallNs or more and

@@ -115,7 +115,7 @@ void name_tcp_subjects(const Job& job, const std::vector<Finding>& findings, int
                        const std::vector<std::pair<int, int>>& host_directions,
                        const std::vector<std::pair<int, int>>& found,
                        const std::function<bool(const std::vector<std::pair<int, int>>&)>& awaits,
-                       std::vector<ExplainedFinding>& awaiting_hosts,
+                       std::vector<AwaitingLink>& awaiting_hosts,
                        const std::function<void(const TcpSubject&)>& add) {
   const auto host_name = [&](int h) { return job.hosts[static_cast<std::size_t>(h)]; };
   if (host >= 0) {
@@ -139,7 +139,7 @@ void name_tcp_subjects(const Job& job, const std::vector<Finding>& findings, int
     std::vector<std::pair<int, int>> mine = {{from, to}};
     if (both) mine.push_back({to, from});
     if (!subjects.count(subject) && awaits(mine)) {
-      awaiting_hosts.push_back({finding_kind::slow_link, subject});
+      awaiting_hosts.push_back({{finding_kind::slow_link, subject}, a, b});
       continue;
     }
     add({.subject = subject,
@@ -147,6 +147,25 @@ void name_tcp_subjects(const Job& job, const std::vector<Finding>& findings, int
          .network = NetworkSubject{.from = a, .to = b, .both_directions = both},
          .where = "over it"});
   }
+}
+
+void hold_links_at_tcp_awaiting_pairs(bool running, const std::vector<AwaitingLink>& tcp_awaiting,
+                                      std::vector<Finding>& findings,
+                                      std::vector<ExplainedFinding>& held) {
+  if (!running || tcp_awaiting.empty()) return;
+  std::erase_if(findings, [&](const Finding& f) {
+    if (f.kind != finding_kind::slow_link || f.source == "tcp" || f.from.empty() || f.to.empty())
+      return false;
+    const bool at_its_hosts =
+        std::any_of(tcp_awaiting.begin(), tcp_awaiting.end(), [&](const AwaitingLink& pair) {
+          const bool same =
+              (pair.from == f.from && pair.to == f.to) || (pair.from == f.to && pair.to == f.from);
+          return !same &&
+                 (pair.from == f.from || pair.to == f.from || pair.from == f.to || pair.to == f.to);
+        });
+    if (at_its_hosts) held.push_back({f.kind, f.subject});
+    return at_its_hosts;
+  });
 }
 
 }  // namespace commtap::analyzer

@@ -76,7 +76,7 @@ void name_tcp_subjects(const Job& job, const std::vector<Finding>& findings, int
                        const std::vector<std::pair<int, int>>& host_directions,
                        const std::vector<std::pair<int, int>>& found,
                        const std::function<bool(const std::vector<std::pair<int, int>>&)>& awaits,
-                       std::vector<ExplainedFinding>& awaiting_hosts,
+                       std::vector<AwaitingLink>& awaiting_hosts,
                        const std::function<void(const TcpSubject&)>& add);
 
 }  // namespace commtap::analyzer

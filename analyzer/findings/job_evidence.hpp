@@ -100,6 +100,11 @@ struct ProbedLink {
 struct ExplainedFinding {
   std::string kind, subject;
 };
+// A link a TCP rule holds until its hosts' other pairs tell a host's fault from the link's
+// (detect_lost_packets, detect_link_rates: awaits_its_hosts), and its two hosts.
+struct AwaitingLink : ExplainedFinding {
+  std::string from, to;
+};
 
 // A host the probes found slow that the job's messages show is one slow link of it.
 struct HostThatIsALink {
@@ -151,9 +156,13 @@ struct JobEvidence {
   MessageEvidence messages;
   ProbeEvidence probes;
   std::vector<TcpLink> tcp_links;
-  // Lossy links not named yet: their hosts' other pairs have not sent enough since the first loss
-  // to tell a host's loss from the link's (detect_lost_packets.cpp, awaits_its_hosts).
-  std::vector<ExplainedFinding> tcp_awaiting_hosts;
+  // Lossy or slow links not named yet: their hosts' other pairs have not sent enough since the
+  // first loss or slow read to tell a host's fault from the link's (detect_lost_packets.cpp,
+  // detect_link_rates.cpp: awaits_its_hosts).
+  std::vector<AwaitingLink> tcp_awaiting_hosts;
+  // Other rules' links held while a TCP rule holds another pair of their hosts
+  // (hold_links_at_tcp_awaiting_pairs).
+  std::vector<ExplainedFinding> held_for_tcp_pairs;
   // Hosts that wait for slow messages, probes or resent packets (detect_slow_links,
   // detect_probed_links, detect_lost_packets): their lateness at collectives is the network's.
   std::vector<std::string> delayed_hosts;

@@ -1457,6 +1457,39 @@ TEST(Health, AHostLimitedBothWaysShowsOnOnePairAtATime) {
   expect_exactly(analyze(job, at_14_s), {});
 }
 
+// A host limited both ways (20 Mbit/s from 8 s) whose program moves bulk data to and from h2
+// only, so that the TCP counters hold `h1 <-> h2` for its hosts, while the probes find `h0 ->
+// h1` slow: both are the host's, so the probes' link waits too while the job runs; once it has
+// ended, nothing waits.
+TEST(Health, AProbedLinkWaitsWhileTheTcpCountersHoldAnotherPairOfItsHosts) {
+  SyntheticJob job = rate_limited_job();
+  job.killed_by = "running";
+  job.sends = [](int from, int to, double t) {
+    if (from != 1 && to != 1) return true;
+    return t < 8 || (from == 1 ? to : from) == 2;
+  };
+  job.tcp_mb_per_s = [](int from, int to, double t) {
+    return (from == 1 || to == 1) && t >= 8 ? 2.4 : 500.0;
+  };
+  job.probe_every_s = 2;
+  job.probed = [](int from, int to) { return std::min(from, to) != 1 || std::max(from, to) != 2; };
+  job.probe_mb_per_s = [](int from, int to, double t) {
+    return from == 0 && to == 1 && t >= 8 ? 1.0 : 1000.0;
+  };
+  HealthOptions at_15_s = HealthOptions{};
+  at_15_s.at_s = 15;
+  const JobHealth held = analyze(job, at_15_s);
+  expect_exactly(held, {});
+  ASSERT_EQ(held.evidence.held_for_tcp_pairs.size(), 1u) << describe(held);
+  EXPECT_EQ(held.evidence.held_for_tcp_pairs[0].subject, "link h0 -> h1");
+  job.killed_by = "";
+  const JobHealth ended = analyze(job, HealthOptions{});
+  EXPECT_TRUE(ended.evidence.held_for_tcp_pairs.empty()) << describe(ended);
+  EXPECT_TRUE(std::any_of(ended.findings.begin(), ended.findings.end(), [](const Finding& f) {
+    return f.subject == "link h0 -> h1" || f.subject == "host h1";
+  })) << describe(ended);
+}
+
 // A link limited one way (h1 -> h2, 2.4 MB/s from 8 s) whose reverse moved its bulk data at the
 // full rate in the second the limited way first read slow, and nothing after (an exchange's
 // shorter half), while neither host sends to a third: named at once, as the reverse read beside
