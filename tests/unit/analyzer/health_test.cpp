@@ -1221,6 +1221,18 @@ TEST(Health, LostTcpSegmentsInAndOutOfARingsHostNameTheHost) {
                  {{"slow_link", "link h0 -> h1"}, {"slow_link", "link h1 -> h2"}});
 }
 
+namespace {
+// Analyzed at `at_s`: no finding, and `subject` the one link the TCP rules hold for its hosts.
+void expect_held_for_its_hosts(const SyntheticJob& job, double at_s, const std::string& subject) {
+  HealthOptions at = HealthOptions{};
+  at.at_s = at_s;
+  const JobHealth early = analyze(job, at);
+  expect_exactly(early, {});
+  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
+  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, subject);
+}
+}  // namespace
+
 // A split pipeline (hosts 0 <-> 1 and 2 <-> 3 only; probe transfers between every pair at 13 and
 // 17 s):
 // h3 losing 2% of what it sends and receives from 8 s shows as `h2 <-> h3` alone until the probe
@@ -1239,10 +1251,7 @@ TEST(Health, ALossyPairWaitsForItsHostsOtherPairs) {
   };
   HealthOptions at_12_s = HealthOptions{};
   at_12_s.at_s = 12;
-  const JobHealth early = analyze(job, at_12_s);
-  expect_exactly(early, {});
-  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
-  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h2 <-> h3");
+  expect_held_for_its_hosts(job, 12, "link h2 <-> h3");
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h3"}});
   job.tcp_lost_share = [](int from, int to, double t) {
     return from / 2 == 1 && to / 2 == 1 && t >= 8 ? 0.02 : 0.0;
@@ -1268,12 +1277,7 @@ TEST(Health, APairThatLostABurstSaysNothingOfItsHost) {
     if (peer == 0) return t >= 14 ? 0.02 : 0.0;
     return 0.0;
   };
-  HealthOptions at_15_s = HealthOptions{};
-  at_15_s.at_s = 15;
-  const JobHealth early = analyze(job, at_15_s);
-  expect_exactly(early, {});
-  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
-  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h1 <-> h3");
+  expect_held_for_its_hosts(job, 15, "link h1 <-> h3");
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_host_network", "host h3"}});
 }
 
@@ -1391,10 +1395,7 @@ TEST(Health, APairSlowBothWaysWaitsForItsHostsOtherPairs) {
   };
   HealthOptions at_14_s = HealthOptions{};
   at_14_s.at_s = 14;
-  const JobHealth early = analyze(job, at_14_s);
-  expect_exactly(early, {});
-  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
-  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h1 <-> h2");
+  expect_held_for_its_hosts(job, 14, "link h1 <-> h2");
   expect_exactly(analyze(job, HealthOptions{}), {{"slow_link", "link h1 <-> h2"}});
   job.sends = [](int, int, double) { return true; };
   expect_exactly(analyze(job, at_14_s), {{"slow_link", "link h1 <-> h2"}});
@@ -1437,10 +1438,7 @@ TEST(Health, AHostLimitedBothWaysShowsOnOnePairAtATime) {
   };
   HealthOptions at_14_s = HealthOptions{};
   at_14_s.at_s = 14;
-  const JobHealth early = analyze(job, at_14_s);
-  expect_exactly(early, {});
-  ASSERT_EQ(early.evidence.tcp_awaiting_hosts.size(), 1u) << describe(early);
-  EXPECT_EQ(early.evidence.tcp_awaiting_hosts[0].subject, "link h1 <-> h2");
+  expect_held_for_its_hosts(job, 14, "link h1 <-> h2");
   // Past the 8 s of a pair's wait, h1's few segments to h0 and h3 read as slow as the pair.
   HealthOptions at_19_s = HealthOptions{};
   at_19_s.at_s = 19;
