@@ -85,17 +85,21 @@ struct DirectionRate {
   std::vector<Read> reads;  // its bulk reads
   bool measured() const { return bytes >= kMeasuredBytes && paced_us >= kMeasuredPacedUs; }
   double mb_per_s() const { return mb_per_s_of(bytes, paced_us); }
-  // Its rate over the reads that end after `since_ns` (`overlapping`) or cover nothing before it,
-  // where they measure it (0: not measured).
-  double mb_per_s_after(std::int64_t since_ns, bool overlapping) const {
-    std::uint64_t moved = 0;
-    std::int64_t paced = 0;
+  // What its reads that end after `since_ns` (`overlapping`) or cover nothing before it moved,
+  // and in what paced time (their reads not kept).
+  DirectionRate after(std::int64_t since_ns, bool overlapping) const {
+    DirectionRate moved;
     for (const Read& read : reads)
       if (overlapping ? read.wall_ns > since_ns : read.wall_ns - read.interval_ns >= since_ns) {
-        moved += read.bytes;
-        paced += read.paced_us;
+        moved.bytes += read.bytes;
+        moved.paced_us += read.paced_us;
       }
-    return moved >= kMeasuredBytes && paced >= kMeasuredPacedUs ? mb_per_s_of(moved, paced) : 0;
+    return moved;
+  }
+  // Its rate over those reads, where they measure it (0: not measured).
+  double mb_per_s_after(std::int64_t since_ns, bool overlapping) const {
+    const DirectionRate moved = after(since_ns, overlapping);
+    return moved.measured() ? moved.mb_per_s() : 0;
   }
   // Bytes per microsecond: MB/s.
   static double mb_per_s_of(std::uint64_t bytes, std::int64_t paced_us) {
@@ -261,12 +265,10 @@ bool awaits_its_hosts(const DirectionRates& rates, const SlowRates& slow,
     for (const auto& [pair, d] : rates) {
       const int other = pair.first == h ? pair.second : pair.second == h ? pair.first : -1;
       if (other < 0 || other == a || other == b) continue;
-      sound |= rate_since(pair, false) > slow_bar;
-      for (const DirectionRate::Read& read : d.reads)
-        if (read.wall_ns - read.interval_ns >= first) {
-          moved.bytes += read.bytes;
-          moved.paced_us += read.paced_us;
-        }
+      const DirectionRate since = d.after(first, false);
+      sound |= since.measured() && since.mb_per_s() > slow_bar;
+      moved.bytes += since.bytes;
+      moved.paced_us += since.paced_us;
     }
     return std::pair{sound, moved};
   };
